@@ -1,0 +1,156 @@
+"""Command line and wiring: the one place where the parts are put together."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from . import __version__
+from .config import EXPORTERS, Config, ConfigError, from_sources
+
+log = logging.getLogger("agent")
+
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="node-requests-agent",
+        description="Per-node agent: exports what each pod costs the cluster-autoscaler "
+                    "(NeonVM usage, else effective requests) as OpenTelemetry metrics.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,explain}")
+
+    run = sub.add_parser("run", help="run the agent (the default command)",
+                         description="Watch this node's pods and push their values over OTLP.")
+    run.add_argument("--node-name", help="the node to watch (env NODE_NAME; required)")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
+    run.add_argument("--context", help="kubeconfig context to use")
+    run.add_argument("--replay", metavar="FILE",
+                     help="replay a capture (pod list + watch events) instead of watching a cluster; 'sample' is the bundled sample node")
+    run.add_argument("--once", action="store_true", help="with --replay: export once after the capture is handled, then exit")
+    run.add_argument("--exporter", choices=EXPORTERS, help="metric exporter (env OTEL_METRICS_EXPORTER; default otlp)")
+    run.add_argument("--export-interval", type=float, metavar="SECONDS",
+                     help="seconds between exports (env OTEL_METRIC_EXPORT_INTERVAL in ms; default 15)")
+    run.add_argument("--export-timeout", type=float, metavar="SECONDS",
+                     help="seconds one export may take (env OTEL_METRIC_EXPORT_TIMEOUT in ms; default 10)")
+    run.add_argument("--read-timeout", type=float, metavar="SECONDS",
+                     help="longest silence on a watch before it is treated as dead and resumed (default 120)")
+    run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
+
+    explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",
+                             description="Read a Pod, PodList, `kubectl get -o json` List or a watch capture "
+                                         "(JSON or YAML) and print per pod what the agent exports and why.")
+    explain.add_argument("file", nargs="?", default="-", help="input file, or - for standard input (default)")
+    explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("run", "explain", "-h", "--help", "--version"):
+        argv.insert(0, "run")
+    args = _parser().parse_args(argv)
+    if args.command == "explain":
+        return _explain(args.file, args.output)
+    try:
+        config = from_sources(vars(args), os.environ)
+    except ConfigError as exc:
+        print(f"node-requests-agent: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return run(config)
+    except ConfigError as exc:
+        print(f"node-requests-agent: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _explain(path: str, output: str) -> int:
+    from .dumps import DumpError, read_documents
+    from .explain import explain_json, explain_table, records_from_documents
+
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        records, skipped = records_from_documents(read_documents(text))
+    except (OSError, UnicodeDecodeError, DumpError) as exc:
+        print(f"node-requests-agent explain: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    for reason in skipped:
+        print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
+    print(explain_json(records) if output == "json" else explain_table(records))
+    return 0
+
+
+def run(config: Config) -> int:
+    """Wire source -> queue -> handler -> state -> exporter and run until stopped."""
+    from .export.provider import build_exporter, build_telemetry
+    from .handler import Handler
+    from .queue import EventQueue
+    from .state import NodeState
+    from .stats import RuntimeStats
+
+    stats = RuntimeStats()
+    state = NodeState(config.node_name)
+    queue = EventQueue()
+    stop = threading.Event()
+
+    if config.replay:
+        from .dumps import DumpError
+        from .source.replay import ReplaySource, load_capture
+
+        try:
+            source = ReplaySource(load_capture(config.replay), config.node_name, queue, stats)
+        except (OSError, UnicodeDecodeError, DumpError) as exc:
+            raise ConfigError(f"cannot read capture {config.replay!r}: {exc}") from None
+        api = None
+    else:
+        from .source.kube import KubeApi, KubeConfigError, load_configuration
+        from .source.reflector import Reflector, ReflectorSettings
+
+        try:
+            api = KubeApi(load_configuration(config.kubeconfig, config.context))
+        except KubeConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        source = Reflector(api, config.node_name, queue, stats, ReflectorSettings(read_timeout=config.read_timeout))
+
+    exporter = build_exporter(config)
+    telemetry = build_telemetry(config, state, stats, exporter, interval=float("inf") if config.once else None)
+    handler = Handler(state, stats)
+
+    def on_signal(signum, frame):
+        log.info("received %s; exporting once more and exiting", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    threads = [
+        threading.Thread(target=source.run, args=(stop,), name="source", daemon=True),
+        threading.Thread(target=handler.run, args=(queue, stop), name="handler", daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    log.info("node-requests-agent %s watching node %s (exporter %s)", __version__, config.node_name, config.exporter)
+
+    if config.once:
+        while not (source.finished.wait(0.1) or stop.is_set()):
+            pass
+        queue.join(timeout=30)
+        telemetry.flush()
+        stop.set()
+    else:
+        while not stop.wait(1.0):
+            pass
+    for t in threads:
+        t.join(timeout=5)
+    if not config.once:
+        telemetry.shutdown()
+    if api is not None:
+        api.close()
+    return 0

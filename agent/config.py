@@ -1,0 +1,87 @@
+"""The agent's configuration: flags first, then environment, then defaults.
+
+Invalid configuration raises ConfigError; the CLI turns it into one line on
+stderr and exit code 2, before anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources"]
+
+EXPORTERS = ("otlp", "console", "table", "none")
+
+
+class ConfigError(ValueError):
+    """Configuration the agent cannot start with."""
+
+
+@dataclass(frozen=True)
+class Config:
+    node_name: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    replay: str | None = None
+    once: bool = False
+    exporter: str = "otlp"
+    otlp_protocol: str = "http/protobuf"
+    export_interval: float = 15.0
+    export_timeout: float = 10.0
+    read_timeout: float = 120.0
+    log_level: str = "INFO"
+
+
+def _seconds(value: str | float | None, name: str, default: float, millis: bool = False) -> float:
+    if value is None or value == "":
+        return default
+    try:
+        seconds = float(value) / (1000 if millis else 1)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{name} must be positive, got {value!r}")
+    return seconds
+
+
+def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
+    """Merge parsed flags (None where not given) with the environment."""
+    node = str(args.get("node_name") or env.get("NODE_NAME") or "").strip()
+    if not node:
+        raise ConfigError("the node name is required: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or pass --node-name")
+    exporter = str(args.get("exporter") or env.get("OTEL_METRICS_EXPORTER") or "otlp").strip().lower()
+    if exporter not in EXPORTERS:
+        raise ConfigError(f"exporter must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
+    protocol = (env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    if exporter == "otlp" and protocol not in ("grpc", "http/protobuf"):
+        raise ConfigError(f"OTLP protocol must be grpc or http/protobuf, got {protocol!r}")
+    interval_flag = args.get("export_interval")
+    interval = (_seconds(interval_flag, "--export-interval", 15.0) if interval_flag is not None
+                else _seconds(env.get("OTEL_METRIC_EXPORT_INTERVAL"), "OTEL_METRIC_EXPORT_INTERVAL", 15.0, millis=True))
+    timeout_flag = args.get("export_timeout")
+    timeout = (_seconds(timeout_flag, "--export-timeout", 10.0) if timeout_flag is not None
+               else _seconds(env.get("OTEL_METRIC_EXPORT_TIMEOUT"), "OTEL_METRIC_EXPORT_TIMEOUT", 10.0, millis=True))
+    read_timeout = _seconds(args.get("read_timeout"), "--read-timeout", 120.0)
+    once = bool(args.get("once"))
+    replay = args.get("replay")
+    if once and not replay:
+        raise ConfigError("--once needs --replay: a live agent runs until it is stopped")
+    level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    return Config(
+        node_name=node,
+        kubeconfig=args.get("kubeconfig") or None,  # type: ignore[arg-type]
+        context=args.get("context") or None,  # type: ignore[arg-type]
+        replay=replay or None,  # type: ignore[arg-type]
+        once=once,
+        exporter=exporter,
+        otlp_protocol=protocol,
+        export_interval=interval,
+        export_timeout=timeout,
+        read_timeout=read_timeout,
+        log_level=level,
+    )

@@ -1,0 +1,68 @@
+"""Reading pods from files: kubectl dumps, captures of watch streams, YAML.
+
+Accepted, in any mix: a Pod, a PodList or ``kubectl get -o json`` List, and
+watch events ``{"type": ..., "object": ...}`` as printed by
+``kubectl get pods --watch --output-watch-events -o json`` (concatenated,
+pretty-printed JSON values) or as newline-delimited JSON; or the same as
+YAML documents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+__all__ = ["DumpError", "read_documents", "pods_of"]
+
+
+class DumpError(ValueError):
+    """The input is neither JSON nor YAML of Kubernetes objects."""
+
+
+def _json_values(text: str) -> Iterator[Any]:
+    decoder = json.JSONDecoder()
+    pos, end = 0, len(text)
+    while True:
+        while pos < end and text[pos].isspace():
+            pos += 1
+        if pos >= end:
+            return
+        value, pos = decoder.raw_decode(text, pos)
+        yield value
+
+
+def read_documents(text: str) -> list[Any]:
+    """Every top-level document in ``text`` (JSON values first, else YAML)."""
+    stripped = text.lstrip()
+    if not stripped:
+        return []
+    if stripped[0] in "{[":
+        try:
+            return list(_json_values(text))
+        except json.JSONDecodeError as exc:
+            json_error = exc
+    else:
+        json_error = None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        detail = f"; as JSON: {json_error}" if json_error else ""
+        raise DumpError(f"not JSON or YAML: {exc}{detail}") from None
+    return docs
+
+
+def pods_of(document: Any) -> list[Any]:
+    """The pod objects in one document: a Pod, a List's items, or a watch event's object."""
+    if not isinstance(document, dict):
+        raise DumpError(f"expected a Kubernetes object, got {type(document).__name__}")
+    if isinstance(document.get("items"), list):
+        return [p for item in document["items"] for p in pods_of(item)]
+    if "type" in document and "object" in document:
+        return pods_of(document["object"])
+    kind = document.get("kind")
+    if kind not in (None, "Pod"):
+        return []
+    return [document]

@@ -1,0 +1,27 @@
+"""What the Kubernetes source hands to the handler, through the event queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .pod import PodRecord
+
+__all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "EVENT_TYPES"]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+BOOKMARK = "BOOKMARK"
+# A full LIST result: the handler replaces its view with exactly these pods,
+# which is how pods deleted while the watch was down disappear (no ghosts).
+RELIST = "RELIST"
+EVENT_TYPES = (ADDED, MODIFIED, DELETED, BOOKMARK, RELIST)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: str
+    pod: PodRecord | None = None
+    # Only for RELIST.
+    pods: tuple[PodRecord, ...] = ()
+    resource_version: str = ""

@@ -1,0 +1,116 @@
+"""``explain``: what the agent would export for a dump of pods, and why.
+
+Pure rendering on top of ``valuation.evaluate``; the CLI does the reading.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import Any
+
+from .dumps import pods_of
+from .pod import PodDecodeError, PodRecord, decode_pod
+from .quantity import format_bytes, format_cores
+from .valuation import PodValue, evaluate
+
+__all__ = ["records_from_documents", "explain_json", "explain_table"]
+
+
+def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], list[str]]:
+    """The pods a dump describes, watch events applied in order; plus what was skipped."""
+    pods: dict[str, PodRecord] = {}
+    skipped: list[str] = []
+    for doc in documents:
+        deleted = isinstance(doc, dict) and doc.get("type") == "DELETED" and "object" in doc
+        for obj in pods_of(doc):
+            try:
+                record = decode_pod(obj)
+            except PodDecodeError as exc:
+                skipped.append(str(exc))
+                continue
+            if deleted:
+                pods.pop(record.uid, None)
+            else:
+                pods[record.uid] = record
+    return list(pods.values()), skipped
+
+
+def _bytes(value: Fraction) -> int:
+    # Kubernetes rounds a fractional byte count up (Quantity.Value()).
+    return math.ceil(value)
+
+
+def _pod_json(v: PodValue) -> dict[str, Any]:
+    return {
+        "namespace": v.namespace,
+        "name": v.name,
+        "uid": v.uid,
+        "phase": v.phase,
+        "reported": v.reported,
+        "source": v.source,
+        "cpu_cores": float(v.cpu),
+        "memory_bytes": _bytes(v.memory),
+        "problems": [str(p) for p in v.problems],
+        "contributions": [
+            {"name": c.name, "kind": c.kind,
+             "cpu_cores": None if c.cpu is None else float(c.cpu),
+             "memory_bytes": None if c.memory is None else _bytes(c.memory),
+             "note": c.note}
+            for c in v.contributions
+        ],
+        "vm": None if v.vm is None else {
+            "name": v.vm.name, "migration_role": v.vm.migration_role or None,
+            "cpu_cores": float(v.vm.cpu), "memory_bytes": _bytes(v.vm.memory),
+        },
+    }
+
+
+def _sorted(values: Iterable[PodValue]) -> list[PodValue]:
+    return sorted(values, key=lambda v: (v.namespace, v.name, v.uid))
+
+
+def explain_json(records: Iterable[PodRecord]) -> str:
+    values = _sorted(evaluate(r) for r in records)
+    reported = [v for v in values if v.reported]
+    return json.dumps({
+        "pods": [_pod_json(v) for v in values],
+        "totals": {
+            "pods_reported": len(reported),
+            "cpu_cores": float(sum((v.cpu for v in reported), Fraction(0))),
+            "memory_bytes": _bytes(sum((v.memory for v in reported), Fraction(0))),
+        },
+    }, indent=2)
+
+
+def _q(value: Fraction | None, cores: bool) -> str:
+    if value is None:
+        return "-"
+    return format_cores(value) if cores else format_bytes(Fraction(_bytes(value)))
+
+
+def explain_table(records: Iterable[PodRecord]) -> str:
+    values = _sorted(evaluate(r) for r in records)
+    header = f"{'POD':<48} {'PHASE':<10} {'SOURCE':<13} {'CPU':>9} {'MEMORY':>10}"
+    lines = [header]
+    for v in values:
+        pod = f"{v.namespace}/{v.name}"
+        source = v.source if v.reported else "not reported"
+        lines.append(f"{pod:<48} {v.phase or '-':<10} {source:<13} {_q(v.cpu, True):>9} {_q(v.memory, False):>10}")
+        for c in v.contributions:
+            note = f"  {c.note}" if c.note else ""
+            lines.append(f"    {c.kind:<10} {c.name:<33} {'':<13} {_q(c.cpu, True):>9} {_q(c.memory, False):>10}{note}")
+        if v.vm is not None:
+            role = f" ({v.vm.migration_role} of a live migration)" if v.vm.migration_role else ""
+            lines.append(f"    vm usage   {v.vm.name + role:<47} {_q(v.vm.cpu, True):>9} {_q(v.vm.memory, False):>10}")
+        for p in v.problems:
+            lines.append(f"    problem: {p}")
+        if not v.reported:
+            lines.append(f"    not reported: phase {v.phase} pods hold no resources")
+    reported = [v for v in values if v.reported]
+    cpu = sum((v.cpu for v in reported), Fraction(0))
+    mem = sum((v.memory for v in reported), Fraction(0))
+    lines.append(f"{'TOTAL (' + str(len(reported)) + ' pods reported)':<73} {_q(cpu, True):>9} {_q(mem, False):>10}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Exporters: the node state as OpenTelemetry metrics, pushed over OTLP."""

@@ -1,0 +1,96 @@
+"""Builds the OpenTelemetry MeterProvider and the exporter the configuration asks for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter
+from opentelemetry.sdk.resources import Resource
+
+from .. import __version__
+from ..config import Config, ConfigError
+from ..state import NodeState
+from ..stats import RuntimeStats
+from .metrics import PodMetrics
+from .reader import GAUGE_DELTA, PublishingMetricReader
+
+__all__ = ["build_exporter", "build_telemetry", "Telemetry", "SERVICE_NAME"]
+
+SERVICE_NAME = "node-requests-agent"
+
+
+def build_exporter(config: Config) -> MetricExporter | None:
+    """The exporter named by --exporter / OTEL_METRICS_EXPORTER.
+
+    OTLP endpoint, headers, certificates, compression (gzip) and timeout come
+    from the standard OTEL_EXPORTER_OTLP_* variables, read by the exporter
+    classes themselves. Only the chosen protocol's module is imported: gRPC
+    costs ~15 MiB more than HTTP.
+    """
+    if config.exporter == "none":
+        return None
+    if config.exporter == "table":
+        from .table import TableMetricExporter
+
+        return TableMetricExporter()
+    if config.exporter == "console":
+        from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+
+        return ConsoleMetricExporter(preferred_temporality=GAUGE_DELTA)
+    if config.otlp_protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
+
+        return GrpcExporter(preferred_temporality=GAUGE_DELTA)
+    if config.otlp_protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+
+        return HttpExporter(preferred_temporality=GAUGE_DELTA)
+    raise ConfigError(f"unsupported OTLP protocol {config.otlp_protocol!r} (use grpc or http/protobuf)")
+
+
+class Telemetry:
+    def __init__(self, provider: MeterProvider, reader: PublishingMetricReader | None) -> None:
+        self.provider = provider
+        self.reader = reader
+
+    def flush(self) -> None:
+        if self.reader is not None:
+            self.reader.force_flush()
+
+    def shutdown(self) -> None:
+        """Final export of the current state, then close the exporter."""
+        self.provider.shutdown()
+
+
+def build_telemetry(
+    config: Config,
+    state: NodeState,
+    stats: RuntimeStats,
+    exporter: MetricExporter | None,
+    interval: float | None = None,
+    on_export: Callable[[bool, float], None] | None = None,
+) -> Telemetry:
+    resource = Resource.create({
+        "service.name": SERVICE_NAME,
+        "service.version": __version__,
+        # Stable across restarts, unlike the SDK's random default.
+        "service.instance.id": config.node_name,
+        "k8s.node.name": config.node_name,
+    })
+    readers = []
+    reader = None
+    if exporter is not None:
+        reader = PublishingMetricReader(
+            exporter,
+            interval=config.export_interval if interval is None else interval,
+            timeout=config.export_timeout,
+            on_export=on_export or stats.export_finished,
+        )
+        readers.append(reader)
+    provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+    meter = provider.get_meter("node_requests_agent", __version__)
+    if reader is not None:
+        # Instruments come from the provider, which needs its readers first.
+        reader.set_publisher(PodMetrics(meter, state, stats).publish)
+    return Telemetry(provider, reader)

@@ -1,0 +1,75 @@
+"""Applies source events to the node state: the only writer of NodeState."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from .events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from .pod import PodRecord
+from .queue import EventQueue
+from .state import NodeState
+from .stats import RuntimeStats
+from .valuation import PodValue, evaluate
+
+__all__ = ["Handler"]
+
+log = logging.getLogger(__name__)
+
+
+class Handler:
+    def __init__(self, state: NodeState, stats: RuntimeStats, evaluate_pod: Callable[[PodRecord], PodValue] = evaluate) -> None:
+        self._state = state
+        self._stats = stats
+        self._evaluate = evaluate_pod
+
+    def handle(self, event: Event) -> None:
+        if event.type in (ADDED, MODIFIED) and event.pod is not None:
+            value = self._evaluate(event.pod)
+            self._report_problems(value, self._state.upsert(value))
+        elif event.type == DELETED and event.pod is not None:
+            self._state.remove(event.pod.uid)
+        elif event.type == RELIST:
+            values = [self._evaluate(p) for p in event.pods]
+            previous, removed = self._state.replace(values)
+            for value in values:
+                self._report_problems(value, previous.get(value.uid))
+            if removed:
+                log.info("relist removed %d pod(s) deleted while the watch was down", len(removed))
+        elif event.type != BOOKMARK:
+            raise ValueError(f"unknown event type {event.type!r}")
+
+    def _report_problems(self, value: PodValue, previous: PodValue | None) -> None:
+        """Log and count once per pod change that brings new problems.
+
+        Status-only updates of a pod that keeps the same bad annotation
+        repeat nothing, so a broken pod costs one line, not one per event.
+        """
+        if not value.problems:
+            return
+        if previous is not None and previous.problems == value.problems:
+            return
+        log.warning("pod %s/%s (uid %s): %s; exporting %s", value.namespace, value.name, value.uid,
+                    "; ".join(str(p) for p in value.problems),
+                    "its pod requests" if value.source == "pod_requests" else "its VM usage")
+        for p in value.problems:
+            self._stats.pod_problem(p.subject, p.reason)
+
+    def run(self, queue: EventQueue, stop: threading.Event, poll: float = 0.2) -> None:
+        """Handle events until ``stop`` is set and the queue is drained."""
+        while True:
+            item = queue.get(timeout=poll)
+            if item is None:
+                if stop.is_set():
+                    return
+                continue
+            try:
+                self.handle(item.event)
+                self._stats.event_handled()
+            except Exception as exc:  # one bad event must not stop the agent
+                self._stats.handler_error(type(exc).__name__)
+                log.exception("handling %s event failed", item.event.type)
+            finally:
+                queue.task_done()

@@ -1,0 +1,19 @@
+"""Problems found in a pod: shown to people in full, counted with bounded labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Problem"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    # What was wrong: "usage", "overcommit", "requests" or "pod" (the object's shape).
+    subject: str
+    # A bounded reason such as "invalid_json" or "out_of_range" (see neon.REASONS).
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.message}"

@@ -1,0 +1,137 @@
+"""HTTP access to the Kubernetes API through the official kubernetes package.
+
+The package provides configuration loading (in-cluster, kubeconfig, TLS,
+exec and token plugins, token refresh) and the urllib3 transport; responses
+are read raw and decoded as JSON by the caller, never into model objects.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import urllib3
+
+__all__ = ["ApiError", "KubeApi", "KubeConfigError", "load_configuration", "TRANSPORT_ERRORS"]
+
+log = logging.getLogger(__name__)
+
+# What a dead, restarting or unreachable API server raises from urllib3.
+TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+
+
+class KubeConfigError(Exception):
+    """No usable cluster configuration."""
+
+
+class ApiError(Exception):
+    """The API server answered with a non-2xx status (or a watch ERROR event)."""
+
+    def __init__(self, status: int, reason: str = "", message: str = "", retry_after: float | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def expired(self) -> bool:
+        """410 Gone: the resourceVersion is compacted away; only a relist helps."""
+        return self.status == 410
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any], http_status: int = 0, retry_after: float | None = None) -> ApiError:
+        code = status.get("code") if isinstance(status.get("code"), int) else http_status
+        return cls(code or http_status, str(status.get("reason") or ""), str(status.get("message") or ""), retry_after)
+
+
+def load_configuration(kubeconfig: str | None = None, context: str | None = None):
+    """In-cluster configuration inside a pod, else KUBECONFIG / ~/.kube/config."""
+    from kubernetes import config as kube_config
+    from kubernetes.client import Configuration
+
+    configuration = Configuration()
+    try:
+        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kube_config.load_incluster_config(client_configuration=configuration)
+        else:
+            kube_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+    except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
+        raise KubeConfigError(f"cannot load Kubernetes configuration: {exc}") from exc
+    # client-go's keepalive timings: an idle watch on a dead peer is noticed.
+    configuration.keep_alive = True
+    return configuration
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class KubeApi:
+    def __init__(self, configuration, connect_timeout: float = 10.0) -> None:
+        from kubernetes.client.api_client import ApiClient
+
+        self._client = ApiClient(configuration)
+        self._client.user_agent = "node-requests-agent"
+        self._connect_timeout = connect_timeout
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _get(self, path: str, params: Mapping[str, str], read_timeout: float):
+        method, url, headers, _, _ = self._client.param_serialize(
+            "GET", path, query_params=list(params.items()),
+            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+        )
+        response = self._client.call_api(method, url, headers, _request_timeout=(self._connect_timeout, read_timeout)).response
+        if not 200 <= response.status <= 299:
+            body = response.data
+            response.release_conn()
+            try:
+                status = json.loads(body)
+            except ValueError:
+                status = {}
+            if not isinstance(status, dict):
+                status = {}
+            raise ApiError.from_status(status, response.status, _retry_after(response.headers))
+        return response
+
+    def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
+        response = self._get(path, params, read_timeout)
+        try:
+            return json.loads(response.data)
+        finally:
+            response.release_conn()
+
+    def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float) -> Iterator[bytes]:
+        """Yield the newline-delimited lines of a streaming (watch) response.
+
+        Each socket read waits at most ``read_timeout``: a half-open
+        connection raises urllib3's ReadTimeoutError instead of hanging.
+        """
+        response = self._get(path, params, read_timeout)
+        buffer = b""
+        try:
+            for chunk in response.stream(65536, decode_content=True):
+                buffer += chunk
+                while True:
+                    newline = buffer.find(b"\n")
+                    if newline < 0:
+                        break
+                    line, buffer = buffer[:newline], buffer[newline + 1:]
+                    if line.strip():
+                        yield line
+            if buffer.strip():
+                yield buffer
+        finally:
+            # Dropping the connection (not returning it to the pool) when a
+            # consumer stops early: a half-read watch cannot be reused.
+            response.close()
+            response.release_conn()

@@ -1,0 +1,212 @@
+"""List-then-watch of one node's pods, modelled on client-go's reflector.
+
+- The first LIST is served from the API server's watch cache
+  (resourceVersion=0), filtered by the indexed field spec.nodeName.
+- WATCH resumes from the newest resourceVersion seen (bookmarks included),
+  with a server-side timeout randomised in [min, max] so thousands of agents
+  do not reconnect in step, and a client read timeout so a half-open
+  connection cannot hang the agent.
+- 410 Gone (HTTP status or ERROR event) means the version was compacted:
+  relist, and the handler reconciles (pods gone meanwhile are removed).
+- Every other failure waits a jittered exponential backoff (0.8 s to 30 s),
+  also a watch that ends at once with nothing received, so a failing API
+  server never sees a hot loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import urllib3
+
+from ..events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from ..pod import PodDecodeError, decode_pod
+from ..queue import EventQueue
+from ..stats import RuntimeStats
+from .backoff import Backoff
+from .kube import TRANSPORT_ERRORS, ApiError
+
+__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi"]
+
+log = logging.getLogger(__name__)
+
+
+class ListWatchApi(Protocol):
+    def get_json(self, path: str, params: dict[str, str], read_timeout: float = ...) -> Any: ...
+    def stream_lines(self, path: str, params: dict[str, str], read_timeout: float): ...
+
+
+@dataclass(frozen=True)
+class ReflectorSettings:
+    path: str = "/api/v1/pods"
+    min_watch_timeout: int = 300
+    max_watch_timeout: int = 600
+    # Longer than the API server's ~1 min bookmark period; a silent stream
+    # past this is treated as dead and the watch resumes.
+    read_timeout: float = 120.0
+    list_timeout: float = 60.0
+    # A watch that ends sooner than this with no event counts as a failure.
+    short_watch: float = 1.0
+
+
+class _WatchEnded(Exception):
+    """The stream ended; ``reason`` says how, for the watch-starts counter."""
+
+
+class Reflector:
+    def __init__(
+        self,
+        api: ListWatchApi,
+        node_name: str,
+        queue: EventQueue,
+        stats: RuntimeStats,
+        settings: ReflectorSettings = ReflectorSettings(),
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self._selector = f"spec.nodeName={node_name}"
+        self._queue = queue
+        self._stats = stats
+        self._settings = settings
+        self._backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+        self._clock = clock
+        self.resource_version = ""
+
+    def run(self, stop: threading.Event) -> None:
+        need_list = True
+        reason = "initial"
+        expired_in_row = 0
+        while not stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._stats.watch_started(reason)
+                reason = self._watch(stop)
+                expired_in_row = 0
+            except ApiError as exc:
+                if exc.expired:
+                    log.info("resourceVersion %s expired (410); relisting", self.resource_version)
+                    need_list, reason = True, "expired"
+                    self._stats.request_failed(reason)
+                    expired_in_row += 1
+                    # client-go relists at once after a 410; a server that
+                    # keeps answering 410 still gets backoff.
+                    if expired_in_row > 1:
+                        self._wait(stop)
+                else:
+                    reason = f"http_{exc.status}" if exc.status in (429, 500, 503, 504) else "http_error"
+                    self._stats.request_failed(reason)
+                    log.warning("API request failed: %s", exc)
+                    self._wait(stop, exc.retry_after)
+            except TRANSPORT_ERRORS as exc:
+                reason = "transport"
+                self._stats.request_failed(reason)
+                log.warning("API connection failed: %s", exc.__class__.__name__ if not str(exc) else exc)
+                self._wait(stop)
+            except _WatchEnded as exc:
+                reason = str(exc)
+                self._stats.request_failed(reason)
+                self._wait(stop)
+            except ValueError as exc:  # a corrupt line or body
+                reason = "decode"
+                self._stats.request_failed(reason)
+                log.warning("undecodable API answer: %s", exc)
+                self._wait(stop)
+
+    def _wait(self, stop: threading.Event, retry_after: float | None = None) -> None:
+        delay = self._backoff.next_delay()
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self._backoff.maximum))
+        stop.wait(delay)
+
+    def _list(self) -> None:
+        started = self._clock()
+        body = self._api.get_json(
+            self._settings.path,
+            {"fieldSelector": self._selector, "resourceVersion": "0"},
+            read_timeout=self._settings.list_timeout,
+        )
+        if not isinstance(body, dict):
+            raise ValueError("LIST answer is not an object")
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        items = body.get("items") if isinstance(body.get("items"), list) else []
+        records = []
+        for item in items:
+            try:
+                records.append(decode_pod(item))
+            except PodDecodeError as exc:
+                self._stats.handler_error("undecodable_pod")
+                log.warning("skipping unidentifiable object in LIST: %s", exc)
+        self.resource_version = str(meta.get("resourceVersion") or "")
+        self._queue.put(Event(RELIST, pods=tuple(records), resource_version=self.resource_version))
+        self._stats.relisted(self.resource_version)
+        self._stats.event_added(RELIST)
+        log.info("listed %d pod(s) at resourceVersion %s in %.3f s", len(records), self.resource_version,
+                 self._clock() - started)
+
+    def _watch(self, stop: threading.Event) -> str:
+        """Watch until the stream ends; return why, as the next start's reason."""
+        s = self._settings
+        params = {
+            "fieldSelector": self._selector,
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version,
+            "timeoutSeconds": str(self._rng.randint(s.min_watch_timeout, s.max_watch_timeout)),
+        }
+        started = self._clock()
+        received = 0
+        try:
+            for line in self._api.stream_lines(s.path, params, read_timeout=s.read_timeout):
+                self._dispatch(json.loads(line))
+                received += 1
+                if stop.is_set():
+                    return "stopped"
+        except urllib3.exceptions.ReadTimeoutError:
+            # Silent for read_timeout seconds: a dead or half-open stream.
+            # The wait already happened, so resume without backoff.
+            return "read_timeout"
+        if received == 0 and self._clock() - started < s.short_watch:
+            raise _WatchEnded("short_watch")
+        self._backoff.reset()
+        return "stream_end"
+
+    def _dispatch(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            raise ValueError("watch event is not an object")
+        kind = raw.get("type")
+        obj = raw.get("object")
+        if kind == "ERROR":
+            raise ApiError.from_status(obj if isinstance(obj, dict) else {}, 500)
+        if kind not in (ADDED, MODIFIED, DELETED, BOOKMARK) or not isinstance(obj, dict):
+            raise ValueError(f"unexpected watch event type {kind!r}")
+        if kind == BOOKMARK:
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            rv = str(meta.get("resourceVersion") or "")
+            event = Event(BOOKMARK, resource_version=rv)
+        else:
+            try:
+                pod = decode_pod(obj)
+            except PodDecodeError as exc:
+                self._stats.handler_error("undecodable_pod")
+                log.warning("skipping unidentifiable object in %s event: %s", kind, exc)
+                return
+            rv = pod.resource_version
+            event = Event(kind, pod=pod, resource_version=rv)
+        self._queue.put(event)
+        self._stats.event_added(kind)
+        if rv:
+            self.resource_version = rv
+        self._stats.progressed(rv)
+

@@ -1,0 +1,102 @@
+"""The number the cluster-autoscaler decides with, per pod.
+
+``evaluate`` is the one place that combines a pod's requests with a NeonVM's
+usage annotation. It is pure: the handler, ``explain`` and the benchmarks all
+call it, so what is exported and what is explained cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from .neon import AnnotationError, VmResources, parse_vm_resources
+from .pod import PodRecord
+from .problems import Problem
+from .requests import Contribution, pod_requests
+
+__all__ = ["PodValue", "VmUsage", "evaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
+
+SOURCE_VM_USAGE = "vm_usage"
+SOURCE_POD_REQUESTS = "pod_requests"
+Source = Literal["vm_usage", "pod_requests"]
+
+
+@dataclass(frozen=True, slots=True)
+class VmUsage:
+    """The VM's raw usage annotation (before overcommit), for vm_*_usage."""
+
+    name: str
+    # "source" or "target" during a live migration, else "".
+    migration_role: str
+    cpu: Fraction
+    memory: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class PodValue:
+    uid: str
+    namespace: str
+    name: str
+    phase: str
+    # False for Succeeded/Failed pods: neither kube-scheduler nor the
+    # cluster-autoscaler counts them.
+    reported: bool
+    source: Source
+    cpu: Fraction
+    memory: Fraction
+    vm: VmUsage | None
+    contributions: tuple[Contribution, ...]
+    problems: tuple[Problem, ...]
+    resource_version: str = ""
+
+
+def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | None, VmResources | None]:
+    """Return (raw usage, usage the autoscaler applies) from the annotations."""
+    if pod.usage_annotation is None:
+        return None, None
+    try:
+        usage = parse_vm_resources(pod.usage_annotation)
+    except AnnotationError as exc:
+        problems.append(Problem("usage", exc.reason, f"vm.neon.tech/usage ignored: {exc}"))
+        return None, None
+    if pod.overcommit_annotation is None:
+        return usage, usage
+    try:
+        factors = parse_vm_resources(pod.overcommit_annotation, factors=True)
+    except AnnotationError as exc:
+        problems.append(Problem("overcommit", exc.reason,
+                                f"vm.neon.tech/overcommit invalid, so vm.neon.tech/usage is not applied: {exc}"))
+        return usage, None
+    return usage, usage.divided_by(factors)
+
+
+def evaluate(pod: PodRecord) -> PodValue:
+    problems = [Problem("pod", "malformed_pod", p) for p in pod.problems]
+    raw_usage, applied = _vm_usage(pod, problems)
+    override = None
+    if applied is not None:
+        if pod.containers:
+            override = {"cpu": applied.cpu, "memory": applied.memory}
+        else:
+            problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
+    result = pod_requests(pod, override)
+    problems.extend(result.problems)
+    vm = None
+    if raw_usage is not None:
+        vm = VmUsage(pod.vm_name or pod.name, pod.migration_role, raw_usage.cpu, raw_usage.memory)
+    return PodValue(
+        uid=pod.uid,
+        namespace=pod.namespace,
+        name=pod.name,
+        phase=pod.phase,
+        reported=not pod.terminal,
+        source=SOURCE_VM_USAGE if override is not None else SOURCE_POD_REQUESTS,
+        cpu=result.cpu,
+        memory=result.memory,
+        vm=vm,
+        contributions=result.contributions,
+        problems=tuple(problems),
+        resource_version=pod.resource_version,
+    )
