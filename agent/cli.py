@@ -87,70 +87,93 @@ def _explain(path: str, output: str) -> int:
     return 0
 
 
+class Agent:
+    """The wired pipeline: source -> queue -> handler -> state -> exporters."""
+
+    def __init__(self, config: Config) -> None:
+        from .export.provider import build_exporter, build_telemetry
+        from .handler import Handler
+        from .queue import EventQueue
+        from .state import NodeState
+        from .stats import RuntimeStats
+
+        self.config = config
+        self.stats = RuntimeStats()
+        self.state = NodeState(config.node_name)
+        self.queue = EventQueue()
+        self.stop_event = threading.Event()
+        self.api = None
+        self.finished: threading.Event | None = None
+        if config.replay:
+            from .dumps import DumpError
+            from .source.replay import ReplaySource, load_capture
+
+            try:
+                source = ReplaySource(load_capture(config.replay), config.node_name, self.queue, self.stats)
+            except (OSError, UnicodeDecodeError, DumpError) as exc:
+                raise ConfigError(f"cannot read capture {config.replay!r}: {exc}") from None
+            self.finished = source.finished
+        else:
+            from .source.kube import KubeApi, KubeConfigError, load_configuration
+            from .source.reflector import Reflector, ReflectorSettings
+
+            try:
+                self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
+            except KubeConfigError as exc:
+                raise ConfigError(str(exc)) from None
+            source = Reflector(self.api, config.node_name, self.queue, self.stats,
+                               ReflectorSettings(read_timeout=config.read_timeout,
+                                                 min_watch_timeout=config.watch_timeout[0],
+                                                 max_watch_timeout=config.watch_timeout[1]))
+        self.source = source
+        self.telemetry = build_telemetry(config, self.state, self.stats, build_exporter(config),
+                                         interval=float("inf") if config.once else None)
+        self.handler = Handler(self.state, self.stats)
+        self._threads = [
+            threading.Thread(target=source.run, args=(self.stop_event,), name="source", daemon=True),
+            threading.Thread(target=self.handler.run, args=(self.queue, self.stop_event), name="handler", daemon=True),
+        ]
+
+    def start(self) -> "Agent":
+        for t in self._threads:
+            t.start()
+        log.info("node-requests-agent %s watching node %s (exporter %s)", __version__, self.config.node_name,
+                 self.config.exporter)
+        return self
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until a replay is fully handled (or ``timeout``)."""
+        if self.finished is not None and not self.finished.wait(timeout):
+            return False
+        return self.queue.join(timeout)
+
+    def shutdown(self, final_export: bool = True) -> None:
+        """Stop the source and handler, then export the final state once."""
+        self.stop_event.set()
+        for t in self._threads:
+            t.join(timeout=5)
+        if final_export:
+            self.telemetry.shutdown()
+        if self.api is not None:
+            self.api.close()
+
+
 def run(config: Config) -> int:
-    """Wire source -> queue -> handler -> state -> exporter and run until stopped."""
-    from .export.provider import build_exporter, build_telemetry
-    from .handler import Handler
-    from .queue import EventQueue
-    from .state import NodeState
-    from .stats import RuntimeStats
-
-    stats = RuntimeStats()
-    state = NodeState(config.node_name)
-    queue = EventQueue()
-    stop = threading.Event()
-
-    if config.replay:
-        from .dumps import DumpError
-        from .source.replay import ReplaySource, load_capture
-
-        try:
-            source = ReplaySource(load_capture(config.replay), config.node_name, queue, stats)
-        except (OSError, UnicodeDecodeError, DumpError) as exc:
-            raise ConfigError(f"cannot read capture {config.replay!r}: {exc}") from None
-        api = None
-    else:
-        from .source.kube import KubeApi, KubeConfigError, load_configuration
-        from .source.reflector import Reflector, ReflectorSettings
-
-        try:
-            api = KubeApi(load_configuration(config.kubeconfig, config.context))
-        except KubeConfigError as exc:
-            raise ConfigError(str(exc)) from None
-        source = Reflector(api, config.node_name, queue, stats, ReflectorSettings(read_timeout=config.read_timeout))
-
-    exporter = build_exporter(config)
-    telemetry = build_telemetry(config, state, stats, exporter, interval=float("inf") if config.once else None)
-    handler = Handler(state, stats)
+    agent = Agent(config)
 
     def on_signal(signum, frame):
         log.info("received %s; exporting once more and exiting", signal.Signals(signum).name)
-        stop.set()
+        agent.stop_event.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-
-    threads = [
-        threading.Thread(target=source.run, args=(stop,), name="source", daemon=True),
-        threading.Thread(target=handler.run, args=(queue, stop), name="handler", daemon=True),
-    ]
-    for t in threads:
-        t.start()
-    log.info("node-requests-agent %s watching node %s (exporter %s)", __version__, config.node_name, config.exporter)
-
+    agent.start()
     if config.once:
-        while not (source.finished.wait(0.1) or stop.is_set()):
-            pass
-        queue.join(timeout=30)
-        telemetry.flush()
-        stop.set()
-    else:
-        while not stop.wait(1.0):
-            pass
-    for t in threads:
-        t.join(timeout=5)
-    if not config.once:
-        telemetry.shutdown()
-    if api is not None:
-        api.close()
+        agent.drain()
+        agent.telemetry.flush()
+        agent.shutdown(final_export=False)
+        return 0
+    while not agent.stop_event.wait(1.0):
+        pass
+    agent.shutdown()
     return 0

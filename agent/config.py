@@ -32,6 +32,8 @@ class Config:
     export_interval: float = 15.0
     export_timeout: float = 10.0
     read_timeout: float = 120.0
+    # The server-side watch timeout is drawn from this range for each watch.
+    watch_timeout: tuple[int, int] = (300, 600)
     log_level: str = "INFO"
 
 

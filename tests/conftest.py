@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from agent.cli import Agent
+from agent.config import Config
+from tests.fake_apiserver import FakeApiServer
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, message: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s: {message or predicate}")
+
+
+@pytest.fixture
+def apiserver():
+    server = FakeApiServer(bookmark_interval=0.5).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make_agent(apiserver, tmp_path):
+    agents: list[Agent] = []
+
+    def make(**overrides) -> Agent:
+        settings = dict(node_name="node-a", kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"),
+                        exporter="none", read_timeout=5.0, watch_timeout=(30, 40))
+        settings.update(overrides)
+        agent = Agent(Config(**settings))
+        agents.append(agent)
+        return agent.start()
+
+    yield make
+    for agent in agents:
+        agent.shutdown(final_export=False)

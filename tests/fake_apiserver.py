@@ -1,0 +1,327 @@
+"""A protocol-faithful stand-in for kube-apiserver's pod (and node) endpoints.
+
+No kube-apiserver can run on these machines, so this serves the documented
+API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/using-api/api-concepts/):
+
+- LIST returns a List whose metadata.resourceVersion is the store's current
+  version; ``resourceVersion=0`` is served from the "watch cache" (any
+  version is fine, here the newest); ``fieldSelector`` filters on
+  ``spec.nodeName`` / ``metadata.name`` / ``metadata.namespace``, and an
+  unsupported field is 400 BadRequest.
+- WATCH (``watch=true``) streams newline-delimited JSON events with chunked
+  transfer encoding, starting after the given resourceVersion; a version
+  older than the compacted history yields an ERROR event with a 410 Expired
+  Status (what the watch cache does); ``allowWatchBookmarks`` adds BOOKMARK
+  events; ``timeoutSeconds`` ends the stream cleanly.
+- Every object change bumps one global resourceVersion; deletion is a
+  DELETED event carrying the last state with a new version.
+- Bearer-token authentication (401 Unauthorized Status otherwise).
+
+Fault knobs for the tests: failing the next N requests with a status (and
+Retry-After), dropping every open watch, hanging new watches (a half-open
+peer: headers sent, then silence), compaction, and stop/start (an outage).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+__all__ = ["FakeApiServer"]
+
+
+@dataclass
+class _Change:
+    rv: int
+    type: str
+    obj: dict[str, Any]
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def _field(obj: dict[str, Any], path: str) -> str:
+    cur: Any = obj
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur if isinstance(cur, str) else ""
+
+
+_SELECTABLE = {
+    "pods": ("spec.nodeName", "metadata.name", "metadata.namespace", "status.phase"),
+    "nodes": ("metadata.name",),
+}
+
+
+class FakeApiServer:
+    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0) -> None:
+        self.token = token
+        self.bookmark_interval = bookmark_interval
+        self._lock = threading.Condition()
+        self._rv = 100
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {"pods": {}, "nodes": {}}
+        self._history: dict[str, list[_Change]] = {"pods": [], "nodes": []}
+        self._compacted = 0
+        self._fail: list[tuple[int, float | None]] = []
+        self._hang_watches = False
+        self._generation = 0  # bumped by drop_watches()
+        self.requests: list[tuple[float, str, dict[str, list[str]]]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+        self._open: set[socket.socket] = set()
+
+    # -- lifecycle -----------------------------------------------------------
+    def start(self, port: int = 0) -> "FakeApiServer":
+        fake = self
+
+        class Handler(_Handler):
+            server_ref = fake
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", port or self.port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and cut every open connection (an API server outage)."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+        self.drop_watches()
+        with self._lock:
+            for s in list(self._open):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path) -> str:
+        import yaml
+
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "agent", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+        }))
+        return str(path)
+
+    # -- store ---------------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._rv
+
+    def _record(self, kind: str, type_: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self._rv += 1
+        obj = copy.deepcopy(obj)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        key = (_field(obj, "metadata.namespace"), _field(obj, "metadata.name"))
+        if type_ == "DELETED":
+            self._objects[kind].pop(key, None)
+        else:
+            self._objects[kind][key] = obj
+        self._history[kind].append(_Change(self._rv, type_, obj))
+        self._lock.notify_all()
+        return obj
+
+    def create(self, obj: dict[str, Any], kind: str = "pods") -> dict[str, Any]:
+        with self._lock:
+            return self._record(kind, "ADDED", obj)
+
+    def update(self, obj: dict[str, Any], kind: str = "pods") -> dict[str, Any]:
+        with self._lock:
+            return self._record(kind, "MODIFIED", obj)
+
+    def delete(self, namespace: str, name: str, kind: str = "pods") -> None:
+        with self._lock:
+            obj = self._objects[kind].get((namespace, name))
+            if obj is not None:
+                self._record(kind, "DELETED", obj)
+
+    def objects(self, kind: str = "pods") -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(o) for o in self._objects[kind].values()]
+
+    def compact(self) -> None:
+        """Forget history up to now: watches from older versions get 410."""
+        with self._lock:
+            self._compacted = self._rv
+            for kind in self._history:
+                self._history[kind] = []
+
+    # -- faults --------------------------------------------------------------
+    def fail_next(self, count: int, status: int = 500, retry_after: float | None = None) -> None:
+        with self._lock:
+            self._fail.extend([(status, retry_after)] * count)
+
+    def drop_watches(self) -> None:
+        """End every open watch stream abruptly (no final chunk)."""
+        with self._lock:
+            self._generation += 1
+            self._lock.notify_all()
+
+    def hang_watches(self, hang: bool = True) -> None:
+        with self._lock:
+            self._hang_watches = hang
+            self._lock.notify_all()
+
+    def count(self, watch: bool | None = None, since: float = 0.0, path: str = "/api/v1/pods") -> int:
+        with self._lock:
+            return sum(1 for t, p, q in self.requests
+                       if t >= since and p == path and (watch is None or (q.get("watch") == ["true"]) == watch))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_ref: FakeApiServer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send_json(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        fake = self.server_ref
+        url = urlparse(self.path)
+        query = parse_qs(url.query)
+        with fake._lock:
+            fake.requests.append((time.monotonic(), url.path, query))
+            fake._open.add(self.connection)
+            failure = fake._fail.pop(0) if fake._fail else None
+        try:
+            if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                return self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))
+            if failure is not None:
+                code, retry_after = failure
+                reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 410: "Expired"}.get(code, "InternalError")
+                headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else None
+                return self._send_json(code, _status(code, reason, "injected failure"), headers)
+            kind = {"/api/v1/pods": "pods", "/api/v1/nodes": "nodes"}.get(url.path)
+            if kind is None:
+                return self._send_json(404, _status(404, "NotFound", f"the server could not find the requested resource {url.path}"))
+            selector: list[tuple[str, str]] = []
+            for term in filter(None, (query.get("fieldSelector", [""])[0]).split(",")):
+                field, _, value = term.partition("=")
+                field = field.rstrip("=")
+                if field not in _SELECTABLE[kind]:
+                    return self._send_json(400, _status(400, "BadRequest", f'field label not supported: {field}'))
+                selector.append((field, value.lstrip("=")))
+
+            def matches(obj: dict[str, Any]) -> bool:
+                return all(_field(obj, f) == v for f, v in selector)
+
+            if query.get("watch", [""])[0] in ("true", "1"):
+                return self._watch(fake, kind, query, matches)
+            with fake._lock:
+                items = [copy.deepcopy(o) for o in fake._objects[kind].values() if matches(o)]
+                rv = fake._rv
+            items.sort(key=lambda o: (_field(o, "metadata.namespace"), _field(o, "metadata.name")))
+            self._send_json(200, {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",
+                                  "metadata": {"resourceVersion": str(rv)}, "items": items})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with fake._lock:
+                fake._open.discard(self.connection)
+
+    def _chunk(self, payload: bytes) -> None:
+        self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        self.wfile.flush()
+
+    def _watch(self, fake: FakeApiServer, kind: str, query: dict[str, list[str]], matches) -> None:
+        timeout = float(query.get("timeoutSeconds", ["1800"])[0])
+        bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
+        rv_text = query.get("resourceVersion", [""])[0]
+        deadline = time.monotonic() + timeout
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        with fake._lock:
+            generation = fake._generation
+            if fake._hang_watches:
+                # A half-open peer: the client sees headers, then nothing ever.
+                while fake._hang_watches and generation == fake._generation and fake._server is not None:
+                    fake._lock.wait(0.1)
+                self.close_connection = True
+                return
+            if rv_text in ("", "0"):
+                # "Start at most recent": synthetic ADDED for the current state.
+                pending = [_Change(fake._rv, "ADDED", copy.deepcopy(o)) for o in fake._objects[kind].values()]
+                cursor = fake._rv
+            else:
+                cursor = int(rv_text)
+                if cursor < fake._compacted:
+                    pending = []
+                    expired = json.dumps({"type": "ERROR", "object": _status(
+                        410, "Expired", f"too old resource version: {cursor} ({fake._compacted})")}).encode() + b"\n"
+                    self._chunk(expired)
+                    self._chunk(b"")
+                    return
+                pending = [c for c in fake._history[kind] if c.rv > cursor]
+                cursor = max([cursor] + [c.rv for c in pending])
+        last_bookmark = time.monotonic()
+        while True:
+            for change in pending:
+                if matches(change.obj):
+                    self._chunk(json.dumps({"type": change.type, "object": change.obj}).encode() + b"\n")
+            with fake._lock:
+                while True:
+                    if generation != fake._generation or fake._server is None:
+                        # Dropped: close without the terminating chunk.
+                        self.close_connection = True
+                        try:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        return
+                    now = time.monotonic()
+                    if now >= deadline:
+                        break
+                    new = [c for c in fake._history[kind] if c.rv > cursor]
+                    if new:
+                        break
+                    if bookmarks and now - last_bookmark >= fake.bookmark_interval:
+                        break
+                    fake._lock.wait(min(0.05, deadline - now))
+                pending = [c for c in fake._history[kind] if c.rv > cursor]
+                if pending:
+                    cursor = pending[-1].rv
+                rv_now = fake._rv
+            if time.monotonic() >= deadline and not pending:
+                self._chunk(b"")  # clean end of stream
+                return
+            if bookmarks and not pending and time.monotonic() - last_bookmark >= fake.bookmark_interval:
+                last_bookmark = time.monotonic()
+                self._chunk(json.dumps({"type": "BOOKMARK", "object": {
+                    "kind": "Pod" if kind == "pods" else "Node", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(rv_now)}}}).encode() + b"\n")

@@ -1,0 +1,172 @@
+"""The pod informer against the fake API server, over real HTTP, with the kubernetes package doing the requests."""
+
+from __future__ import annotations
+
+import time
+
+from tests.conftest import wait_until
+from tests.factory import container, pod
+
+
+def names(agent) -> set[str]:
+    return {p.name for p in agent.state.pods()}
+
+
+def truth(apiserver, node="node-a") -> set[str]:
+    return {p["metadata"]["name"] for p in apiserver.objects() if p["spec"]["nodeName"] == node}
+
+
+def test_initial_list_then_watch_is_node_scoped_and_from_watch_cache(apiserver, make_agent):
+    apiserver.create(pod("a1"))
+    apiserver.create(pod("a2", phase="Pending"))
+    apiserver.create(pod("b1", node="node-b"))
+    agent = make_agent()
+    wait_until(lambda: agent.state.synced and apiserver.count(watch=True) >= 1)
+    assert names(agent) == {"a1", "a2"}
+    first, second = apiserver.requests[0], apiserver.requests[1]
+    assert first[2]["fieldSelector"] == ["spec.nodeName=node-a"]
+    assert first[2]["resourceVersion"] == ["0"]
+    assert "watch" not in first[2]
+    assert second[2]["watch"] == ["true"]
+    assert second[2]["allowWatchBookmarks"] == ["true"]
+    assert second[2]["resourceVersion"] == [str(apiserver.resource_version)]
+    assert 30 <= int(second[2]["timeoutSeconds"][0]) <= 40
+
+
+def test_add_modify_delete_and_phase_changes_follow_the_api(apiserver, make_agent):
+    agent = make_agent()
+    wait_until(lambda: apiserver.count(watch=True) >= 1)
+    p = apiserver.create(pod("job", containers=[container("c", "500m", "1Gi")]))
+    apiserver.create(pod("elsewhere", node="node-b"))
+    wait_until(lambda: names(agent) == {"job"})
+    p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "750m"
+    apiserver.update(p)
+    wait_until(lambda: agent.state.pods()[0].cpu * 1000 == 750)
+    p["status"]["phase"] = "Succeeded"
+    apiserver.update(p)
+    wait_until(lambda: not agent.state.pods()[0].reported)
+    apiserver.delete("default", "job")
+    wait_until(lambda: names(agent) == set())
+    assert apiserver.count(watch=False) == 1
+
+
+def test_bookmarks_advance_the_resource_version_and_resume_without_relist(apiserver, make_agent):
+    apiserver.create(pod("a1"))
+    agent = make_agent()
+    wait_until(lambda: apiserver.count(watch=True) >= 1)
+    apiserver.create(pod("other", node="node-b"))  # bumps the version; node-a never sees it
+    target = str(apiserver.resource_version)
+    wait_until(lambda: agent.stats.snapshot().resource_version == target, message="bookmark seen")
+    apiserver.drop_watches()
+    wait_until(lambda: apiserver.count(watch=True) >= 2)
+    assert apiserver.requests[-1][2]["resourceVersion"] == [target]
+    assert apiserver.count(watch=False) == 1
+
+
+def test_server_timeout_ends_watch_cleanly_and_no_event_is_missed(apiserver, make_agent):
+    agent = make_agent(watch_timeout=(1, 1))
+    for i in range(6):
+        apiserver.create(pod(f"p{i}"))
+        time.sleep(0.4)
+    wait_until(lambda: names(agent) == truth(apiserver))
+    assert apiserver.count(watch=True) >= 3
+    assert apiserver.count(watch=False) == 1
+
+
+def test_410_after_compaction_relists_and_leaves_no_ghosts(apiserver, make_agent):
+    for name in ("stays", "goes", "changes"):
+        apiserver.create(pod(name))
+    agent = make_agent()
+    wait_until(lambda: names(agent) == {"stays", "goes", "changes"})
+    apiserver.stop()
+    apiserver.delete("default", "goes")
+    changed = [p for p in apiserver.objects() if p["metadata"]["name"] == "changes"][0]
+    changed["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    apiserver.update(changed)
+    apiserver.create(pod("new"))
+    apiserver.compact()
+    apiserver.start()
+    wait_until(lambda: names(agent) == {"stays", "changes", "new"}, timeout=15)
+    assert [p.cpu for p in agent.state.pods() if p.name == "changes"] == [2]
+    assert apiserver.count(watch=False) == 2
+    assert agent.stats.snapshot().requests_failed.get("expired") == 1
+
+
+def test_410_as_http_status_relists(apiserver, make_agent):
+    agent = make_agent()
+    wait_until(lambda: apiserver.count(watch=True) >= 1)
+    apiserver.fail_next(1, 410)
+    apiserver.drop_watches()
+    wait_until(lambda: apiserver.count(watch=False) == 2)
+    apiserver.create(pod("after"))
+    wait_until(lambda: names(agent) == {"after"})
+
+
+def test_failing_api_server_sees_backoff_not_a_hot_loop(apiserver, make_agent):
+    agent = make_agent()
+    wait_until(lambda: apiserver.count(watch=True) >= 1)
+    apiserver.fail_next(1000, 500)
+    start = time.monotonic()
+    apiserver.drop_watches()
+    time.sleep(6)
+    during = apiserver.count(since=start)
+    # 0.8 s doubling with jitter: at most ~5 attempts in 6 s, far from a hot loop.
+    assert 2 <= during <= 6, during
+    with apiserver._lock:
+        apiserver._fail.clear()
+    apiserver.create(pod("recovered"))
+    wait_until(lambda: names(agent) == {"recovered"}, timeout=20)
+    assert agent.stats.snapshot().requests_failed["http_500"] >= 2
+
+
+def test_429_retry_after_is_honoured(apiserver, make_agent):
+    agent = make_agent()
+    wait_until(lambda: apiserver.count(watch=True) >= 1)
+    apiserver.fail_next(2, 429, retry_after=2)
+    start = time.monotonic()
+    apiserver.drop_watches()
+    wait_until(lambda: apiserver.count(since=start) >= 3, timeout=15)
+    times = [t for t, _, _ in apiserver.requests if t >= start][:3]
+    assert times[1] - times[0] >= 1.9 and times[2] - times[1] >= 1.9
+    apiserver.create(pod("ok"))
+    wait_until(lambda: names(agent) == {"ok"})
+
+
+def test_outage_then_recovery_restores_truth(apiserver, make_agent):
+    apiserver.create(pod("before"))
+    agent = make_agent()
+    wait_until(lambda: names(agent) == {"before"})
+    apiserver.stop()
+    time.sleep(3)
+    apiserver.create(pod("during"))
+    apiserver.start()
+    down_since = time.monotonic()
+    wait_until(lambda: names(agent) == {"before", "during"}, timeout=40)
+    assert time.monotonic() - down_since < 35
+    assert agent.stats.snapshot().requests_failed["transport"] >= 1
+
+
+def test_half_open_watch_is_ended_by_the_read_timeout(apiserver, make_agent):
+    agent = make_agent(read_timeout=1.0)
+    wait_until(lambda: apiserver.count(watch=True) >= 1)
+    apiserver.hang_watches()
+    apiserver.drop_watches()
+    start = time.monotonic()
+    wait_until(lambda: agent.stats.snapshot().watch_starts.get("read_timeout", 0) >= 2, timeout=6)
+    hung = apiserver.count(watch=True, since=start)
+    # One new watch per read timeout, each given up on: never stuck, never hot.
+    assert 2 <= hung <= 4, hung
+    apiserver.hang_watches(False)
+    apiserver.create(pod("after-hang"))
+    wait_until(lambda: names(agent) == {"after-hang"}, timeout=5)
+
+
+def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
+    stale = apiserver.kubeconfig(tmp_path / "stale-kubeconfig")
+    apiserver.token = "rotated"
+    start = time.monotonic()
+    agent = make_agent(kubeconfig=stale)
+    time.sleep(3)
+    assert 1 <= apiserver.count(since=start) <= 4
+    assert not agent.state.synced
+    assert agent.stats.snapshot().requests_failed["http_error"] >= 1
