@@ -32,7 +32,7 @@ def make_agent(apiserver, tmp_path):
 
     def make(**overrides) -> Agent:
         settings = dict(node_name="node-a", kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"),
-                        exporter="none", read_timeout=5.0, watch_timeout=(30, 40))
+                        exporter="none", read_timeout=5.0, watch_timeout=(30, 40), export_interval=0.2)
         settings.update(overrides)
         agent = Agent(Config(**settings))
         agents.append(agent)
