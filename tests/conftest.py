@@ -41,3 +41,12 @@ def make_agent(apiserver, tmp_path):
     yield make
     for agent in agents:
         agent.shutdown(final_export=False)
+
+
+@pytest.fixture(scope="session")
+def victoriametrics(tmp_path_factory):
+    from tests.victoriametrics import VictoriaMetrics
+
+    vm = VictoriaMetrics(tmp_path_factory.mktemp("vmdata"))
+    yield vm
+    vm.stop()
