@@ -152,8 +152,7 @@ class Agent:
         self.stop_event.set()
         for t in self._threads:
             t.join(timeout=5)
-        if final_export:
-            self.telemetry.shutdown()
+        self.telemetry.shutdown(final_export=final_export)
         if self.api is not None:
             self.api.close()
 

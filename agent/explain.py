@@ -6,14 +6,12 @@ Pure rendering on top of ``valuation.evaluate``; the CLI does the reading.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
-from fractions import Fraction
 from typing import Any
 
 from .dumps import pods_of
 from .pod import PodDecodeError, PodRecord, decode_pod
-from .quantity import format_bytes, format_cores
+from .quantity import format_bytes, format_cores, to_bytes, to_float
 from .valuation import PodValue, evaluate
 
 __all__ = ["records_from_documents", "explain_json", "explain_table"]
@@ -38,11 +36,6 @@ def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], l
     return list(pods.values()), skipped
 
 
-def _bytes(value: Fraction) -> int:
-    # Kubernetes rounds a fractional byte count up (Quantity.Value()).
-    return math.ceil(value)
-
-
 def _pod_json(v: PodValue) -> dict[str, Any]:
     return {
         "namespace": v.namespace,
@@ -51,19 +44,19 @@ def _pod_json(v: PodValue) -> dict[str, Any]:
         "phase": v.phase,
         "reported": v.reported,
         "source": v.source,
-        "cpu_cores": float(v.cpu),
-        "memory_bytes": _bytes(v.memory),
+        "cpu_cores": to_float(v.cpu),
+        "memory_bytes": to_bytes(v.memory),
         "problems": [str(p) for p in v.problems],
         "contributions": [
             {"name": c.name, "kind": c.kind,
-             "cpu_cores": None if c.cpu is None else float(c.cpu),
-             "memory_bytes": None if c.memory is None else _bytes(c.memory),
+             "cpu_cores": None if c.cpu is None else to_float(c.cpu),
+             "memory_bytes": None if c.memory is None else to_bytes(c.memory),
              "note": c.note}
             for c in v.contributions
         ],
         "vm": None if v.vm is None else {
             "name": v.vm.name, "migration_role": v.vm.migration_role or None,
-            "cpu_cores": float(v.vm.cpu), "memory_bytes": _bytes(v.vm.memory),
+            "cpu_cores": to_float(v.vm.cpu), "memory_bytes": to_bytes(v.vm.memory),
         },
     }
 
@@ -79,16 +72,16 @@ def explain_json(records: Iterable[PodRecord]) -> str:
         "pods": [_pod_json(v) for v in values],
         "totals": {
             "pods_reported": len(reported),
-            "cpu_cores": float(sum((v.cpu for v in reported), Fraction(0))),
-            "memory_bytes": _bytes(sum((v.memory for v in reported), Fraction(0))),
+            "cpu_cores": to_float(sum(v.cpu for v in reported)),
+            "memory_bytes": to_bytes(sum(v.memory for v in reported)),
         },
     }, indent=2)
 
 
-def _q(value: Fraction | None, cores: bool) -> str:
+def _q(value: int | None, cores: bool) -> str:
     if value is None:
         return "-"
-    return format_cores(value) if cores else format_bytes(Fraction(_bytes(value)))
+    return format_cores(value) if cores else format_bytes(value)
 
 
 def explain_table(records: Iterable[PodRecord]) -> str:
@@ -110,7 +103,7 @@ def explain_table(records: Iterable[PodRecord]) -> str:
         if not v.reported:
             lines.append(f"    not reported: phase {v.phase} pods hold no resources")
     reported = [v for v in values if v.reported]
-    cpu = sum((v.cpu for v in reported), Fraction(0))
-    mem = sum((v.memory for v in reported), Fraction(0))
+    cpu = sum(v.cpu for v in reported)
+    mem = sum(v.memory for v in reported)
     lines.append(f"{'TOTAL (' + str(len(reported)) + ' pods reported)':<73} {_q(cpu, True):>9} {_q(mem, False):>10}")
     return "\n".join(lines)

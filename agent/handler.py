@@ -5,14 +5,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-
 from .events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from .pod import PodRecord
 from .queue import EventQueue
 from .state import NodeState
 from .stats import RuntimeStats
-from .valuation import PodValue, evaluate
+from .valuation import PodValue, reevaluate
 
 __all__ = ["Handler"]
 
@@ -20,19 +17,21 @@ log = logging.getLogger(__name__)
 
 
 class Handler:
-    def __init__(self, state: NodeState, stats: RuntimeStats, evaluate_pod: Callable[[PodRecord], PodValue] = evaluate) -> None:
+    def __init__(self, state: NodeState, stats: RuntimeStats) -> None:
         self._state = state
         self._stats = stats
-        self._evaluate = evaluate_pod
 
     def handle(self, event: Event) -> None:
         if event.type in (ADDED, MODIFIED) and event.pod is not None:
-            value = self._evaluate(event.pod)
-            self._report_problems(value, self._state.upsert(value))
+            previous = self._state.get(event.pod.uid)
+            value = reevaluate(event.pod, previous)
+            self._state.upsert(value)
+            self._report_problems(value, previous)
         elif event.type == DELETED and event.pod is not None:
             self._state.remove(event.pod.uid)
         elif event.type == RELIST:
-            values = [self._evaluate(p) for p in event.pods]
+            known = {v.uid: v for v in self._state.pods()}
+            values = [reevaluate(p, known.get(p.uid)) for p in event.pods]
             previous, removed = self._state.replace(values)
             for value in values:
                 self._report_problems(value, previous.get(value.uid))

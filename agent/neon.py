@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from fractions import Fraction
 
-from .quantity import QuantityError, parse_quantity
+from .quantity import NANO, QuantityError, div_round_up, parse_quantity
 
 __all__ = ["AnnotationError", "VmResources", "parse_vm_resources", "REASONS"]
 
@@ -43,11 +42,14 @@ class AnnotationError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class VmResources:
-    cpu: Fraction
-    memory: Fraction
+    """Nano-units; for factors, nano-units of 1 (so 2500m is 2.5x)."""
+
+    cpu: int
+    memory: int
 
     def divided_by(self, factors: "VmResources") -> "VmResources":
-        return VmResources(self.cpu / factors.cpu, self.memory / factors.memory)
+        # Rounded up to the next nano, the finest a Kubernetes quantity holds.
+        return VmResources(div_round_up(self.cpu * NANO, factors.cpu), div_round_up(self.memory * NANO, factors.memory))
 
 
 def parse_vm_resources(text: str, *, factors: bool = False) -> VmResources:

@@ -12,9 +12,9 @@ no identity at all, so a malformed pod is still reported, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "ContainerRequests",
@@ -45,16 +45,16 @@ class PodDecodeError(ValueError):
     """The object cannot be identified as a pod (no name and no uid)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerRequests:
+# Named tuples rather than dataclasses: built and compared in C, and both
+# happen for every container of every watch event.
+class ContainerRequests(NamedTuple):
     name: str
     requests: Requests
     # An init container with restartPolicy Always (a KEP-753 sidecar).
     restartable: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerStatusRequests:
+class ContainerStatusRequests(NamedTuple):
     """What the kubelet reports for a container during in-place resize."""
 
     name: str
@@ -86,51 +86,70 @@ class PodRecord:
     problems: tuple[str, ...] = ()
 
     @property
-    def key(self) -> str:
-        return self.uid
+    def value_inputs(self) -> tuple:
+        """Every field the exported value depends on, except the phase.
+
+        Most watch events are status churn (conditions, restarts, probes) that
+        leave these unchanged; the handler compares them to skip evaluation.
+        """
+        return (self.namespace, self.name, self.containers, self.init_containers, self.pod_requests,
+                self.overhead, self.statuses, self.resize_infeasible, self.usage_annotation,
+                self.overcommit_annotation, self.vm_name, self.migration_role, self.problems)
 
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
 
+_EMPTY: dict[str, Any] = {}
+# Shared by every container that requests nothing; never mutated.
+_NO_REQUESTS: dict[str, str] = {}
+
+
 class _Reader:
-    """Field access that records a problem instead of raising on a wrong type."""
+    """Field access that records a problem instead of raising on a wrong type.
+
+    Paths for messages are built only when something is wrong: this runs for
+    every watch event, and formatting them eagerly doubled its cost.
+    """
 
     __slots__ = ("problems",)
 
     def __init__(self) -> None:
         self.problems: list[str] = []
 
-    def mapping(self, obj: Any, path: str) -> Mapping[str, Any]:
-        if obj is None:
-            return {}
-        if isinstance(obj, Mapping):
+    def mapping(self, obj: Any, path: str | Callable[[], str]) -> dict[str, Any]:
+        # JSON and YAML decoders only build dicts; isinstance(dict) is several
+        # times cheaper than the Mapping ABC on this hot path.
+        if isinstance(obj, dict):
             return obj
-        self.problems.append(f"{path} is not an object")
-        return {}
+        if obj is not None:
+            self.problems.append(f"{path if isinstance(path, str) else path()} is not an object")
+        return _EMPTY
 
     def sequence(self, obj: Any, path: str) -> list[Any]:
-        if obj is None:
-            return []
         if isinstance(obj, list):
             return obj
-        self.problems.append(f"{path} is not a list")
+        if obj is not None:
+            self.problems.append(f"{path} is not a list")
         return []
 
-    def string(self, obj: Any, path: str) -> str:
-        if obj is None:
-            return ""
+    def string(self, obj: Any, path: str | Callable[[], str]) -> str:
         if isinstance(obj, str):
             return obj
-        self.problems.append(f"{path} is not a string")
+        if obj is not None:
+            self.problems.append(f"{path if isinstance(path, str) else path()} is not a string")
         return ""
 
-    def requests(self, obj: Any, path: str) -> dict[str, str]:
+    def requests(self, obj: Any, path: str | Callable[[], str]) -> Requests:
+        if not obj:
+            return _NO_REQUESTS
         raw = self.mapping(obj, path)
+        cpu, memory = raw.get("cpu"), raw.get("memory")
+        if cpu.__class__ is str and memory.__class__ is str:
+            return {"cpu": cpu, "memory": memory}
         out: dict[str, str] = {}
-        for resource in RESOURCES:
-            value = raw.get(resource)
+        for resource, value in (("cpu", cpu), ("memory", memory)):
             if value is None:
                 continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -140,50 +159,65 @@ class _Reader:
             if isinstance(value, str):
                 out[resource] = value
             else:
-                self.problems.append(f"{path}.{resource} is not a quantity string")
-        return out
+                self.problems.append(f"{path if isinstance(path, str) else path()}.{resource} is not a quantity string")
+        return out or _NO_REQUESTS
 
 
 def _containers(r: _Reader, items: Any, path: str, init: bool) -> tuple[ContainerRequests, ...]:
     out = []
-    for i, item in enumerate(r.sequence(items, path)):
-        c = r.mapping(item, f"{path}[{i}]")
-        name = r.string(c.get("name"), f"{path}[{i}].name") or f"#{i}"
-        resources = r.mapping(c.get("resources"), f"{path}[{i}].resources")
-        requests = r.requests(resources.get("requests"), f"{name}.resources.requests")
-        restartable = init and c.get("restartPolicy") == "Always"
-        out.append(ContainerRequests(name, requests, restartable))
+    for i, c in enumerate(r.sequence(items, path)):
+        if c.__class__ is not dict:
+            c = r.mapping(c, f"{path}[{i}]")
+        name = c.get("name")
+        if name.__class__ is not str:
+            name = r.string(name, f"{path}[{i}].name") or f"#{i}"
+        resources = c.get("resources")
+        if resources.__class__ is dict:
+            requests = r.requests(resources.get("requests"), lambda: f"{name}.resources.requests")
+        else:
+            r.mapping(resources, f"{name}.resources")
+            requests = _NO_REQUESTS
+        out.append(ContainerRequests(name, requests, init and c.get("restartPolicy") == "Always"))
     return tuple(out)
 
 
-def _statuses(r: _Reader, status: Mapping[str, Any]) -> tuple[ContainerStatusRequests, ...]:
+def _statuses(r: _Reader, status: dict[str, Any]) -> tuple[ContainerStatusRequests, ...]:
     out = []
     for field_name in ("containerStatuses", "initContainerStatuses"):
-        for i, item in enumerate(r.sequence(status.get(field_name), f"status.{field_name}")):
-            cs = r.mapping(item, f"status.{field_name}[{i}]")
-            name = r.string(cs.get("name"), f"status.{field_name}[{i}].name")
+        items = status.get(field_name)
+        if not items:
+            continue
+        for i, item in enumerate(r.sequence(items, f"status.{field_name}")):
+            cs = r.mapping(item, lambda: f"status.{field_name}[{i}]")
+            name = r.string(cs.get("name"), lambda: f"status.{field_name}[{i}].name")
             if not name:
                 continue
-            allocated = r.requests(cs.get("allocatedResources"), f"{name}.allocatedResources")
             resources = cs.get("resources")
+            allocated = cs.get("allocatedResources")
+            if resources is None and not allocated:
+                continue  # nothing the value depends on
+            allocated = r.requests(allocated, lambda: f"{name}.allocatedResources")
             requests = None
             if resources is not None:
-                requests = r.requests(r.mapping(resources, f"{name}.resources").get("requests"), f"{name}.resources.requests")
+                requests = r.requests(r.mapping(resources, lambda: f"{name}.resources").get("requests"),
+                                      lambda: f"{name}.resources.requests")
             out.append(ContainerStatusRequests(name, allocated, requests))
     return tuple(out)
 
 
-def _resize_infeasible(r: _Reader, status: Mapping[str, Any]) -> bool:
-    for i, item in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
-        cond = r.mapping(item, f"status.conditions[{i}]")
+def _resize_infeasible(r: _Reader, status: dict[str, Any]) -> bool:
+    for i, cond in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
+        if cond.__class__ is not dict:
+            cond = r.mapping(cond, f"status.conditions[{i}]")
         if cond.get("type") == "PodResizePending":
             return cond.get("reason") == "Infeasible"
     return False
 
 
 def _migration_role(r: _Reader, refs: Any) -> str:
-    for i, item in enumerate(r.sequence(refs, "metadata.ownerReferences")):
-        ref = r.mapping(item, f"metadata.ownerReferences[{i}]")
+    for i, ref in enumerate(r.sequence(refs, "metadata.ownerReferences")):
+        if ref.__class__ is not dict:
+            ref = r.mapping(ref, f"metadata.ownerReferences[{i}]")
         if ref.get("apiVersion") == _NEONVM_API_VERSION and ref.get("kind") == "VirtualMachineMigration":
             # neonvm: the migration controls only the target pod and keeps a
             # non-controlling reference on the source (pod_helpers.go).
@@ -191,7 +225,7 @@ def _migration_role(r: _Reader, refs: Any) -> str:
     return ""
 
 
-def _annotation(r: _Reader, annotations: Mapping[str, Any], name: str) -> str | None:
+def _annotation(r: _Reader, annotations: dict[str, Any], name: str) -> str | None:
     value = annotations.get(name)
     if value is None:
         return None
@@ -203,23 +237,42 @@ def _annotation(r: _Reader, annotations: Mapping[str, Any], name: str) -> str | 
 
 def decode_pod(obj: Any) -> PodRecord:
     """Build a :class:`PodRecord` from a pod as parsed from JSON or YAML."""
-    r = _Reader()
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, dict):
         raise PodDecodeError(f"pod is not an object but {type(obj).__name__}")
-    meta = r.mapping(obj.get("metadata"), "metadata")
-    spec = r.mapping(obj.get("spec"), "spec")
-    status = r.mapping(obj.get("status"), "status")
-    namespace = r.string(meta.get("namespace"), "metadata.namespace")
-    name = r.string(meta.get("name"), "metadata.name")
-    uid = r.string(meta.get("uid"), "metadata.uid")
-    if not uid:
+    r = _Reader()
+    # The common, well-formed case is checked inline; _Reader handles (and
+    # reports) anything else.
+    meta = obj.get("metadata")
+    if meta.__class__ is not dict:
+        meta = r.mapping(meta, "metadata")
+    spec = obj.get("spec")
+    if spec.__class__ is not dict:
+        spec = r.mapping(spec, "spec")
+    status = obj.get("status")
+    if status.__class__ is not dict:
+        status = r.mapping(status, "status")
+    get = meta.get
+    namespace, name, uid, rv = get("namespace"), get("name"), get("uid"), get("resourceVersion")
+    if namespace.__class__ is not str:
+        namespace = r.string(namespace, "metadata.namespace")
+    if name.__class__ is not str:
+        name = r.string(name, "metadata.name")
+    if rv.__class__ is not str:
+        rv = r.string(rv, "metadata.resourceVersion")
+    if uid.__class__ is not str or not uid:
+        uid = r.string(uid, "metadata.uid")
         if not name:
             raise PodDecodeError("pod has neither metadata.uid nor metadata.name")
         # Dumps and hand-written fixtures may lack a uid; the name still
         # identifies the pod within one node.
         uid = f"{namespace}/{name}"
-    annotations = r.mapping(meta.get("annotations"), "metadata.annotations")
-    labels = r.mapping(meta.get("labels"), "metadata.labels")
+    node_name, phase = spec.get("nodeName"), status.get("phase")
+    if node_name.__class__ is not str:
+        node_name = r.string(node_name, "spec.nodeName")
+    if phase.__class__ is not str:
+        phase = r.string(phase, "status.phase")
+    annotations = r.mapping(get("annotations"), "metadata.annotations")
+    labels = r.mapping(get("labels"), "metadata.labels")
     pod_resources = spec.get("resources")
     pod_requests = None
     if pod_resources is not None:
@@ -227,22 +280,23 @@ def decode_pod(obj: Any) -> PodRecord:
         if raw is not None:
             pod_requests = r.requests(raw, "spec.resources.requests")
     vm_name = labels.get(VM_NAME_LABEL)
+    overhead = spec.get("overhead")
     return PodRecord(
         uid=uid,
         namespace=namespace,
         name=name,
-        node_name=r.string(spec.get("nodeName"), "spec.nodeName"),
-        phase=r.string(status.get("phase"), "status.phase"),
-        resource_version=r.string(meta.get("resourceVersion"), "metadata.resourceVersion"),
+        node_name=node_name,
+        phase=phase,
+        resource_version=rv,
         containers=_containers(r, spec.get("containers"), "spec.containers", init=False),
         init_containers=_containers(r, spec.get("initContainers"), "spec.initContainers", init=True),
         pod_requests=pod_requests,
-        overhead=r.requests(spec.get("overhead"), "spec.overhead"),
+        overhead=r.requests(overhead, "spec.overhead") if overhead else _NO_REQUESTS,
         statuses=_statuses(r, status),
         resize_infeasible=_resize_infeasible(r, status),
-        usage_annotation=_annotation(r, annotations, USAGE_ANNOTATION),
-        overcommit_annotation=_annotation(r, annotations, OVERCOMMIT_ANNOTATION),
+        usage_annotation=_annotation(r, annotations, USAGE_ANNOTATION) if annotations else None,
+        overcommit_annotation=_annotation(r, annotations, OVERCOMMIT_ANNOTATION) if annotations else None,
         vm_name=vm_name if isinstance(vm_name, str) and vm_name else None,
-        migration_role=_migration_role(r, meta.get("ownerReferences")),
+        migration_role=_migration_role(r, get("ownerReferences")),
         problems=tuple(r.problems),
     )

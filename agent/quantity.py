@@ -1,18 +1,21 @@
-"""Kubernetes resource quantities, parsed exactly.
+"""Kubernetes resource quantities as exact integers of nano-units.
 
-Requests are summed and compared before anything is exported; doing that in
-floating point would turn "100m" + "200m" into 0.30000000000000004 cores and
-make node totals drift, so quantities are :class:`fractions.Fraction` in base
-units (cores, bytes) and become floats only at the exporter.
+Kubernetes itself holds a quantity with at most nano precision: ParseQuantity
+rounds anything finer up to the next nano (apimachinery quantity.go). So a
+quantity here is an ``int`` count of 1e-9 of the base unit (cores, bytes):
+sums and maxima are exact integer arithmetic, "100m" + "200m" is exactly
+"300m", and floats appear only at the exporter.
 """
 
 from __future__ import annotations
 
 import re
-from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["QuantityError", "parse_quantity", "format_cores", "format_bytes", "MAX_QUANTITY"]
+__all__ = ["QuantityError", "parse_quantity", "NANO", "MAX_QUANTITY", "to_float", "to_bytes",
+           "format_cores", "format_bytes", "div_round_up"]
+
+NANO = 10**9
 
 # The grammar of k8s.io/apimachinery/pkg/api/resource (quantity.go):
 #   <quantity> ::= <signedNumber><suffix>
@@ -20,7 +23,7 @@ __all__ = ["QuantityError", "parse_quantity", "format_cores", "format_bytes", "M
 _QUANTITY = re.compile(
     r"""
     (?P<sign>[+-])?
-    (?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)
+    (?P<int>[0-9]*)(?:\.(?P<frac>[0-9]*))?
     (?:
         (?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)
       | [eE](?P<exponent>[+-]?[0-9]+)
@@ -30,12 +33,12 @@ _QUANTITY = re.compile(
     re.VERBOSE,
 )
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
-# apimachinery keeps quantities in int64 scaled values; anything beyond that
-# is not a request a real cluster can hold, so it is treated as bad input.
-MAX_QUANTITY = Fraction(2**63 - 1)
+# apimachinery keeps quantities in int64; anything larger is not a request a
+# real cluster can hold, so it is treated as bad input.
+MAX_QUANTITY = (2**63 - 1) * NANO
 # Bounds the work done for "1e999999999" before the range check can run.
 _MAX_EXPONENT = 40
 _MAX_LENGTH = 64
@@ -50,9 +53,13 @@ class QuantityError(ValueError):
         self.reason = reason
 
 
+def div_round_up(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
 @lru_cache(maxsize=4096)
-def parse_quantity(text: str) -> Fraction:
-    """Parse a quantity such as ``"250m"``, ``"1.5"``, ``"1e3"`` or ``"2Gi"``.
+def parse_quantity(text: str) -> int:
+    """Parse ``"250m"``, ``"1.5"``, ``"1e3"``, ``"2Gi"``... into nano-units.
 
     Cached because a node's pods repeat the same few strings in every event,
     and parsing is on the per-event path.
@@ -62,42 +69,56 @@ def parse_quantity(text: str) -> Fraction:
     if len(text) > _MAX_LENGTH:
         raise QuantityError(f"quantity longer than {_MAX_LENGTH} characters", "out_of_range")
     match = _QUANTITY.fullmatch(text)
-    if match is None:
+    if match is None or not (match["int"] or match["frac"]):
         raise QuantityError(f"{text!r} is not a Kubernetes quantity")
-    value = Fraction(match["number"])
+    frac = match["frac"] or ""
+    # The number as an integer mantissa and a power of ten.
+    mantissa = int((match["int"] or "0") + frac)
+    exponent10 = -len(frac) + 9  # in nano-units
+    exponent2 = 0
     if match["binary"]:
-        value *= _BINARY[match["binary"]]
-    else:
-        if match["exponent"] is not None:
-            exponent = int(match["exponent"])
-        else:
-            exponent = _DECIMAL.get(match["decimal"] or "", 0)
-        if abs(exponent) > _MAX_EXPONENT:
+        exponent2 = _BINARY[match["binary"]]
+    elif match["exponent"] is not None:
+        shift = int(match["exponent"])
+        if abs(shift) > _MAX_EXPONENT:
             raise QuantityError(f"{text!r} is out of range", "out_of_range")
-        value *= Fraction(10) ** exponent
-    if match["sign"] == "-":
-        value = -value
-    if abs(value) > MAX_QUANTITY:
+        exponent10 += shift
+    elif match["decimal"]:
+        exponent10 += _DECIMAL[match["decimal"]]
+    value = mantissa << exponent2
+    if exponent10 >= 0:
+        value *= 10**exponent10
+    else:
+        # Finer than a nano: round up, as ParseQuantity does.
+        value = div_round_up(value, 10**-exponent10)
+    if value > MAX_QUANTITY:
         raise QuantityError(f"{text!r} is out of range", "out_of_range")
-    return value
+    return -value if match["sign"] == "-" else value
 
 
-def format_cores(value: Fraction) -> str:
+def to_float(nanos: int) -> float:
+    """Cores (or bytes) as a float, for the exporter only."""
+    return nanos / NANO
+
+
+def to_bytes(nanos: int) -> int:
+    """Whole bytes, rounding up as Quantity.Value() does."""
+    return div_round_up(nanos, NANO)
+
+
+def format_cores(nanos: int) -> str:
     """Render cores the way kubectl does: whole cores, else millicores."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    milli = value * 1000
-    if milli.denominator == 1:
-        return f"{milli.numerator}m"
-    return f"{float(value):.6g}"
+    if nanos % NANO == 0:
+        return str(nanos // NANO)
+    if nanos % 10**6 == 0:
+        return f"{nanos // 10**6}m"
+    return f"{nanos / NANO:.9g}"
 
 
-def format_bytes(value: Fraction) -> str:
+def format_bytes(nanos: int) -> str:
     """Render bytes with the largest binary suffix that divides them exactly."""
-    if value.denominator != 1:
-        return f"{float(value):.6g}"
-    n = value.numerator
-    for suffix, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if n and n % size == 0:
-            return f"{n // size}{suffix}"
+    n = to_bytes(nanos)
+    for suffix, shift in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{suffix}"
     return str(n)

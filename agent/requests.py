@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 
 from .pod import RESOURCES, PodRecord, Requests
 from .problems import Problem
@@ -21,7 +20,9 @@ from .quantity import QuantityError, parse_quantity
 
 __all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests"]
 
-Resources = dict[str, Fraction]
+# Resource name -> nano-units (see agent.quantity). A resource nobody
+# requests is absent, not zero, exactly as in Kubernetes' ResourceList.
+Resources = dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +32,15 @@ class Contribution:
     name: str
     # "container", "init", "sidecar", "pod-level" or "overhead".
     kind: str
-    cpu: Fraction | None
-    memory: Fraction | None
+    cpu: int | None
+    memory: int | None
     note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestsResult:
-    cpu: Fraction
-    memory: Fraction
+    cpu: int
+    memory: int
     contributions: tuple[Contribution, ...]
     problems: tuple[Problem, ...]
 
@@ -63,18 +64,18 @@ def parse_requests(requests: Requests, where: str, problems: list[Problem]) -> R
     return out
 
 
-def _add(into: Resources, other: Mapping[str, Fraction]) -> None:
+def _add(into: Resources, other: Mapping[str, int]) -> None:
     for resource, value in other.items():
-        into[resource] = into.get(resource, Fraction(0)) + value
+        into[resource] = into.get(resource, 0) + value
 
 
-def _max(into: Resources, other: Mapping[str, Fraction]) -> None:
+def _max(into: Resources, other: Mapping[str, int]) -> None:
     for resource, value in other.items():
         if resource not in into or value > into[resource]:
             into[resource] = value
 
 
-def _maximum(*lists: Mapping[str, Fraction]) -> Resources:
+def _maximum(*lists: Mapping[str, int]) -> Resources:
     out: Resources = {}
     for item in lists:
         _max(out, item)
@@ -148,8 +149,8 @@ def pod_requests(pod: PodRecord, first_container_override: Resources | None = No
         contributions.append(Contribution("spec.overhead", "overhead", overhead.get("cpu"), overhead.get("memory")))
 
     return RequestsResult(
-        cpu=total.get("cpu", Fraction(0)),
-        memory=total.get("memory", Fraction(0)),
+        cpu=total.get("cpu", 0),
+        memory=total.get("memory", 0),
         contributions=tuple(contributions),
         problems=tuple(problems),
     )

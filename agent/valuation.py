@@ -7,8 +7,7 @@ call it, so what is exported and what is explained cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from fractions import Fraction
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .neon import AnnotationError, VmResources, parse_vm_resources
@@ -16,7 +15,7 @@ from .pod import PodRecord
 from .problems import Problem
 from .requests import Contribution, pod_requests
 
-__all__ = ["PodValue", "VmUsage", "evaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
+__all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
 SOURCE_VM_USAGE = "vm_usage"
 SOURCE_POD_REQUESTS = "pod_requests"
@@ -30,8 +29,9 @@ class VmUsage:
     name: str
     # "source" or "target" during a live migration, else "".
     migration_role: str
-    cpu: Fraction
-    memory: Fraction
+    # Nano-units of cores and bytes (see agent.quantity).
+    cpu: int
+    memory: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +44,21 @@ class PodValue:
     # cluster-autoscaler counts them.
     reported: bool
     source: Source
-    cpu: Fraction
-    memory: Fraction
+    # Nano-units of cores and bytes (see agent.quantity).
+    cpu: int
+    memory: int
     vm: VmUsage | None
     contributions: tuple[Contribution, ...]
     problems: tuple[Problem, ...]
-    resource_version: str = ""
+    # The PodRecord.value_inputs this value was computed from.
+    inputs: tuple = field(default=(), compare=False, repr=False)
+
+    def with_status(self, pod: PodRecord) -> "PodValue":
+        """This value for a newer version of the same pod whose inputs are unchanged."""
+        if pod.phase == self.phase:
+            return self
+        return PodValue(self.uid, self.namespace, self.name, pod.phase, not pod.terminal, self.source, self.cpu,
+                        self.memory, self.vm, self.contributions, self.problems, self.inputs)
 
 
 def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | None, VmResources | None]:
@@ -70,6 +79,13 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
                                 f"vm.neon.tech/overcommit invalid, so vm.neon.tech/usage is not applied: {exc}"))
         return usage, None
     return usage, usage.divided_by(factors)
+
+
+def reevaluate(pod: PodRecord, previous: PodValue | None) -> PodValue:
+    """``evaluate(pod)``, reusing ``previous`` when only the pod's status moved."""
+    if previous is not None and previous.uid == pod.uid and previous.inputs == pod.value_inputs:
+        return previous.with_status(pod)
+    return evaluate(pod)
 
 
 def evaluate(pod: PodRecord) -> PodValue:
@@ -98,5 +114,5 @@ def evaluate(pod: PodRecord) -> PodValue:
         vm=vm,
         contributions=result.contributions,
         problems=tuple(problems),
-        resource_version=pod.resource_version,
+        inputs=pod.value_inputs,
     )

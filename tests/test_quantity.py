@@ -1,36 +1,36 @@
-from fractions import Fraction
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.quantity import MAX_QUANTITY, QuantityError, format_bytes, format_cores, parse_quantity
+from agent.quantity import MAX_QUANTITY, NANO, QuantityError, format_bytes, format_cores, parse_quantity, to_bytes
+
+N = NANO
 
 
 @pytest.mark.parametrize("text,expected", [
-    ("100m", Fraction(1, 10)),
-    ("1", Fraction(1)),
-    ("1.5", Fraction(3, 2)),
-    (".5", Fraction(1, 2)),
-    ("5.", Fraction(5)),
-    ("+2", Fraction(2)),
-    ("-2", Fraction(-2)),
-    ("1e3", Fraction(1000)),
-    ("1E3", Fraction(1000)),
-    ("1e-3", Fraction(1, 1000)),
-    ("1E", Fraction(10**18)),  # exa, not an exponent
-    ("2Ki", Fraction(2048)),
-    ("1Gi", Fraction(2**30)),
-    ("1.5Gi", Fraction(3 * 2**29)),
-    ("500M", Fraction(500_000_000)),
-    ("128974848", Fraction(128974848)),
-    ("129e6", Fraction(129_000_000)),
-    ("123Mi", Fraction(123 * 2**20)),
-    ("1n", Fraction(1, 10**9)),
-    ("1u", Fraction(1, 10**6)),
-    ("3k", Fraction(3000)),
-    ("2T", Fraction(2 * 10**12)),
-    ("1Pi", Fraction(2**50)),
+    ("100m", 1 * N // 10),
+    ("1", 1 * N),
+    ("1.5", 3 * N // 2),
+    (".5", 1 * N // 2),
+    ("5.", 5 * N),
+    ("+2", 2 * N),
+    ("-2", -2 * N),
+    ("1e3", 1000 * N),
+    ("1E3", 1000 * N),
+    ("1e-3", 1 * N // 1000),
+    ("1E", 10**18 * N),  # exa, not an exponent
+    ("2Ki", 2048 * N),
+    ("1Gi", 2**30 * N),
+    ("1.5Gi", 3 * 2**29 * N),
+    ("500M", 500_000_000 * N),
+    ("128974848", 128974848 * N),
+    ("129e6", 129_000_000 * N),
+    ("123Mi", 123 * 2**20 * N),
+    ("1n", 1 * N // 10**9),
+    ("1u", 1 * N // 10**6),
+    ("3k", 3000 * N),
+    ("2T", 2 * 10**12 * N),
+    ("1Pi", 2**50 * N),
 ])
 def test_grammar_from_apimachinery(text, expected):
     assert parse_quantity(text) == expected
@@ -38,7 +38,7 @@ def test_grammar_from_apimachinery(text, expected):
 
 def test_arithmetic_is_exact():
     assert parse_quantity("100m") + parse_quantity("200m") == parse_quantity("300m")
-    assert sum(parse_quantity("1m") for _ in range(1000)) == 1
+    assert sum(parse_quantity("1m") for _ in range(1000)) == 1 * N
 
 
 @pytest.mark.parametrize("text,reason", [
@@ -68,12 +68,18 @@ def test_any_text_parses_or_raises_quantity_error(text):
 
 @given(st.integers(min_value=0, max_value=10**9), st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]))
 def test_integers_with_suffixes_roundtrip(n, suffix):
-    scale = {"": 1, "m": Fraction(1, 1000), "k": 1000, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}[suffix]
+    scale = {"": N, "m": N // 1000, "k": 1000 * N, "M": 10**6 * N, "G": 10**9 * N, "Ki": 2**10 * N, "Mi": 2**20 * N, "Gi": 2**30 * N}[suffix]
     assert parse_quantity(f"{n}{suffix}") == n * scale
 
 
+def test_finer_than_nano_rounds_up_as_kubernetes_does():
+    assert parse_quantity("1e-10") == 1
+    assert parse_quantity("0.1n") == 1
+    assert to_bytes(parse_quantity("1.5")) == 2
+
+
 def test_formatting_matches_kubectl_style():
-    assert format_cores(Fraction(1, 4)) == "250m"
-    assert format_cores(Fraction(2)) == "2"
-    assert format_bytes(Fraction(2**30)) == "1Gi"
-    assert format_bytes(Fraction(1000)) == "1000"
+    assert format_cores(N // 4) == "250m"
+    assert format_cores(2 * N) == "2"
+    assert format_bytes(2**30 * N) == "1Gi"
+    assert format_bytes(1000 * N) == "1000"

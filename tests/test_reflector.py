@@ -41,7 +41,7 @@ def test_add_modify_delete_and_phase_changes_follow_the_api(apiserver, make_agen
     wait_until(lambda: names(agent) == {"job"})
     p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "750m"
     apiserver.update(p)
-    wait_until(lambda: agent.state.pods()[0].cpu * 1000 == 750)
+    wait_until(lambda: agent.state.pods()[0].cpu == 750 * 10**6)  # nano-cores
     p["status"]["phase"] = "Succeeded"
     apiserver.update(p)
     wait_until(lambda: not agent.state.pods()[0].reported)
@@ -87,7 +87,7 @@ def test_410_after_compaction_relists_and_leaves_no_ghosts(apiserver, make_agent
     apiserver.compact()
     apiserver.start()
     wait_until(lambda: names(agent) == {"stays", "changes", "new"}, timeout=15)
-    assert [p.cpu for p in agent.state.pods() if p.name == "changes"] == [2]
+    assert [p.cpu for p in agent.state.pods() if p.name == "changes"] == [2 * 10**9]
     assert apiserver.count(watch=False) == 2
     assert agent.stats.snapshot().requests_failed.get("expired") == 1
 

@@ -3,16 +3,18 @@
 from fractions import Fraction
 
 from agent.pod import decode_pod
+from agent.quantity import NANO
 from agent.requests import pod_requests
 from tests.factory import container, pod
 
 
 def cpu(p) -> Fraction:
-    return pod_requests(decode_pod(p)).cpu
+    """Cores, exactly (the agent counts nano-cores)."""
+    return Fraction(pod_requests(decode_pod(p)).cpu, NANO)
 
 
 def mem(p) -> Fraction:
-    return pod_requests(decode_pod(p)).memory
+    return Fraction(pod_requests(decode_pod(p)).memory, NANO)
 
 
 def test_ordinary_pod_is_the_sum_of_its_containers():
@@ -98,5 +100,5 @@ def test_regular_init_container_status_is_not_consulted():
 def test_bad_container_quantity_is_a_problem_and_counts_as_absent():
     p = pod("x", containers=[container("a", "lots", "1Gi"), container("b", "-1", "1Gi")])
     result = pod_requests(decode_pod(p))
-    assert result.cpu == 0 and result.memory == 2 * 2**30
+    assert result.cpu == 0 and result.memory == 2 * 2**30 * NANO
     assert sorted(pr.reason for pr in result.problems) == ["invalid_quantity", "negative_quantity"]

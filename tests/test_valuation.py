@@ -8,14 +8,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.pod import PodDecodeError, decode_pod
+from agent.quantity import NANO
 from agent.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 
 GI = 2**30
 
 
+class Exact:
+    """A PodValue (or VmUsage) with cpu and memory as exact cores and bytes."""
+
+    def __init__(self, v):
+        self._v = v
+        self.cpu, self.memory = Fraction(v.cpu, NANO), Fraction(v.memory, NANO)
+        if getattr(v, "vm", None) is not None:
+            self.vm = Exact(v.vm)
+        elif hasattr(v, "vm"):
+            self.vm = None
+
+    def __getattr__(self, name):
+        return getattr(self._v, name)
+
+
 def value(p):
-    return evaluate(decode_pod(p))
+    return Exact(evaluate(decode_pod(p)))
 
 
 def test_vm_usage_replaces_the_runner_requests():

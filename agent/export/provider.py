@@ -58,8 +58,10 @@ class Telemetry:
         if self.reader is not None:
             self.reader.force_flush()
 
-    def shutdown(self) -> None:
-        """Final export of the current state, then close the exporter."""
+    def shutdown(self, final_export: bool = True) -> None:
+        """Final export of the current state (unless told not to), then close the exporter."""
+        if self.reader is not None:
+            self.reader.shutdown(final_export=final_export)
         self.provider.shutdown()
 
 

@@ -92,12 +92,13 @@ class PublishingMetricReader(MetricReader):
         self._safe_collect()
         return self._exporter.force_flush(timeout_millis=timeout_millis)
 
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
-        """Stop the ticker, export once more (the final state) and close the exporter."""
+    def shutdown(self, timeout_millis: float = 30_000, final_export: bool = True, **kwargs) -> None:
+        """Stop the ticker, export the final state once (unless told not to) and close the exporter."""
         if self._stop.is_set():
             return
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=timeout_millis / 1000)
-            self._safe_collect()
+            if final_export:
+                self._safe_collect()
         self._exporter.shutdown(timeout_millis=timeout_millis)

@@ -1,0 +1,110 @@
+"""Shared pieces of the benchmarks: realistic pods and a running agent to measure."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.factory import container, pod, vm_pod  # noqa: E402
+from tests.fake_apiserver import FakeApiServer  # noqa: E402
+from tests.otlp_receiver import HttpReceiver  # noqa: E402
+
+
+def realistic_pod(i: int, node: str = "bench-node") -> dict:
+    """A pod of the size real ones have (~5-10 KB of JSON): env, probes, volumes, status."""
+    if i % 5 == 0:
+        p = vm_pod(f"compute-{i}", f"vm-{i}", f"{(i % 8 + 1) * 250}m", f"{i % 8 + 1}Gi", node=node)
+    else:
+        p = pod(f"app-{i}", namespace=f"team-{i % 7}", node=node,
+                init_containers=[container("init-config", "100m", "64Mi"),
+                                 container("proxy", "100m", "128Mi", restart_policy="Always")],
+                containers=[container("app", f"{i % 4 + 1}00m", f"{i % 3 + 1}Gi"), container("metrics", "50m", "32Mi")])
+    p["metadata"]["labels"] = dict(p["metadata"].get("labels", {}), **{"app.kubernetes.io/part-of": "bench", "pod-template-hash": "7d4b9c"})
+    p["metadata"]["creationTimestamp"] = "2026-11-30T06:00:00Z"
+    p["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                                       "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:containers": {f"k:{{\"name\":\"c{j}\"}}": {} for j in range(6)}}}}]
+    for c in p["spec"]["containers"]:
+        c["env"] = [{"name": f"VAR_{j}", "value": f"value-{j}-" + "x" * 20} for j in range(12)]
+        c["ports"] = [{"containerPort": 8080, "protocol": "TCP"}]
+        c["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10}
+        c["volumeMounts"] = [{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}]
+    p["spec"]["volumes"] = [{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]
+    p["spec"].update({"restartPolicy": "Always", "schedulerName": "default-scheduler", "serviceAccountName": "default",
+                      "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]})
+    p["status"].update({"hostIP": "10.0.0.1", "podIP": f"10.1.{i // 250}.{i % 250}", "qosClass": "Burstable",
+                        "conditions": [{"type": t, "status": "True"} for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+                        "containerStatuses": [{"name": c["name"], "ready": True, "restartCount": 0, "image": c["image"],
+                                               "imageID": "sha256:" + "0" * 64, "containerID": "containerd://" + "1" * 64,
+                                               "started": True, "state": {"running": {"startedAt": "2026-11-30T06:00:05Z"}},
+                                               "allocatedResources": c["resources"].get("requests", {}),
+                                               "resources": {"requests": c["resources"].get("requests", {})}}
+                                              for c in p["spec"]["containers"]]})
+    return p
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{cpu}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+            f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+
+
+class RunningAgent:
+    """The real agent as a subprocess, against the fake API server, exporting OTLP/HTTP to a receiver."""
+
+    def __init__(self, api: FakeApiServer, receiver: HttpReceiver, node: str = "bench-node",
+                 interval: float = 15.0, extra_env: dict[str, str] | None = None) -> None:
+        self._dir = tempfile.mkdtemp(prefix="bench-agent-")
+        kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "run", "--node-name", node, "--kubeconfig", kubeconfig,
+             "--export-interval", str(interval), "--log-level", "WARNING"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.ps = psutil.Process(self.proc.pid)
+
+    def rss_mib(self) -> float:
+        return self.ps.memory_info().rss / 2**20
+
+    def cpu_seconds(self) -> float:
+        t = self.ps.cpu_times()
+        return t.user + t.system
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def pods_exported(receiver: HttpReceiver) -> int:
+    from tests.otlp_receiver import points_of
+
+    with receiver.cond:
+        if not receiver.requests:
+            return 0
+        req = receiver.requests[-1][1]
+    return sum(1 for p in points_of(req) if p.metric == "pod_or_vm_cpu_requests")
+
+
+def dumps_line(obj: dict) -> bytes:
+    return json.dumps(obj).encode()
