@@ -24,6 +24,7 @@ peer: headers sent, then silence), compaction, and stop/start (an outage).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import socket
@@ -47,6 +48,11 @@ class _Change:
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
+
+
+def _after(history: list[_Change], rv: int) -> list[_Change]:
+    """Changes newer than ``rv`` (history is sorted by version)."""
+    return history[bisect.bisect_right(history, rv, key=lambda c: c.rv):]
 
 
 def _field(obj: dict[str, Any], path: str) -> str:
@@ -162,12 +168,14 @@ class FakeApiServer:
         with self._lock:
             return [copy.deepcopy(o) for o in self._objects[kind].values()]
 
-    def compact(self) -> None:
-        """Forget history up to now: watches from older versions get 410."""
+    def compact(self, keep_last: int = 0) -> None:
+        """Forget history but the last ``keep_last`` changes: watches from older versions get 410."""
         with self._lock:
-            self._compacted = self._rv
             for kind in self._history:
-                self._history[kind] = []
+                kept = self._history[kind][-keep_last:] if keep_last else []
+                self._history[kind] = kept
+            oldest_kept = min((h[0].rv for h in self._history.values() if h), default=self._rv + 1)
+            self._compacted = oldest_kept - 1
 
     # -- faults --------------------------------------------------------------
     def fail_next(self, count: int, status: int = 500, retry_after: float | None = None) -> None:
@@ -287,8 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
                     self._chunk(expired)
                     self._chunk(b"")
                     return
-                pending = [c for c in fake._history[kind] if c.rv > cursor]
-                cursor = max([cursor] + [c.rv for c in pending])
+                pending = _after(fake._history[kind], cursor)
+                cursor = max([cursor] + [c.rv for c in pending[-1:]])
         last_bookmark = time.monotonic()
         while True:
             for change in pending:
@@ -307,13 +315,12 @@ class _Handler(BaseHTTPRequestHandler):
                     now = time.monotonic()
                     if now >= deadline:
                         break
-                    new = [c for c in fake._history[kind] if c.rv > cursor]
-                    if new:
+                    if fake._history[kind] and fake._history[kind][-1].rv > cursor:
                         break
                     if bookmarks and now - last_bookmark >= fake.bookmark_interval:
                         break
                     fake._lock.wait(min(0.05, deadline - now))
-                pending = [c for c in fake._history[kind] if c.rv > cursor]
+                pending = _after(fake._history[kind], cursor)
                 if pending:
                     cursor = pending[-1].rv
                 rv_now = fake._rv
