@@ -130,17 +130,16 @@ def churn(total: int = 20000, live: int = 110) -> None:
     api, receiver = FakeApiServer().start(), HttpReceiver().start()
     agent = RunningAgent(api, receiver, interval=1.0)
     try:
-        names: list[str] = []
+        names: list[tuple[str, str]] = []
         rss: list[tuple[int, float]] = []
         for i in range(total):
             p = realistic_pod(i % 1000)
             p["metadata"]["name"] = f"churn-{i}"
             p["metadata"]["uid"] = f"uid-{i}"
             api.create(p)
-            names.append(p["metadata"]["name"])
+            names.append((p["metadata"]["namespace"], p["metadata"]["name"]))
             if len(names) > live:
-                victim = names.pop(0)
-                api.delete(p["metadata"]["namespace"], victim)
+                api.delete(*names.pop(0))
             if i % 2000 == 1999:
                 time.sleep(1.5)
                 rss.append((i + 1, agent.rss_mib()))

@@ -176,6 +176,7 @@ class FakeApiServer:
                 self._history[kind] = kept
             oldest_kept = min((h[0].rv for h in self._history.values() if h), default=self._rv + 1)
             self._compacted = oldest_kept - 1
+            self._lock.notify_all()
 
     # -- faults --------------------------------------------------------------
     def fail_next(self, count: int, status: int = 500, retry_after: float | None = None) -> None:
@@ -264,6 +265,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
 
+    def _expired(self, cursor: int, compacted: int) -> None:
+        self._chunk(json.dumps({"type": "ERROR", "object": _status(
+            410, "Expired", f"too old resource version: {cursor} ({compacted})")}).encode() + b"\n")
+        self._chunk(b"")
+
     def _watch(self, fake: FakeApiServer, kind: str, query: dict[str, list[str]], matches) -> None:
         timeout = float(query.get("timeoutSeconds", ["1800"])[0])
         bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
@@ -289,12 +295,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 cursor = int(rv_text)
                 if cursor < fake._compacted:
-                    pending = []
-                    expired = json.dumps({"type": "ERROR", "object": _status(
-                        410, "Expired", f"too old resource version: {cursor} ({fake._compacted})")}).encode() + b"\n"
-                    self._chunk(expired)
-                    self._chunk(b"")
-                    return
+                    return self._expired(cursor, fake._compacted)
                 pending = _after(fake._history[kind], cursor)
                 cursor = max([cursor] + [c.rv for c in pending[-1:]])
         last_bookmark = time.monotonic()
@@ -315,15 +316,24 @@ class _Handler(BaseHTTPRequestHandler):
                     now = time.monotonic()
                     if now >= deadline:
                         break
-                    if fake._history[kind] and fake._history[kind][-1].rv > cursor:
+                    if cursor < fake._compacted or (fake._history[kind] and fake._history[kind][-1].rv > cursor):
                         break
                     if bookmarks and now - last_bookmark >= fake.bookmark_interval:
                         break
                     fake._lock.wait(min(0.05, deadline - now))
-                pending = _after(fake._history[kind], cursor)
+                if cursor < fake._compacted:
+                    # Compacted past this watcher before it caught up: like a
+                    # watch cache closing a watcher that fell too far behind.
+                    compacted = fake._compacted
+                    break_out = True
+                else:
+                    break_out = False
+                pending = [] if break_out else _after(fake._history[kind], cursor)
                 if pending:
                     cursor = pending[-1].rv
                 rv_now = fake._rv
+            if break_out:
+                return self._expired(cursor, compacted)
             if time.monotonic() >= deadline and not pending:
                 self._chunk(b"")  # clean end of stream
                 return

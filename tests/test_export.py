@@ -119,3 +119,12 @@ def test_collector_outage_does_not_stop_the_agent(apiserver, make_agent, http_re
     wait_until(lambda: agent.stats.snapshot().exports.get("failure", 0) >= 1, timeout=15)
     http_receiver.fail = False
     http_receiver.wait_for(lambda pts: pods_in(pts) == {"a", "b"}, timeout=15)
+
+
+def test_a_node_with_more_live_pods_than_the_sdk_default_limit_is_exported_whole(apiserver, make_agent, http_receiver, otlp_env):
+    otlp_env(http_receiver)
+    for i in range(2100):
+        apiserver.create(pod(f"dense-{i}"))
+    make_agent(exporter="otlp")
+    points = http_receiver.wait_for(lambda pts: len(pods_in(pts)) == 2100, timeout=30)
+    assert not any(OVERFLOW in p.attributes for p in points)

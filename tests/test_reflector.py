@@ -170,3 +170,17 @@ def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
     assert 1 <= apiserver.count(since=start) <= 4
     assert not agent.state.synced
     assert agent.stats.snapshot().requests_failed["http_error"] >= 1
+
+
+def test_transport_uses_tcp_keepalive(apiserver, tmp_path):
+    import socket
+
+    from agent.source.kube import KubeApi, load_configuration
+
+    api = KubeApi(load_configuration(apiserver.kubeconfig(tmp_path / "kc")))
+    try:
+        options = api._client.rest_client.pool_manager.connection_pool_kw["socket_options"]
+        assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
+        assert api.get_json("/api/v1/pods", {"fieldSelector": "spec.nodeName=x"})["kind"] == "PodList"
+    finally:
+        api.close()

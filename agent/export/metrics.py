@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from ..quantity import to_float
+from ..quantity import to_bytes, to_float
 from ..state import NodeState
 from ..stats import RuntimeStats
 
@@ -52,12 +52,13 @@ class PodMetrics:
                 continue
             attributes = {ATTR_NAMESPACE: pod.namespace, ATTR_POD: pod.name, ATTR_UID: pod.uid, ATTR_SOURCE: pod.source}
             self._cpu.set(to_float(pod.cpu), attributes)
-            self._mem.set(to_float(pod.memory), attributes)
+            # Whole bytes, rounded up as Quantity.Value() does (overcommit can leave fractions).
+            self._mem.set(float(to_bytes(pod.memory)), attributes)
             if pod.vm is not None:
                 vm_attributes = {ATTR_NAMESPACE: pod.namespace, ATTR_POD: pod.name, ATTR_UID: pod.uid,
                                  ATTR_VM: pod.vm.name, ATTR_ROLE: pod.vm.migration_role or "none"}
                 self._vm_cpu.set(to_float(pod.vm.cpu), vm_attributes)
-                self._vm_mem.set(to_float(pod.vm.memory), vm_attributes)
+                self._vm_mem.set(float(to_bytes(pod.vm.memory)), vm_attributes)
 
     def _observe_problems(self, options: CallbackOptions) -> Iterable[Observation]:
         for (subject, reason), count in self._stats.snapshot().pod_problems.items():

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 # The temporality every exporter of this agent must prefer for sync gauges.
 GAUGE_DELTA = {_Gauge: AggregationTemporality.DELTA}
+# Attribute sets per gauge per export. The SDK's default of 2,000 would fold a
+# node with more live pods into one overflow point; kubelet's --max-pods is
+# 110 by default and rarely above 1,000, so this bounds memory, not pods.
+POD_SERIES_LIMIT = 10_000
 
 
 class PublishingMetricReader(MetricReader):
@@ -44,6 +48,7 @@ class PublishingMetricReader(MetricReader):
         super().__init__(
             preferred_temporality=exporter._preferred_temporality,
             preferred_aggregation=exporter._preferred_aggregation,
+            cardinality_limits={_Gauge: POD_SERIES_LIMIT},
         )
         self._exporter = exporter
         self._publish: Callable[[], None] = lambda: None
