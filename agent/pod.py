@@ -12,7 +12,7 @@ no identity at all, so a malformed pod is still reported, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -64,8 +64,9 @@ class ContainerStatusRequests(NamedTuple):
     requests: Requests | None
 
 
-@dataclass(frozen=True, slots=True)
-class PodRecord:
+class PodRecord(NamedTuple):
+    """One pod as the agent keeps it. A NamedTuple: built once per watch event."""
+
     uid: str
     namespace: str
     name: str
@@ -75,7 +76,7 @@ class PodRecord:
     containers: tuple[ContainerRequests, ...] = ()
     init_containers: tuple[ContainerRequests, ...] = ()
     pod_requests: Requests | None = None
-    overhead: Requests = field(default_factory=dict)
+    overhead: Requests = {}
     statuses: tuple[ContainerStatusRequests, ...] = ()
     resize_infeasible: bool = False
     usage_annotation: str | None = None
@@ -86,7 +87,7 @@ class PodRecord:
     problems: tuple[str, ...] = ()
 
     @property
-    def value_inputs(self) -> tuple:
+    def value_inputs(self) -> tuple:  # noqa: D401
         """Every field the exported value depends on, except the phase.
 
         Most watch events are status churn (conditions, restarts, probes) that
@@ -109,8 +110,8 @@ _NO_REQUESTS: dict[str, str] = {}
 class _Reader:
     """Field access that records a problem instead of raising on a wrong type.
 
-    Paths for messages are built only when something is wrong: this runs for
-    every watch event, and formatting them eagerly doubled its cost.
+    A path arrives as parts and is joined only when something is wrong: this
+    runs for every watch event, and formatting paths eagerly doubled its cost.
     """
 
     __slots__ = ("problems",)
@@ -118,33 +119,33 @@ class _Reader:
     def __init__(self) -> None:
         self.problems: list[str] = []
 
-    def mapping(self, obj: Any, path: str | Callable[[], str]) -> dict[str, Any]:
+    def mapping(self, obj: Any, *path: object) -> dict[str, Any]:
         # JSON and YAML decoders only build dicts; isinstance(dict) is several
         # times cheaper than the Mapping ABC on this hot path.
         if isinstance(obj, dict):
             return obj
         if obj is not None:
-            self.problems.append(f"{path if isinstance(path, str) else path()} is not an object")
+            self.problems.append(f"{''.join(map(str, path))} is not an object")
         return _EMPTY
 
-    def sequence(self, obj: Any, path: str) -> list[Any]:
+    def sequence(self, obj: Any, *path: object) -> list[Any]:
         if isinstance(obj, list):
             return obj
         if obj is not None:
-            self.problems.append(f"{path} is not a list")
+            self.problems.append(f"{''.join(map(str, path))} is not a list")
         return []
 
-    def string(self, obj: Any, path: str | Callable[[], str]) -> str:
+    def string(self, obj: Any, *path: object) -> str:
         if isinstance(obj, str):
             return obj
         if obj is not None:
-            self.problems.append(f"{path if isinstance(path, str) else path()} is not a string")
+            self.problems.append(f"{''.join(map(str, path))} is not a string")
         return ""
 
-    def requests(self, obj: Any, path: str | Callable[[], str]) -> Requests:
+    def requests(self, obj: Any, *path: object) -> Requests:
         if not obj:
             return _NO_REQUESTS
-        raw = self.mapping(obj, path)
+        raw = self.mapping(obj, *path)
         cpu, memory = raw.get("cpu"), raw.get("memory")
         if cpu.__class__ is str and memory.__class__ is str:
             return {"cpu": cpu, "memory": memory}
@@ -159,7 +160,7 @@ class _Reader:
             if isinstance(value, str):
                 out[resource] = value
             else:
-                self.problems.append(f"{path if isinstance(path, str) else path()}.{resource} is not a quantity string")
+                self.problems.append(f"{''.join(map(str, path))}.{resource} is not a quantity string")
         return out or _NO_REQUESTS
 
 
@@ -167,15 +168,15 @@ def _containers(r: _Reader, items: Any, path: str, init: bool) -> tuple[Containe
     out = []
     for i, c in enumerate(r.sequence(items, path)):
         if c.__class__ is not dict:
-            c = r.mapping(c, f"{path}[{i}]")
+            c = r.mapping(c, path, "[", i, "]")
         name = c.get("name")
         if name.__class__ is not str:
-            name = r.string(name, f"{path}[{i}].name") or f"#{i}"
+            name = r.string(name, path, "[", i, "].name") or f"#{i}"
         resources = c.get("resources")
         if resources.__class__ is dict:
-            requests = r.requests(resources.get("requests"), lambda: f"{name}.resources.requests")
+            requests = r.requests(resources.get("requests"), name, ".resources.requests")
         else:
-            r.mapping(resources, f"{name}.resources")
+            r.mapping(resources, name, ".resources")
             requests = _NO_REQUESTS
         out.append(ContainerRequests(name, requests, init and c.get("restartPolicy") == "Always"))
     return tuple(out)
@@ -187,20 +188,23 @@ def _statuses(r: _Reader, status: dict[str, Any]) -> tuple[ContainerStatusReques
         items = status.get(field_name)
         if not items:
             continue
-        for i, item in enumerate(r.sequence(items, f"status.{field_name}")):
-            cs = r.mapping(item, lambda: f"status.{field_name}[{i}]")
-            name = r.string(cs.get("name"), lambda: f"status.{field_name}[{i}].name")
-            if not name:
-                continue
+        for i, cs in enumerate(r.sequence(items, "status.", field_name)):
+            if cs.__class__ is not dict:
+                cs = r.mapping(cs, "status.", field_name, "[", i, "]")
             resources = cs.get("resources")
             allocated = cs.get("allocatedResources")
             if resources is None and not allocated:
                 continue  # nothing the value depends on
-            allocated = r.requests(allocated, lambda: f"{name}.allocatedResources")
+            name = cs.get("name")
+            if name.__class__ is not str or not name:
+                r.string(name, "status.", field_name, "[", i, "].name")
+                continue
+            allocated = r.requests(allocated, name, ".allocatedResources") if allocated else _NO_REQUESTS
             requests = None
             if resources is not None:
-                requests = r.requests(r.mapping(resources, lambda: f"{name}.resources").get("requests"),
-                                      lambda: f"{name}.resources.requests")
+                if resources.__class__ is not dict:
+                    resources = r.mapping(resources, name, ".resources")
+                requests = r.requests(resources.get("requests"), name, ".resources.requests")
             out.append(ContainerStatusRequests(name, allocated, requests))
     return tuple(out)
 
@@ -208,7 +212,7 @@ def _statuses(r: _Reader, status: dict[str, Any]) -> tuple[ContainerStatusReques
 def _resize_infeasible(r: _Reader, status: dict[str, Any]) -> bool:
     for i, cond in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
         if cond.__class__ is not dict:
-            cond = r.mapping(cond, f"status.conditions[{i}]")
+            cond = r.mapping(cond, "status.conditions[", i, "]")
         if cond.get("type") == "PodResizePending":
             return cond.get("reason") == "Infeasible"
     return False
@@ -217,7 +221,7 @@ def _resize_infeasible(r: _Reader, status: dict[str, Any]) -> bool:
 def _migration_role(r: _Reader, refs: Any) -> str:
     for i, ref in enumerate(r.sequence(refs, "metadata.ownerReferences")):
         if ref.__class__ is not dict:
-            ref = r.mapping(ref, f"metadata.ownerReferences[{i}]")
+            ref = r.mapping(ref, "metadata.ownerReferences[", i, "]")
         if ref.get("apiVersion") == _NEONVM_API_VERSION and ref.get("kind") == "VirtualMachineMigration":
             # neonvm: the migration controls only the target pod and keeps a
             # non-controlling reference on the source (pod_helpers.go).
