@@ -103,12 +103,15 @@ class KubeApi:
             raise ApiError.from_status(status, response.status, _retry_after(response.headers))
         return response
 
-    def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
+    def get_text(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> str:
         response = self._get(path, params, read_timeout)
         try:
-            return json.loads(response.data)
+            return response.data.decode("utf-8")
         finally:
             response.release_conn()
+
+    def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
+        return json.loads(self.get_text(path, params, read_timeout))
 
     def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float) -> Iterator[bytes]:
         """Yield the newline-delimited lines of a streaming (watch) response.

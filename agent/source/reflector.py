@@ -32,6 +32,7 @@ from ..queue import EventQueue
 from ..stats import RuntimeStats
 from .backoff import Backoff
 from .kube import TRANSPORT_ERRORS, ApiError
+from .listing import iter_list
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi"]
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class ListWatchApi(Protocol):
-    def get_json(self, path: str, params: dict[str, str], read_timeout: float = ...) -> Any: ...
+    def get_text(self, path: str, params: dict[str, str], read_timeout: float = ...) -> str: ...
     def stream_lines(self, path: str, params: dict[str, str], read_timeout: float): ...
 
 
@@ -132,15 +133,13 @@ class Reflector:
 
     def _list(self) -> None:
         started = self._clock()
-        body = self._api.get_json(
+        body = self._api.get_text(
             self._settings.path,
             {"fieldSelector": self._selector, "resourceVersion": "0"},
             read_timeout=self._settings.list_timeout,
         )
-        if not isinstance(body, dict):
-            raise ValueError("LIST answer is not an object")
-        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
-        items = body.get("items") if isinstance(body.get("items"), list) else []
+        fields, items = iter_list(body)
+        del body  # the items iterator holds the text; nothing else needs it
         records = []
         for item in items:
             try:
@@ -148,6 +147,8 @@ class Reflector:
             except PodDecodeError as exc:
                 self._stats.handler_error("undecodable_pod")
                 log.warning("skipping unidentifiable object in LIST: %s", exc)
+        # Read after the items: fields that follow them are only known now.
+        meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
         self.resource_version = str(meta.get("resourceVersion") or "")
         self._queue.put(Event(RELIST, pods=tuple(records), resource_version=self.resource_version))
         self._stats.relisted(self.resource_version)
