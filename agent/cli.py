@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds one export may take (env OTEL_METRIC_EXPORT_TIMEOUT in ms; default 10)")
     run.add_argument("--read-timeout", type=float, metavar="SECONDS",
                      help="longest silence on a watch before it is treated as dead and resumed (default 120)")
+    run.add_argument("--debug-address", metavar="HOST:PORT",
+                     help="read-only debug endpoint and probes (env DEBUG_ADDRESS; default :9808, 'off' to disable; "
+                          "off by default with --once)")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
 
     explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",
@@ -100,7 +103,7 @@ class Agent:
         self.config = config
         self.stats = RuntimeStats()
         self.state = NodeState(config.node_name)
-        self.queue = EventQueue()
+        self.queue = EventQueue(self.stats)
         self.stop_event = threading.Event()
         self.api = None
         self.finished: threading.Event | None = None
@@ -129,6 +132,17 @@ class Agent:
         self.telemetry = build_telemetry(config, self.state, self.stats, build_exporter(config),
                                          interval=float("inf") if config.once else None)
         self.handler = Handler(self.state, self.stats)
+        self.debug = None
+        if config.debug_address:
+            from .export.debug import DebugServer
+            from .health import HealthLimits
+
+            limits = HealthLimits.for_config(config.read_timeout, None if config.once or config.exporter == "none"
+                                             else config.export_interval, config.export_timeout)
+            try:
+                self.debug = DebugServer(config.debug_address, self.state, self.stats, limits)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address}: {exc}") from None
         self._threads = [
             threading.Thread(target=source.run, args=(self.stop_event,), name="source", daemon=True),
             threading.Thread(target=self.handler.run, args=(self.queue, self.stop_event), name="handler", daemon=True),
@@ -137,6 +151,8 @@ class Agent:
     def start(self) -> "Agent":
         for t in self._threads:
             t.start()
+        if self.debug is not None:
+            self.debug.start()
         log.info("node-requests-agent %s watching node %s (exporter %s)", __version__, self.config.node_name,
                  self.config.exporter)
         return self
@@ -153,6 +169,8 @@ class Agent:
         for t in self._threads:
             t.join(timeout=5)
         self.telemetry.shutdown(final_export=final_export)
+        if self.debug is not None:
+            self.debug.stop()
         if self.api is not None:
             self.api.close()
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 __all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources"]
 
 EXPORTERS = ("otlp", "console", "table", "none")
+# All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
+DEFAULT_DEBUG_ADDRESS = ":9808"
 
 
 class ConfigError(ValueError):
@@ -34,6 +36,8 @@ class Config:
     read_timeout: float = 120.0
     # The server-side watch timeout is drawn from this range for each watch.
     watch_timeout: tuple[int, int] = (300, 600)
+    # HOST:PORT of the debug endpoint; None turns it off.
+    debug_address: str | None = None
     log_level: str = "INFO"
 
 
@@ -71,6 +75,17 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     replay = args.get("replay")
     if once and not replay:
         raise ConfigError("--once needs --replay: a live agent runs until it is stopped")
+    debug = args.get("debug_address")
+    if debug is None:
+        debug = env.get("DEBUG_ADDRESS", DEFAULT_DEBUG_ADDRESS if not once else "off")
+    debug = str(debug).strip()
+    if debug.lower() in ("", "off", "none"):
+        debug_address = None
+    else:
+        host, sep, port = debug.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}")
+        debug_address = debug
     level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
@@ -85,5 +100,6 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         export_interval=interval,
         export_timeout=timeout,
         read_timeout=read_timeout,
+        debug_address=debug_address,
         log_level=level,
     )

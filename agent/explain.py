@@ -11,8 +11,9 @@ from typing import Any
 
 from .dumps import pods_of
 from .pod import PodDecodeError, PodRecord, decode_pod
-from .quantity import format_bytes, format_cores, to_bytes, to_float
-from .valuation import PodValue, evaluate
+from .quantity import format_bytes, format_cores
+from .report import pods_report, sorted_values
+from .valuation import evaluate
 
 __all__ = ["records_from_documents", "explain_json", "explain_table"]
 
@@ -36,46 +37,8 @@ def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], l
     return list(pods.values()), skipped
 
 
-def _pod_json(v: PodValue) -> dict[str, Any]:
-    return {
-        "namespace": v.namespace,
-        "name": v.name,
-        "uid": v.uid,
-        "phase": v.phase,
-        "reported": v.reported,
-        "source": v.source,
-        "cpu_cores": to_float(v.cpu),
-        "memory_bytes": to_bytes(v.memory),
-        "problems": [str(p) for p in v.problems],
-        "contributions": [
-            {"name": c.name, "kind": c.kind,
-             "cpu_cores": None if c.cpu is None else to_float(c.cpu),
-             "memory_bytes": None if c.memory is None else to_bytes(c.memory),
-             "note": c.note}
-            for c in v.contributions
-        ],
-        "vm": None if v.vm is None else {
-            "name": v.vm.name, "migration_role": v.vm.migration_role or None,
-            "cpu_cores": to_float(v.vm.cpu), "memory_bytes": to_bytes(v.vm.memory),
-        },
-    }
-
-
-def _sorted(values: Iterable[PodValue]) -> list[PodValue]:
-    return sorted(values, key=lambda v: (v.namespace, v.name, v.uid))
-
-
 def explain_json(records: Iterable[PodRecord]) -> str:
-    values = _sorted(evaluate(r) for r in records)
-    reported = [v for v in values if v.reported]
-    return json.dumps({
-        "pods": [_pod_json(v) for v in values],
-        "totals": {
-            "pods_reported": len(reported),
-            "cpu_cores": to_float(sum(v.cpu for v in reported)),
-            "memory_bytes": to_bytes(sum(v.memory for v in reported)),
-        },
-    }, indent=2)
+    return json.dumps(pods_report(evaluate(r) for r in records), indent=2)
 
 
 def _q(value: int | None, cores: bool) -> str:
@@ -85,7 +48,7 @@ def _q(value: int | None, cores: bool) -> str:
 
 
 def explain_table(records: Iterable[PodRecord]) -> str:
-    values = _sorted(evaluate(r) for r in records)
+    values = sorted_values(evaluate(r) for r in records)
     header = f"{'POD':<48} {'PHASE':<10} {'SOURCE':<13} {'CPU':>9} {'MEMORY':>10}"
     lines = [header]
     for v in values:

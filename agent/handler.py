@@ -59,16 +59,20 @@ class Handler:
     def run(self, queue: EventQueue, stop: threading.Event, poll: float = 0.2) -> None:
         """Handle events until ``stop`` is set and the queue is drained."""
         while True:
+            self._stats.heartbeat("handler")
             item = queue.get(timeout=poll)
             if item is None:
                 if stop.is_set():
                     return
                 continue
+            started = time.perf_counter()
+            error = None
             try:
                 self.handle(item.event)
-                self._stats.event_handled()
             except Exception as exc:  # one bad event must not stop the agent
-                self._stats.handler_error(type(exc).__name__)
+                error = type(exc).__name__
                 log.exception("handling %s event failed", item.event.type)
             finally:
+                self._stats.pods_cached(len(self._state))
+                self._stats.event_handled(time.perf_counter() - started, error)
                 queue.task_done()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .events import Event
+from .stats import RuntimeStats
 
 __all__ = ["EventQueue", "QueuedEvent"]
 
@@ -24,21 +25,25 @@ class QueuedEvent:
 
 
 class EventQueue:
-    def __init__(self, maxsize: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, stats: RuntimeStats, maxsize: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         # Bounded: if the handler ever falls behind, the watch reader blocks,
         # which pushes back on the API server stream instead of growing memory.
         self._q: queue.Queue[QueuedEvent] = queue.Queue(maxsize)
+        self._stats = stats
         self._clock = clock
 
     def put(self, event: Event) -> None:
+        self._stats.event_added(event.type)
         self._q.put(QueuedEvent(event, self._clock()))
 
     def get(self, timeout: float | None = None) -> QueuedEvent | None:
         """Next event, or None after ``timeout`` seconds. Call task_done() when handled."""
         try:
-            return self._q.get(timeout=timeout)
+            item = self._q.get(timeout=timeout)
         except queue.Empty:
             return None
+        self._stats.event_taken(self._clock() - item.enqueued_at)
+        return item
 
     def depth(self) -> int:
         return self._q.qsize()

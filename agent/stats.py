@@ -1,12 +1,18 @@
-"""The agent's own signals as plain numbers, one thread-safe object.
+"""The agent's own signals as plain numbers, in one thread-safe object.
 
-Exporters (OTLP, and later the debug endpoint) read ``snapshot()``; nothing
-keeps a second set of books. Every key is from a bounded vocabulary: never a
-pod name, so the agent's own telemetry cannot grow with pod churn.
+Everything that reports on the agent (the OTel runtime instruments, the debug
+endpoint, /metrics, tests) reads ``RuntimeStats.snapshot()``: one set of
+books, an immutable value. Every key is from a bounded vocabulary, never a
+pod name, so the agent's own telemetry cannot grow with pod churn (the
+reason client-go dropped its per-reflector metrics).
+
+The queue signals follow controller-runtime's workqueue metrics: depth, adds,
+time in queue, work duration, unfinished work, longest running processor.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import Counter
@@ -14,51 +20,135 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["RuntimeStats", "StatsSnapshot"]
+__all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS"]
+
+# Seconds. Handling is in-memory and takes microseconds, so the buckets start
+# at 1 us: controller-runtime's 5 ms first bucket would hide everything.
+LATENCY_BUCKETS: tuple[float, ...] = (
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
+    1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)
+
+
+@dataclass(frozen=True)
+class HistogramSnapshot:
+    bounds: tuple[float, ...]
+    # Per bucket (not cumulative): counts[i] observations <= bounds[i] and
+    # > bounds[i-1]; the last entry is the +Inf bucket.
+    counts: tuple[int, ...]
+    sum: float
+    count: int
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(upper bound, cumulative count) pairs as Prometheus exposes them, +Inf last."""
+        out, running = [], 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts):
+            running += n
+            out.append((bound, running))
+        return out
+
+
+class _Histogram:
+    __slots__ = ("bounds", "counts", "sum", "count")
+
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def snapshot(self) -> HistogramSnapshot:
+        return HistogramSnapshot(self.bounds, tuple(self.counts), self.sum, self.count)
+
+
+def _frozen(counter: Mapping) -> Mapping:
+    return MappingProxyType(dict(counter))
 
 
 @dataclass(frozen=True)
 class StatsSnapshot:
+    """Everything the agent knows about itself at one instant."""
+
+    # Event queue (controller-runtime's workqueue set).
+    queue_depth: int = 0
     events_added: Mapping[str, int] = field(default_factory=dict)
     events_handled: int = 0
+    queue_duration: HistogramSnapshot | None = None
+    work_duration: HistogramSnapshot | None = None
+    # Age of the event being handled right now (0 when idle); with one
+    # handler worker it is also the longest running processor.
+    unfinished_work_seconds: float = 0.0
     handler_errors: Mapping[str, int] = field(default_factory=dict)
     pod_problems: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # Watch health.
     watch_starts: Mapping[str, int] = field(default_factory=dict)
     relists: int = 0
+    list_duration_seconds: float | None = None
     requests_failed: Mapping[str, int] = field(default_factory=dict)
     last_event_age_seconds: float | None = None
+    pods_cached: int = 0
     resource_version: str = ""
     synced: bool = False
+    # Export health.
     exports: Mapping[str, int] = field(default_factory=dict)
     last_export_success_age_seconds: float | None = None
-    last_export_duration_seconds: float | None = None
+    last_export_success_unixtime: float | None = None
+    export_duration: HistogramSnapshot | None = None
+    # Loop liveness: seconds since each loop last showed progress.
+    loop_idle_seconds: Mapping[str, float] = field(default_factory=dict)
 
 
 class RuntimeStats:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
         self._clock = clock
+        self._wall = wall
         self._events_added: Counter[str] = Counter()
+        self._events_taken = 0
         self._events_handled = 0
+        self._queue_duration = _Histogram()
+        self._work_duration = _Histogram()
+        self._working_since: float | None = None
         self._handler_errors: Counter[str] = Counter()
         self._pod_problems: Counter[tuple[str, str]] = Counter()
         self._watch_starts: Counter[str] = Counter()
         self._relists = 0
+        self._list_duration: float | None = None
         self._requests_failed: Counter[str] = Counter()
         self._last_event: float | None = None
+        self._pods_cached = 0
         self._resource_version = ""
         self._synced = False
         self._exports: Counter[str] = Counter()
         self._last_export_success: float | None = None
-        self._last_export_duration: float | None = None
+        self._last_export_success_wall: float | None = None
+        self._export_duration = _Histogram()
+        self._heartbeats: dict[str, float] = {}
 
+    # -- event queue ---------------------------------------------------------
     def event_added(self, event_type: str) -> None:
         with self._lock:
             self._events_added[event_type] += 1
 
-    def event_handled(self) -> None:
+    def event_taken(self, waited_seconds: float) -> None:
+        """The handler took an event off the queue after it waited this long."""
+        with self._lock:
+            self._events_taken += 1
+            self._queue_duration.observe(waited_seconds)
+            self._working_since = self._clock()
+
+    def event_handled(self, seconds: float, error_type: str | None = None) -> None:
         with self._lock:
             self._events_handled += 1
+            self._work_duration.observe(seconds)
+            self._working_since = None
+            if error_type is not None:
+                self._handler_errors[error_type] += 1
 
     def handler_error(self, error_type: str) -> None:
         with self._lock:
@@ -68,16 +158,23 @@ class RuntimeStats:
         with self._lock:
             self._pod_problems[(subject, reason)] += 1
 
+    def pods_cached(self, count: int) -> None:
+        with self._lock:
+            self._pods_cached = count
+
+    # -- watch ---------------------------------------------------------------
     def watch_started(self, reason: str) -> None:
         with self._lock:
             self._watch_starts[reason] += 1
 
-    def relisted(self, resource_version: str) -> None:
+    def relisted(self, resource_version: str, seconds: float | None = None) -> None:
         with self._lock:
             self._relists += 1
             self._synced = True
             self._resource_version = resource_version
             self._last_event = self._clock()
+            if seconds is not None:
+                self._list_duration = seconds
 
     def request_failed(self, reason: str) -> None:
         with self._lock:
@@ -90,28 +187,46 @@ class RuntimeStats:
             if resource_version:
                 self._resource_version = resource_version
 
+    # -- export --------------------------------------------------------------
     def export_finished(self, ok: bool, seconds: float) -> None:
         with self._lock:
             self._exports["success" if ok else "failure"] += 1
-            self._last_export_duration = seconds
+            self._export_duration.observe(seconds)
             if ok:
                 self._last_export_success = self._clock()
+                self._last_export_success_wall = self._wall()
+
+    # -- liveness ------------------------------------------------------------
+    def heartbeat(self, loop: str) -> None:
+        """``loop`` ("source", "handler", "export") is alive and not stuck."""
+        now = self._clock()
+        with self._lock:
+            self._heartbeats[loop] = now
 
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
+            now = self._clock()
             return StatsSnapshot(
-                events_added=MappingProxyType(dict(self._events_added)),
+                queue_depth=sum(self._events_added.values()) - self._events_taken,
+                events_added=_frozen(self._events_added),
                 events_handled=self._events_handled,
-                handler_errors=MappingProxyType(dict(self._handler_errors)),
-                pod_problems=MappingProxyType(dict(self._pod_problems)),
-                watch_starts=MappingProxyType(dict(self._watch_starts)),
+                queue_duration=self._queue_duration.snapshot(),
+                work_duration=self._work_duration.snapshot(),
+                unfinished_work_seconds=0.0 if self._working_since is None else now - self._working_since,
+                handler_errors=_frozen(self._handler_errors),
+                pod_problems=_frozen(self._pod_problems),
+                watch_starts=_frozen(self._watch_starts),
                 relists=self._relists,
-                requests_failed=MappingProxyType(dict(self._requests_failed)),
-                last_event_age_seconds=None if self._last_event is None else self._clock() - self._last_event,
+                list_duration_seconds=self._list_duration,
+                requests_failed=_frozen(self._requests_failed),
+                last_event_age_seconds=None if self._last_event is None else now - self._last_event,
+                pods_cached=self._pods_cached,
                 resource_version=self._resource_version,
                 synced=self._synced,
-                exports=MappingProxyType(dict(self._exports)),
+                exports=_frozen(self._exports),
                 last_export_success_age_seconds=(
-                    None if self._last_export_success is None else self._clock() - self._last_export_success),
-                last_export_duration_seconds=self._last_export_duration,
+                    None if self._last_export_success is None else now - self._last_export_success),
+                last_export_success_unixtime=self._last_export_success_wall,
+                export_duration=self._export_duration.snapshot(),
+                loop_idle_seconds=MappingProxyType({k: now - v for k, v in self._heartbeats.items()}),
             )

@@ -67,3 +67,29 @@ def test_prometheus_naming_keeps_the_cpu_name_and_suffixes_bytes(flag, apiserver
         assert row["k8s_pod_name"] == "p" and row["k8s_node_name"] == "node-a"
     finally:
         vm.stop()
+
+
+def test_runtime_metrics_arrive_with_the_documented_names(apiserver, make_agent, victoriametrics, monkeypatch):
+    from agent.export.runtime import PREFIX, RUNTIME_METRICS
+
+    node = f"e2e-runtime-{time.time_ns()}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", victoriametrics.otlp_endpoint)
+    apiserver.create(pod("p", node=node))
+    make_agent(node_name=node, exporter="otlp", export_interval=0.5)
+    expected = set()
+    for m in RUNTIME_METRICS:
+        if m.kind == "histogram":
+            expected |= {PREFIX + m.name + s for s in ("_bucket", "_sum", "_count")}
+        elif m.name not in ("handler_errors_total", "pod_problems_total", "api_errors_total"):  # empty until something fails
+            expected.add(PREFIX + m.name)
+
+    def names():
+        rows = victoriametrics.query(f'count by (__name__) ({{__name__=~"{PREFIX}.*",k8s.node.name="{node}"}})')
+        return {r["metric"]["__name__"] for r in rows}
+
+    wait_until(lambda: expected <= names(), timeout=30, message=f"missing {expected - names()}")
+    synced = victoriametrics.query(f'{PREFIX}synced{{k8s.node.name="{node}"}}')
+    assert float(synced[0]["value"][1]) == 1
+    p99 = victoriametrics.query(
+        f'histogram_quantile(0.99, sum by (le) ({PREFIX}workqueue_queue_duration_seconds_bucket{{k8s.node.name="{node}"}}))')
+    assert p99 and 0 <= float(p99[0]["value"][1]) < 1

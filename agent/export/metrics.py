@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.metrics import Meter
 
 from ..quantity import to_bytes, to_float
 from ..state import NodeState
-from ..stats import RuntimeStats
 
-__all__ = ["PodMetrics", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM", "POD_PROBLEMS"]
+__all__ = ["PodMetrics", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM"]
 
 POD_CPU = "pod_or_vm_cpu_requests"
 POD_MEM = "pod_or_vm_mem_requests"
 VM_CPU = "vm_cpu_usage"
 VM_MEM = "vm_mem_usage"
-POD_PROBLEMS = "node_requests_agent_pod_problems"
 
 ATTR_NAMESPACE = "k8s.namespace.name"
 ATTR_POD = "k8s.pod.name"
@@ -29,9 +25,8 @@ ATTR_ROLE = "neon.vm.migration.role"
 class PodMetrics:
     """Per-pod gauges set from the node state right before each collection."""
 
-    def __init__(self, meter: Meter, state: NodeState, stats: RuntimeStats) -> None:
+    def __init__(self, meter: Meter, state: NodeState) -> None:
         self._state = state
-        self._stats = stats
         self._cpu = meter.create_gauge(
             POD_CPU, unit="{cpu}",
             description="CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests (cores)")
@@ -42,9 +37,6 @@ class PodMetrics:
             VM_CPU, unit="{cpu}", description="NeonVM usage annotation, CPU, before overcommit (cores)")
         self._vm_mem = meter.create_gauge(
             VM_MEM, unit="By", description="NeonVM usage annotation, memory, before overcommit")
-        meter.create_observable_counter(
-            POD_PROBLEMS, callbacks=[self._observe_problems], unit="{problem}",
-            description="Pod changes that carried bad input (annotation, quantity, shape); the pod was still reported per the fallback rules")
 
     def publish(self) -> None:
         for pod in self._state.pods():
@@ -59,7 +51,3 @@ class PodMetrics:
                                  ATTR_VM: pod.vm.name, ATTR_ROLE: pod.vm.migration_role or "none"}
                 self._vm_cpu.set(to_float(pod.vm.cpu), vm_attributes)
                 self._vm_mem.set(float(to_bytes(pod.vm.memory)), vm_attributes)
-
-    def _observe_problems(self, options: CallbackOptions) -> Iterable[Observation]:
-        for (subject, reason), count in self._stats.snapshot().pod_problems.items():
-            yield Observation(count, {"subject": subject, "reason": reason})

@@ -13,6 +13,7 @@ from ..config import Config, ConfigError
 from ..state import NodeState
 from ..stats import RuntimeStats
 from .metrics import PodMetrics
+from .runtime import RuntimeMetrics
 from .reader import GAUGE_DELTA, PublishingMetricReader
 
 __all__ = ["build_exporter", "build_telemetry", "Telemetry", "SERVICE_NAME"]
@@ -88,11 +89,18 @@ def build_telemetry(
             interval=config.export_interval if interval is None else interval,
             timeout=config.export_timeout,
             on_export=on_export or stats.export_finished,
+            heartbeat=lambda: stats.heartbeat("export"),
         )
         readers.append(reader)
     provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     meter = provider.get_meter("node_requests_agent", __version__)
     if reader is not None:
         # Instruments come from the provider, which needs its readers first.
-        reader.set_publisher(PodMetrics(meter, state, stats).publish)
+        pods, runtime = PodMetrics(meter, state), RuntimeMetrics(meter, stats)
+
+        def publish() -> None:
+            pods.publish()
+            runtime.refresh()
+
+        reader.set_publisher(publish)
     return Telemetry(provider, reader)

@@ -44,6 +44,7 @@ class PublishingMetricReader(MetricReader):
         interval: float,
         timeout: float,
         on_export: Callable[[bool, float], None] = lambda ok, seconds: None,
+        heartbeat: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(
             preferred_temporality=exporter._preferred_temporality,
@@ -55,6 +56,7 @@ class PublishingMetricReader(MetricReader):
         self._interval = interval
         self._timeout = timeout
         self._on_export = on_export
+        self._heartbeat = heartbeat
         self._export_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -67,8 +69,10 @@ class PublishingMetricReader(MetricReader):
         self._publish = publish
 
     def _ticker(self) -> None:
+        self._heartbeat()
         while not self._stop.wait(self._interval):
             self._safe_collect()
+            self._heartbeat()
 
     def _safe_collect(self) -> None:
         try:

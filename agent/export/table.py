@@ -38,6 +38,10 @@ class TableMetricExporter(MetricExporter):
             lines.append(f"# resource: {resource}")
             for sm in rm.scope_metrics:
                 for metric in sorted(sm.metrics, key=lambda m: m.name):
+                    if metric.name.endswith("_bucket"):
+                        # Histogram buckets: dozens of rows a person does not read here.
+                        lines.append(f"{metric.name}{{le=...}} ({len(metric.data.data_points)} buckets not shown)")
+                        continue
                     rows = []
                     for point in metric.data.data_points:
                         attrs = ",".join(f'{k}="{v}"' for k, v in sorted(point.attributes.items()))

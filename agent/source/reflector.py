@@ -88,6 +88,7 @@ class Reflector:
         reason = "initial"
         expired_in_row = 0
         while not stop.is_set():
+            self._stats.heartbeat("source")
             try:
                 if need_list:
                     self._list()
@@ -151,8 +152,7 @@ class Reflector:
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
         self.resource_version = str(meta.get("resourceVersion") or "")
         self._queue.put(Event(RELIST, pods=tuple(records), resource_version=self.resource_version))
-        self._stats.relisted(self.resource_version)
-        self._stats.event_added(RELIST)
+        self._stats.relisted(self.resource_version, self._clock() - started)
         log.info("listed %d pod(s) at resourceVersion %s in %.3f s", len(records), self.resource_version,
                  self._clock() - started)
 
@@ -170,6 +170,7 @@ class Reflector:
         received = 0
         try:
             for line in self._api.stream_lines(s.path, params, read_timeout=s.read_timeout):
+                self._stats.heartbeat("source")
                 self._dispatch(json.loads(line))
                 received += 1
                 if stop.is_set():
@@ -206,7 +207,6 @@ class Reflector:
             rv = pod.resource_version
             event = Event(kind, pod=pod, resource_version=rv)
         self._queue.put(event)
-        self._stats.event_added(kind)
         if rv:
             self.resource_version = rv
         self._stats.progressed(rv)

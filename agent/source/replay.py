@@ -60,10 +60,10 @@ class ReplaySource:
 
     def _put(self, event: Event) -> None:
         self._queue.put(event)
-        self._stats.event_added(event.type)
         self._stats.progressed(event.resource_version)
 
     def run(self, stop: threading.Event) -> None:
+        self._stats.heartbeat("source")
         try:
             listed = False
             for doc in self._docs:
@@ -98,3 +98,6 @@ class ReplaySource:
             log.error("capture is unusable: %s", exc)
         finally:
             self.finished.set()
+        # A finished replay is not a stuck source: keep reporting alive.
+        while not stop.wait(1.0):
+            self._stats.heartbeat("source")

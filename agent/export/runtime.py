@@ -1,0 +1,124 @@
+"""The agent's own metrics: one table over the stats snapshot, two exporters.
+
+Names mirror controller-runtime's workqueue set under the agent's namespace.
+OTLP gets observable instruments; the OTel API has no asynchronous histogram,
+so each histogram is sent as Prometheus-style ``_bucket{le}``, ``_sum`` and
+``_count`` counters read from the same snapshot (one source for every number,
+and ``histogram_quantile`` works on them unchanged). ``/metrics`` renders the
+same table natively. Every attribute is bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from ..stats import HistogramSnapshot, RuntimeStats, StatsSnapshot
+
+__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "RuntimeMetrics", "PREFIX", "le_label"]
+
+PREFIX = "node_requests_agent_"
+
+# A reading: (attributes, value) pairs, or a histogram.
+Points = list[tuple[dict[str, str], float]]
+
+
+@dataclass(frozen=True)
+class RuntimeMetric:
+    name: str  # without PREFIX; counters end in _total
+    kind: str  # "gauge", "counter" or "histogram"
+    unit: str
+    description: str
+    read: Callable[[StatsSnapshot], Any]  # Points, or HistogramSnapshot for histograms
+
+
+def _by(attribute: str, get: Callable[[StatsSnapshot], Any]) -> Callable[[StatsSnapshot], Points]:
+    return lambda s: [({attribute: str(k)}, v) for k, v in get(s).items()]
+
+
+def _one(get: Callable[[StatsSnapshot], float | int | None]) -> Callable[[StatsSnapshot], Points]:
+    def read(s: StatsSnapshot) -> Points:
+        value = get(s)
+        return [] if value is None else [({}, value)]
+    return read
+
+
+RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
+    RuntimeMetric("workqueue_depth", "gauge", "{event}",
+                  "Events waiting in the queue between the Kubernetes source and the handler", _one(lambda s: s.queue_depth)),
+    RuntimeMetric("workqueue_adds_total", "counter", "{event}",
+                  "Events put on the queue, by Kubernetes event type", _by("event_type", lambda s: s.events_added)),
+    RuntimeMetric("workqueue_queue_duration_seconds", "histogram", "s",
+                  "Time an event waits in the queue before the handler takes it", lambda s: s.queue_duration),
+    RuntimeMetric("workqueue_work_duration_seconds", "histogram", "s",
+                  "Time the handler takes per event", lambda s: s.work_duration),
+    RuntimeMetric("workqueue_unfinished_work_seconds", "gauge", "s",
+                  "Age of the event being handled now (0 when idle)", _one(lambda s: s.unfinished_work_seconds)),
+    RuntimeMetric("workqueue_longest_running_processor_seconds", "gauge", "s",
+                  "Longest running handler (one worker, so equal to unfinished work)", _one(lambda s: s.unfinished_work_seconds)),
+    RuntimeMetric("handler_errors_total", "counter", "{error}",
+                  "Events whose handling failed, by bounded error type", _by("error_type", lambda s: s.handler_errors)),
+    RuntimeMetric("pod_problems_total", "counter", "{problem}",
+                  "Pod changes that carried bad input; the pod was still reported per the fallback rules",
+                  lambda s: [({"subject": subj, "reason": reason}, n) for (subj, reason), n in s.pod_problems.items()]),
+    RuntimeMetric("watch_starts_total", "counter", "{watch}",
+                  "Watch requests started, by why the previous one ended", _by("reason", lambda s: s.watch_starts)),
+    RuntimeMetric("relists_total", "counter", "{list}",
+                  "Full LISTs: one at start, more only after 410 Gone", _one(lambda s: s.relists)),
+    RuntimeMetric("api_errors_total", "counter", "{error}",
+                  "Failed API requests and broken streams, by reason", _by("reason", lambda s: s.requests_failed)),
+    RuntimeMetric("list_duration_seconds", "gauge", "s", "Duration of the last LIST", _one(lambda s: s.list_duration_seconds)),
+    RuntimeMetric("last_event_age_seconds", "gauge", "s",
+                  "Seconds since the last watch event or bookmark", _one(lambda s: s.last_event_age_seconds)),
+    RuntimeMetric("pods_cached", "gauge", "{pod}",
+                  "Pods bound to this node that the agent tracks, terminal ones included", _one(lambda s: s.pods_cached)),
+    RuntimeMetric("synced", "gauge", "1", "1 once the initial LIST has been handled", _one(lambda s: int(s.synced))),
+    RuntimeMetric("exports_total", "counter", "{export}", "OTLP exports, by result", _by("result", lambda s: s.exports)),
+    RuntimeMetric("last_export_success_timestamp_seconds", "gauge", "s",
+                  "Unix time of the last successful OTLP export", _one(lambda s: s.last_export_success_unixtime)),
+    RuntimeMetric("export_duration_seconds", "histogram", "s", "Time one OTLP export takes", lambda s: s.export_duration),
+)
+
+
+def le_label(bound: float) -> str:
+    """Prometheus' spelling of a bucket bound."""
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+def _histogram_parts(h: HistogramSnapshot | None) -> dict[str, Points]:
+    if h is None:
+        return {"_bucket": [], "_sum": [], "_count": []}
+    return {
+        "_bucket": [({"le": le_label(bound)}, n) for bound, n in h.cumulative()],
+        "_sum": [({}, h.sum)],
+        "_count": [({}, h.count)],
+    }
+
+
+class RuntimeMetrics:
+    """OTel observable instruments over the table; ``refresh()`` takes the snapshot they read."""
+
+    def __init__(self, meter: Meter, stats: RuntimeStats) -> None:
+        self._stats = stats
+        self._snapshot = stats.snapshot()
+        for metric in RUNTIME_METRICS:
+            if metric.kind == "histogram":
+                for suffix, unit in (("_bucket", "{event}"), ("_sum", metric.unit), ("_count", "{event}")):
+                    meter.create_observable_counter(
+                        PREFIX + metric.name + suffix, unit=unit, description=f"{metric.description} ({suffix[1:]})",
+                        callbacks=[self._callback(lambda s, m=metric, x=suffix: _histogram_parts(m.read(s))[x])])
+            elif metric.kind == "counter":
+                meter.create_observable_counter(PREFIX + metric.name, unit=metric.unit, description=metric.description,
+                                                callbacks=[self._callback(metric.read)])
+            else:
+                meter.create_observable_gauge(PREFIX + metric.name, unit=metric.unit, description=metric.description,
+                                              callbacks=[self._callback(metric.read)])
+
+    def _callback(self, read: Callable[[StatsSnapshot], Points]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        return lambda options: [Observation(value, attrs) for attrs, value in read(self._snapshot)]
+
+    def refresh(self) -> None:
+        self._snapshot = self._stats.snapshot()
