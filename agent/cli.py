@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--debug-address", metavar="HOST:PORT",
                      help="read-only debug endpoint and probes (env DEBUG_ADDRESS; default :9808, 'off' to disable; "
                           "off by default with --once)")
+    run.add_argument("--procfs", metavar="PATH",
+                     help="the host's /proc for the used series (env HOST_PROC; default /host/proc if present, else /proc; 'off')")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
 
     explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",
@@ -51,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                                          "(JSON or YAML) and print per pod what the agent exports and why.")
     explain.add_argument("file", nargs="?", default="-", help="input file, or - for standard input (default)")
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    explain.add_argument("--node-file", metavar="FILE",
+                         help="a Node object (JSON or YAML) for the node comparisons; a Node inside the input works too")
     return parser
 
 
@@ -60,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "run")
     args = _parser().parse_args(argv)
     if args.command == "explain":
-        return _explain(args.file, args.output)
+        return _explain(args.file, args.output, args.node_file)
     try:
         config = from_sources(vars(args), os.environ)
     except ConfigError as exc:
@@ -74,19 +78,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
 
-def _explain(path: str, output: str) -> int:
+def _explain(path: str, output: str, node_file: str | None = None) -> int:
     from .dumps import DumpError, read_documents
-    from .explain import explain_json, explain_table, records_from_documents
+    from .explain import explain_json, explain_table, node_from_documents, records_from_documents
 
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-        records, skipped = records_from_documents(read_documents(text))
+        documents = read_documents(text)
+        records, skipped = records_from_documents(documents)
+        if node_file is not None:
+            with open(node_file, encoding="utf-8") as f:
+                documents = read_documents(f.read())
+        node = node_from_documents(documents, records)
     except (OSError, UnicodeDecodeError, DumpError) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     for reason in skipped:
         print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
-    print(explain_json(records) if output == "json" else explain_table(records))
+    print(explain_json(records, node) if output == "json" else explain_table(records, node))
     return 0
 
 
@@ -107,6 +116,7 @@ class Agent:
         self.stop_event = threading.Event()
         self.api = None
         self.finished: threading.Event | None = None
+        extra_sources = []
         if config.replay:
             from .dumps import DumpError
             from .source.replay import ReplaySource, load_capture
@@ -118,19 +128,26 @@ class Agent:
             self.finished = source.finished
         else:
             from .source.kube import KubeApi, KubeConfigError, load_configuration
-            from .source.reflector import Reflector, ReflectorSettings
+            from .source.reflector import Reflector, ReflectorSettings, node_object, pods_of_node
 
             try:
                 self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
             except KubeConfigError as exc:
                 raise ConfigError(str(exc)) from None
-            source = Reflector(self.api, config.node_name, self.queue, self.stats,
-                               ReflectorSettings(read_timeout=config.read_timeout,
-                                                 min_watch_timeout=config.watch_timeout[0],
-                                                 max_watch_timeout=config.watch_timeout[1]))
+            settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
+                                         max_watch_timeout=config.watch_timeout[1])
+            source = Reflector(self.api, pods_of_node(config.node_name), self.queue, self.stats, settings)
+            extra_sources.append(Reflector(self.api, node_object(config.node_name), self.queue, self.stats, settings))
         self.source = source
+        self.sampler = None
+        if config.procfs:
+            from .usage import UsageSampler, set_procfs
+
+            set_procfs(config.procfs)
+            self.sampler = UsageSampler(on_error=self.stats.usage_error)
         self.telemetry = build_telemetry(config, self.state, self.stats, build_exporter(config),
-                                         interval=float("inf") if config.once else None)
+                                         interval=float("inf") if config.once else None,
+                                         node_summary=lambda: self.node_summary(sample=True))
         self.handler = Handler(self.state, self.stats)
         self.debug = None
         if config.debug_address:
@@ -140,15 +157,31 @@ class Agent:
             limits = HealthLimits.for_config(config.read_timeout, None if config.once or config.exporter == "none"
                                              else config.export_interval, config.export_timeout)
             try:
-                self.debug = DebugServer(config.debug_address, self.state, self.stats, limits)
+                self.debug = DebugServer(config.debug_address, self.state, self.stats, limits,
+                                         ready_conditions=lambda: {"pods synced": self.state.synced,
+                                                                   "node read": self.state.node_listed},
+                                         node_summary=self.node_summary)
             except (OSError, ValueError) as exc:
                 raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address}: {exc}") from None
         self._threads = [
             threading.Thread(target=source.run, args=(self.stop_event,), name="source", daemon=True),
+            *(threading.Thread(target=s.run, args=(self.stop_event,), name="source-node", daemon=True)
+              for s in extra_sources),
             threading.Thread(target=self.handler.run, args=(self.queue, self.stop_event), name="handler", daemon=True),
         ]
 
+    def node_summary(self, sample: bool = False):
+        """The node comparisons now; ``sample`` reads /proc afresh (the exporter does, once per export)."""
+        from .summary import summarize
+
+        usage = None
+        if self.sampler is not None:
+            usage = self.sampler.sample() if sample else self.sampler.latest()
+        return summarize(self.state.node_name, self.state.node, self.state.pods(), usage)
+
     def start(self) -> "Agent":
+        if self.sampler is not None:
+            self.sampler.sample()  # the CPU baseline, so the first export already has a delta
         for t in self._threads:
             t.start()
         if self.debug is not None:
@@ -166,6 +199,8 @@ class Agent:
     def shutdown(self, final_export: bool = True) -> None:
         """Stop the source and handler, then export the final state once."""
         self.stop_event.set()
+        if self.api is not None:
+            self.api.interrupt()  # a watch blocked in a read would otherwise hold shutdown for its read timeout
         for t in self._threads:
             t.join(timeout=5)
         self.telemetry.shutdown(final_export=final_export)

@@ -38,6 +38,8 @@ class Config:
     watch_timeout: tuple[int, int] = (300, 600)
     # HOST:PORT of the debug endpoint; None turns it off.
     debug_address: str | None = None
+    # The host's /proc for the "used" series; None turns them off.
+    procfs: str | None = None
     log_level: str = "INFO"
 
 
@@ -86,6 +88,12 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         if not sep or not port.isdigit() or int(port) > 65535:
             raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}")
         debug_address = debug
+    procfs = args.get("procfs") or env.get("HOST_PROC")
+    if procfs is None:
+        # /proc/stat and /proc/meminfo are not namespaced, so the container's
+        # own /proc also shows the host; /host/proc is what the DaemonSet mounts.
+        procfs = "/host/proc" if os.path.isdir("/host/proc") else "/proc"
+    procfs = None if str(procfs).lower() == "off" else str(procfs)
     level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
@@ -101,5 +109,6 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         export_timeout=timeout,
         read_timeout=read_timeout,
         debug_address=debug_address,
+        procfs=procfs,
         log_level=level,
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["DumpError", "read_documents", "pods_of"]
+__all__ = ["DumpError", "read_documents", "pods_of", "nodes_of"]
 
 
 class DumpError(ValueError):
@@ -66,3 +66,14 @@ def pods_of(document: Any) -> list[Any]:
     if kind not in (None, "Pod"):
         return []
     return [document]
+
+
+def nodes_of(document: Any) -> list[Any]:
+    """The Node objects in one document (a List may mix kinds, as `kubectl get nodes,pods -o json` does)."""
+    if not isinstance(document, dict):
+        return []
+    if isinstance(document.get("items"), list):
+        return [n for item in document["items"] for n in nodes_of(item)]
+    if "type" in document and "object" in document:
+        return nodes_of(document["object"])
+    return [document] if document.get("kind") == "Node" else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .node import NodeRecord
 from .pod import PodRecord
 
 __all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "EVENT_TYPES"]
@@ -25,3 +26,7 @@ class Event:
     # Only for RELIST.
     pods: tuple[PodRecord, ...] = ()
     resource_version: str = ""
+    # "pod", or "node" for the agent's own Node (then ``node`` is set, and a
+    # RELIST with node None means the Node does not exist).
+    kind: str = "pod"
+    node: NodeRecord | None = None

@@ -9,13 +9,15 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .dumps import pods_of
+from .dumps import DumpError, nodes_of, pods_of
+from .node import NodeRecord, decode_node
 from .pod import PodDecodeError, PodRecord, decode_pod
+from .summary import QUANTITIES, RATIOS, summarize, summary_report
 from .quantity import format_bytes, format_cores
 from .report import pods_report, sorted_values
 from .valuation import evaluate
 
-__all__ = ["records_from_documents", "explain_json", "explain_table"]
+__all__ = ["records_from_documents", "node_from_documents", "explain_json", "explain_table"]
 
 
 def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], list[str]]:
@@ -37,8 +39,28 @@ def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], l
     return list(pods.values()), skipped
 
 
-def explain_json(records: Iterable[PodRecord]) -> str:
-    return json.dumps(pods_report(evaluate(r) for r in records), indent=2)
+def node_from_documents(documents: Iterable[Any], records: list[PodRecord]) -> NodeRecord | None:
+    """The Node the pods are bound to (or the only Node) among the documents, if any."""
+    nodes = []
+    for doc in documents:
+        for obj in nodes_of(doc):
+            try:
+                nodes.append(decode_node(obj))
+            except PodDecodeError as exc:
+                raise DumpError(f"unusable Node object: {exc}") from None
+    bound = {r.node_name for r in records if r.node_name}
+    for node in nodes:
+        if node.name in bound or len(nodes) == 1:
+            return node
+    return None
+
+
+def explain_json(records: Iterable[PodRecord], node: NodeRecord | None = None) -> str:
+    values = [evaluate(r) for r in records]
+    report = pods_report(values)
+    if node is not None:
+        report["node"] = summary_report(summarize(node.name, node, values, None))
+    return json.dumps(report, indent=2)
 
 
 def _q(value: int | None, cores: bool) -> str:
@@ -47,7 +69,7 @@ def _q(value: int | None, cores: bool) -> str:
     return format_cores(value) if cores else format_bytes(value)
 
 
-def explain_table(records: Iterable[PodRecord]) -> str:
+def explain_table(records: Iterable[PodRecord], node: NodeRecord | None = None) -> str:
     values = sorted_values(evaluate(r) for r in records)
     header = f"{'POD':<48} {'PHASE':<10} {'SOURCE':<13} {'CPU':>9} {'MEMORY':>10}"
     lines = [header]
@@ -69,4 +91,23 @@ def explain_table(records: Iterable[PodRecord]) -> str:
     cpu = sum(v.cpu for v in reported)
     mem = sum(v.memory for v in reported)
     lines.append(f"{'TOTAL (' + str(len(reported)) + ' pods reported)':<73} {_q(cpu, True):>9} {_q(mem, False):>10}")
+    if node is not None:
+        lines.extend(_node_table(summarize(node.name, node, values, None)))
     return "\n".join(lines)
+
+
+def _node_table(s) -> list[str]:
+    lines = ["", f"NODE {s.node}", f"    {'QUANTITY':<14} {'CPU':>9} {'MEMORY':>10}"]
+    cpu, mem = s.cpu.quantities(), s.memory.quantities()
+    for q in QUANTITIES:
+        if q in cpu or q in mem:
+            lines.append(f"    {q:<14} {_q(cpu.get(q), True):>9} {_q(mem.get(q), False):>10}")
+    cpu_r, mem_r = s.cpu.ratios(), s.memory.ratios()
+    for name in RATIOS:
+        if name in cpu_r or name in mem_r:
+            c = f"{cpu_r[name]:.0%}" if name in cpu_r else "-"
+            m = f"{mem_r[name]:.0%}" if name in mem_r else "-"
+            lines.append(f"    {name:<26} cpu {c:>5}  memory {m:>5}")
+    for p in s.problems:
+        lines.append(f"    problem: {p}")
+    return lines

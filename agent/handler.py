@@ -22,7 +22,9 @@ class Handler:
         self._stats = stats
 
     def handle(self, event: Event) -> None:
-        if event.type in (ADDED, MODIFIED) and event.pod is not None:
+        if event.kind == "node":
+            self._handle_node(event)
+        elif event.type in (ADDED, MODIFIED) and event.pod is not None:
             previous = self._state.get(event.pod.uid)
             value = reevaluate(event.pod, previous)
             self._state.upsert(value)
@@ -37,6 +39,17 @@ class Handler:
                 self._report_problems(value, previous.get(value.uid))
             if removed:
                 log.info("relist removed %d pod(s) deleted while the watch was down", len(removed))
+        elif event.type != BOOKMARK:
+            raise ValueError(f"unknown event type {event.type!r}")
+
+    def _handle_node(self, event: Event) -> None:
+        if event.type == RELIST:
+            self._state.set_node(event.node, listed=True)
+        elif event.type in (ADDED, MODIFIED):
+            self._state.set_node(event.node)
+        elif event.type == DELETED:
+            log.info("node %s was deleted; its capacity series stop until it returns", self._state.node_name)
+            self._state.set_node(None)
         elif event.type != BOOKMARK:
             raise ValueError(f"unknown event type {event.type!r}")
 

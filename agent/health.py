@@ -36,7 +36,11 @@ class Verdict:
 
 def liveness(s: StatsSnapshot, limits: HealthLimits) -> Verdict:
     checks: dict[str, str] = {}
-    for loop, limit in (("source", limits.source), ("handler", limits.handler), ("export", limits.export)):
+    wanted = {"handler": limits.handler, "export": limits.export}
+    # One source loop per watched resource ("source:pods", "source:nodes"), or "source" for a replay.
+    sources = [k for k in s.loop_idle_seconds if k.split(":")[0] == "source"] or ["source"]
+    wanted.update({k: limits.source for k in sources})
+    for loop, limit in wanted.items():
         if limit is None:
             continue
         idle = s.loop_idle_seconds.get(loop)

@@ -82,19 +82,21 @@ def _maximum(*lists: Mapping[str, int]) -> Resources:
     return out
 
 
-def pod_requests(pod: PodRecord, first_container_override: Resources | None = None) -> RequestsResult:
-    """Effective cpu (cores) and memory (bytes) requests of ``pod``.
+def pod_requests(pod: PodRecord, first_container_override: Resources | None = None,
+                 use_status: bool = True) -> RequestsResult:
+    """Effective cpu and memory requests of ``pod``, in nano-units.
 
     ``first_container_override`` replaces the first app container's requests,
     which is how neon's patched cluster-autoscaler applies a VM's usage.
-    A resource nobody requests is 0.
+    ``use_status=False`` is the spec-only sum ``kubectl describe node`` shows
+    as "Allocated resources". A resource nobody requests is 0.
     """
     problems: list[Problem] = []
     contributions: list[Contribution] = []
     statuses = {s.name: s for s in pod.statuses}
 
     def effective(name: str, spec: Resources) -> tuple[Resources, str]:
-        status = statuses.get(name)
+        status = statuses.get(name) if use_status else None
         if status is None or status.requests is None:
             return spec, ""
         allocated = parse_requests(status.allocated, f"{name} status allocatedResources", problems)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from .node import NodeRecord
 from .valuation import PodValue
 
 __all__ = ["NodeState"]
@@ -20,6 +21,24 @@ class NodeState:
         self._lock = threading.Lock()
         self._pods: dict[str, PodValue] = {}
         self._synced = threading.Event()
+        self._node: NodeRecord | None = None
+        self._node_listed = threading.Event()
+
+    def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
+        """The Node object, or None when it does not exist (deleted, or not yet created)."""
+        with self._lock:
+            self._node = node
+        if listed:
+            self._node_listed.set()
+
+    @property
+    def node(self) -> NodeRecord | None:
+        with self._lock:
+            return self._node
+
+    @property
+    def node_listed(self) -> bool:
+        return self._node_listed.is_set()
 
     def upsert(self, value: PodValue) -> PodValue | None:
         """Store ``value``; return the value it replaced."""

@@ -86,10 +86,11 @@ class StatsSnapshot:
     handler_errors: Mapping[str, int] = field(default_factory=dict)
     pod_problems: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # Watch health.
-    watch_starts: Mapping[str, int] = field(default_factory=dict)
-    relists: int = 0
+    # Keyed by (resource, reason); resource is "pods" or "nodes".
+    watch_starts: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    relists: Mapping[str, int] = field(default_factory=dict)
     list_duration_seconds: float | None = None
-    requests_failed: Mapping[str, int] = field(default_factory=dict)
+    requests_failed: Mapping[tuple[str, str], int] = field(default_factory=dict)
     last_event_age_seconds: float | None = None
     pods_cached: int = 0
     resource_version: str = ""
@@ -99,6 +100,7 @@ class StatsSnapshot:
     last_export_success_age_seconds: float | None = None
     last_export_success_unixtime: float | None = None
     export_duration: HistogramSnapshot | None = None
+    usage_errors: Mapping[str, int] = field(default_factory=dict)
     # Loop liveness: seconds since each loop last showed progress.
     loop_idle_seconds: Mapping[str, float] = field(default_factory=dict)
 
@@ -116,10 +118,10 @@ class RuntimeStats:
         self._working_since: float | None = None
         self._handler_errors: Counter[str] = Counter()
         self._pod_problems: Counter[tuple[str, str]] = Counter()
-        self._watch_starts: Counter[str] = Counter()
-        self._relists = 0
+        self._watch_starts: Counter[tuple[str, str]] = Counter()
+        self._relists: Counter[str] = Counter()
         self._list_duration: float | None = None
-        self._requests_failed: Counter[str] = Counter()
+        self._requests_failed: Counter[tuple[str, str]] = Counter()
         self._last_event: float | None = None
         self._pods_cached = 0
         self._resource_version = ""
@@ -129,6 +131,11 @@ class RuntimeStats:
         self._last_export_success_wall: float | None = None
         self._export_duration = _Histogram()
         self._heartbeats: dict[str, float] = {}
+        self._usage_errors: Counter[str] = Counter()
+
+    def usage_error(self, reason: str) -> None:
+        with self._lock:
+            self._usage_errors[reason] += 1
 
     # -- event queue ---------------------------------------------------------
     def event_added(self, event_type: str) -> None:
@@ -163,25 +170,29 @@ class RuntimeStats:
             self._pods_cached = count
 
     # -- watch ---------------------------------------------------------------
-    def watch_started(self, reason: str) -> None:
+    def watch_started(self, reason: str, resource: str = "pods") -> None:
         with self._lock:
-            self._watch_starts[reason] += 1
+            self._watch_starts[(resource, reason)] += 1
 
-    def relisted(self, resource_version: str, seconds: float | None = None) -> None:
+    def relisted(self, resource_version: str, seconds: float | None = None, resource: str = "pods") -> None:
         with self._lock:
-            self._relists += 1
+            self._relists[resource] += 1
+            if resource != "pods":
+                return
             self._synced = True
             self._resource_version = resource_version
             self._last_event = self._clock()
             if seconds is not None:
                 self._list_duration = seconds
 
-    def request_failed(self, reason: str) -> None:
+    def request_failed(self, reason: str, resource: str = "pods") -> None:
         with self._lock:
-            self._requests_failed[reason] += 1
+            self._requests_failed[(resource, reason)] += 1
 
-    def progressed(self, resource_version: str) -> None:
-        """An event or bookmark arrived: the watch is alive at this version."""
+    def progressed(self, resource_version: str, resource: str = "pods") -> None:
+        """An event or bookmark arrived: the pod watch is alive at this version."""
+        if resource != "pods":
+            return
         with self._lock:
             self._last_event = self._clock()
             if resource_version:
@@ -216,7 +227,7 @@ class RuntimeStats:
                 handler_errors=_frozen(self._handler_errors),
                 pod_problems=_frozen(self._pod_problems),
                 watch_starts=_frozen(self._watch_starts),
-                relists=self._relists,
+                relists=_frozen(self._relists),
                 list_duration_seconds=self._list_duration,
                 requests_failed=_frozen(self._requests_failed),
                 last_event_age_seconds=None if self._last_event is None else now - self._last_event,
@@ -228,5 +239,6 @@ class RuntimeStats:
                     None if self._last_export_success is None else now - self._last_export_success),
                 last_export_success_unixtime=self._last_export_success_wall,
                 export_duration=self._export_duration.snapshot(),
+                usage_errors=_frozen(self._usage_errors),
                 loop_idle_seconds=MappingProxyType({k: now - v for k, v in self._heartbeats.items()}),
             )

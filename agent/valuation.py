@@ -50,6 +50,10 @@ class PodValue:
     vm: VmUsage | None
     contributions: tuple[Contribution, ...]
     problems: tuple[Problem, ...]
+    # Spec-only requests, as kube-scheduler's reservation is shown by
+    # `kubectl describe node` ("Allocated resources"); nano-units.
+    spec_cpu: int = 0
+    spec_memory: int = 0
     # The PodRecord.value_inputs this value was computed from.
     inputs: tuple = field(default=(), compare=False, repr=False)
 
@@ -58,7 +62,8 @@ class PodValue:
         if pod.phase == self.phase:
             return self
         return PodValue(self.uid, self.namespace, self.name, pod.phase, not pod.terminal, self.source, self.cpu,
-                        self.memory, self.vm, self.contributions, self.problems, self.inputs)
+                        self.memory, self.vm, self.contributions, self.problems, self.spec_cpu, self.spec_memory,
+                        self.inputs)
 
 
 def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | None, VmResources | None]:
@@ -99,6 +104,7 @@ def evaluate(pod: PodRecord) -> PodValue:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
     result = pod_requests(pod, override)
     problems.extend(result.problems)
+    spec = result if override is None and not pod.statuses else pod_requests(pod, use_status=False)
     vm = None
     if raw_usage is not None:
         vm = VmUsage(pod.vm_name or pod.name, pod.migration_role, raw_usage.cpu, raw_usage.memory)
@@ -114,5 +120,7 @@ def evaluate(pod: PodRecord) -> PodValue:
         vm=vm,
         contributions=result.contributions,
         problems=tuple(problems),
+        spec_cpu=spec.cpu,
+        spec_memory=spec.memory,
         inputs=pod.value_inputs,
     )

@@ -77,7 +77,7 @@ class FakeApiServer:
         self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {"pods": {}, "nodes": {}}
         self._history: dict[str, list[_Change]] = {"pods": [], "nodes": []}
         self._compacted = 0
-        self._fail: list[tuple[int, float | None]] = []
+        self._fail: dict[str, list[tuple[int, float | None]]] = {}
         self._hang_watches = False
         self._generation = 0  # bumped by drop_watches()
         self.requests: list[tuple[float, str, dict[str, list[str]]]] = []
@@ -179,9 +179,17 @@ class FakeApiServer:
             self._lock.notify_all()
 
     # -- faults --------------------------------------------------------------
-    def fail_next(self, count: int, status: int = 500, retry_after: float | None = None) -> None:
+    def fail_next(self, count: int, status: int = 500, retry_after: float | None = None, path: str = "/api/v1/pods") -> None:
         with self._lock:
-            self._fail.extend([(status, retry_after)] * count)
+            self._fail.setdefault(path, []).extend([(status, retry_after)] * count)
+
+    def clear_failures(self) -> None:
+        with self._lock:
+            self._fail.clear()
+
+    def requests_to(self, path: str = "/api/v1/pods", since: float = 0.0) -> list[tuple[float, dict[str, list[str]]]]:
+        with self._lock:
+            return [(t, q) for t, p, q in self.requests if p == path and t >= since]
 
     def drop_watches(self) -> None:
         """End every open watch stream abruptly (no final chunk)."""
@@ -224,7 +232,8 @@ class _Handler(BaseHTTPRequestHandler):
         with fake._lock:
             fake.requests.append((time.monotonic(), url.path, query))
             fake._open.add(self.connection)
-            failure = fake._fail.pop(0) if fake._fail else None
+            pending = fake._fail.get(url.path)
+            failure = pending.pop(0) if pending else None
         try:
             if self.headers.get("Authorization") != f"Bearer {fake.token}":
                 return self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))

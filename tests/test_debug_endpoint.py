@@ -57,9 +57,10 @@ def test_every_route(running):
     assert by_name["done"]["reported"] is False
     assert b"s3cr3t" not in body and b"DB_PASSWORD" not in body and b"api-token" not in body
     node = json.loads(get(port, "/debug/node")[2])
-    assert node["pods"] == {"pods_reported": 2, "cpu_cores": 1.25, "memory_bytes": 256 * 2**20 + 4 * 2**30}
+    assert node["cpu_cores"]["pod_or_vm"] == 1.25 and node["memory_bytes"]["pod_or_vm"] == 256 * 2**20 + 4 * 2**30
+    assert node["pods_by_source"] == {"pod_requests": 1, "vm_usage": 1} and node["node_present"] is False
     runtime = json.loads(get(port, "/debug/runtime")[2])
-    assert runtime["synced"] is True and runtime["events_added"]["RELIST"] == 1
+    assert runtime["synced"] is True and runtime["relists"] == {"pods": 1, "nodes": 1}
     assert runtime["queue_duration"]["count"] == runtime["events_handled"]
     status, headers, body = get(port, "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html") and b"vm-pod" in body

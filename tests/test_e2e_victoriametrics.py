@@ -80,16 +80,57 @@ def test_runtime_metrics_arrive_with_the_documented_names(apiserver, make_agent,
     for m in RUNTIME_METRICS:
         if m.kind == "histogram":
             expected |= {PREFIX + m.name + s for s in ("_bucket", "_sum", "_count")}
-        elif m.name not in ("handler_errors_total", "pod_problems_total", "api_errors_total"):  # empty until something fails
+        elif m.name not in ("handler_errors_total", "pod_problems_total", "api_errors_total", "usage_read_errors_total"):
+            # (those have no series until something fails)
             expected.add(PREFIX + m.name)
 
     def names():
         rows = victoriametrics.query(f'count by (__name__) ({{__name__=~"{PREFIX}.*",k8s.node.name="{node}"}})')
         return {r["metric"]["__name__"] for r in rows}
 
-    wait_until(lambda: expected <= names(), timeout=30, message=f"missing {expected - names()}")
+    wait_until(lambda: expected <= names(), timeout=30, message="every documented runtime metric arrives")
     synced = victoriametrics.query(f'{PREFIX}synced{{k8s.node.name="{node}"}}')
     assert float(synced[0]["value"][1]) == 1
     p99 = victoriametrics.query(
         f'histogram_quantile(0.99, sum by (le) ({PREFIX}workqueue_queue_duration_seconds_bucket{{k8s.node.name="{node}"}}))')
     assert p99 and 0 <= float(p99[0]["value"][1]) < 1
+
+
+def test_node_comparisons_follow_the_node_object(apiserver, make_agent, victoriametrics, monkeypatch):
+    node = f"e2e-node-{time.time_ns()}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", victoriametrics.otlp_endpoint)
+    node_obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "namespace": ""},
+                "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                           "allocatable": {"cpu": "7", "memory": "30Gi", "pods": "110"}}}
+    apiserver.create(node_obj, kind="nodes")
+    apiserver.create(pod("app", node=node, containers=[container("a", "2", "4Gi")]))
+    apiserver.create(vm_pod("vm", "vm-1", "1", "2Gi", node=node))
+    make_agent(node_name=node, exporter="otlp", export_interval=0.5, procfs="/proc")
+
+    def cpu() -> dict[str, float]:
+        rows = victoriametrics.query(f'node_requests_node_cpu_cores{{k8s.node.name="{node}"}}')
+        return {r["metric"]["quantity"]: float(r["value"][1]) for r in rows}
+
+    wait_until(lambda: {"capacity", "allocatable", "scheduled", "pod_or_vm", "vm_usage", "used"} <= set(cpu()), timeout=20)
+    values = cpu()
+    assert (values["capacity"], values["allocatable"], values["scheduled"], values["pod_or_vm"], values["vm_usage"]) == (8, 7, 2, 3, 1)
+    ratio = victoriametrics.query(f'node_requests_node_ratio{{k8s.node.name="{node}",resource="cpu",ratio="pod_or_vm_to_allocatable"}}')
+    assert float(ratio[0]["value"][1]) == pytest.approx(3 / 7)
+    mem = victoriametrics.query(f'node_requests_node_memory_bytes{{k8s.node.name="{node}",quantity="allocatable"}}')
+    assert float(mem[0]["value"][1]) == 30 * 2**30
+
+    node_obj["status"]["allocatable"]["cpu"] = "6"
+    apiserver.update(node_obj, kind="nodes")
+    changed = time.monotonic()
+    wait_until(lambda: cpu().get("allocatable") == 6, timeout=20)
+    assert time.monotonic() - changed < 5  # one export interval, plus VictoriaMetrics' ingestion delay
+
+    apiserver.delete("", node, kind="nodes")
+    deleted_at = time.time()
+
+    def newest(quantity: str) -> float:
+        rows = victoriametrics.samples(f'node_requests_node_cpu_cores{{k8s.node.name="{node}",quantity="{quantity}"}}')
+        return max(ts for row in rows for ts in row["timestamps"]) / 1000
+
+    wait_until(lambda: newest("pod_or_vm") > deleted_at + 2.0, timeout=20)
+    assert newest("allocatable") <= deleted_at + 0.6 and newest("capacity") <= deleted_at + 0.6

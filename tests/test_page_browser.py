@@ -98,7 +98,7 @@ def test_page_renders_node_summary_top_pods_and_health(page_agent, tmp_path):
     assert pods[0][3:5] == ["3", "8Gi"] and pods[1][2] == "vm_usage"
     assert "not JSON" in pods[3][5]
     health = dict(r for r in rows.tables["health"][1:])
-    assert health["source"] == "ok" and health["pods synced"] == "ok"
+    assert health["source:pods"] == health["source:nodes"] == health["pods synced"] == health["node read"] == "ok"
 
     shot = tmp_path / "page.png"
     result = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1100,800",

@@ -23,14 +23,16 @@ def test_initial_list_then_watch_is_node_scoped_and_from_watch_cache(apiserver, 
     agent = make_agent()
     wait_until(lambda: agent.state.synced and apiserver.count(watch=True) >= 1)
     assert names(agent) == {"a1", "a2"}
-    first, second = apiserver.requests[0], apiserver.requests[1]
-    assert first[2]["fieldSelector"] == ["spec.nodeName=node-a"]
-    assert first[2]["resourceVersion"] == ["0"]
-    assert "watch" not in first[2]
-    assert second[2]["watch"] == ["true"]
-    assert second[2]["allowWatchBookmarks"] == ["true"]
-    assert second[2]["resourceVersion"] == [str(apiserver.resource_version)]
-    assert 30 <= int(second[2]["timeoutSeconds"][0]) <= 40
+    (_, first), (_, second) = apiserver.requests_to()[:2]
+    assert first["fieldSelector"] == ["spec.nodeName=node-a"]
+    assert first["resourceVersion"] == ["0"]
+    assert "watch" not in first
+    assert second["watch"] == ["true"]
+    assert second["allowWatchBookmarks"] == ["true"]
+    assert second["resourceVersion"] == [str(apiserver.resource_version)]
+    assert 30 <= int(second["timeoutSeconds"][0]) <= 40
+    (_, node_list), = apiserver.requests_to("/api/v1/nodes")[:1]
+    assert node_list["fieldSelector"] == ["metadata.name=node-a"] and node_list["resourceVersion"] == ["0"]
 
 
 def test_add_modify_delete_and_phase_changes_follow_the_api(apiserver, make_agent):
@@ -59,7 +61,7 @@ def test_bookmarks_advance_the_resource_version_and_resume_without_relist(apiser
     wait_until(lambda: agent.stats.snapshot().resource_version == target, message="bookmark seen")
     apiserver.drop_watches()
     wait_until(lambda: apiserver.count(watch=True) >= 2)
-    assert apiserver.requests[-1][2]["resourceVersion"] == [target]
+    assert apiserver.requests_to()[-1][1]["resourceVersion"] == [target]
     assert apiserver.count(watch=False) == 1
 
 
@@ -89,7 +91,7 @@ def test_410_after_compaction_relists_and_leaves_no_ghosts(apiserver, make_agent
     wait_until(lambda: names(agent) == {"stays", "changes", "new"}, timeout=15)
     assert [p.cpu for p in agent.state.pods() if p.name == "changes"] == [2 * 10**9]
     assert apiserver.count(watch=False) == 2
-    assert agent.stats.snapshot().requests_failed.get("expired") == 1
+    assert agent.stats.snapshot().requests_failed.get(("pods", "expired")) == 1
 
 
 def test_410_as_http_status_relists(apiserver, make_agent):
@@ -112,11 +114,10 @@ def test_failing_api_server_sees_backoff_not_a_hot_loop(apiserver, make_agent):
     during = apiserver.count(since=start)
     # 0.8 s doubling with jitter: at most ~5 attempts in 6 s, far from a hot loop.
     assert 2 <= during <= 6, during
-    with apiserver._lock:
-        apiserver._fail.clear()
+    apiserver.clear_failures()
     apiserver.create(pod("recovered"))
     wait_until(lambda: names(agent) == {"recovered"}, timeout=20)
-    assert agent.stats.snapshot().requests_failed["http_500"] >= 2
+    assert agent.stats.snapshot().requests_failed[("pods", "http_500")] >= 2
 
 
 def test_429_retry_after_is_honoured(apiserver, make_agent):
@@ -126,7 +127,7 @@ def test_429_retry_after_is_honoured(apiserver, make_agent):
     start = time.monotonic()
     apiserver.drop_watches()
     wait_until(lambda: apiserver.count(since=start) >= 3, timeout=15)
-    times = [t for t, _, _ in apiserver.requests if t >= start][:3]
+    times = [t for t, _ in apiserver.requests_to(since=start)][:3]
     assert times[1] - times[0] >= 1.9 and times[2] - times[1] >= 1.9
     apiserver.create(pod("ok"))
     wait_until(lambda: names(agent) == {"ok"})
@@ -143,7 +144,7 @@ def test_outage_then_recovery_restores_truth(apiserver, make_agent):
     down_since = time.monotonic()
     wait_until(lambda: names(agent) == {"before", "during"}, timeout=40)
     assert time.monotonic() - down_since < 35
-    assert agent.stats.snapshot().requests_failed["transport"] >= 1
+    assert agent.stats.snapshot().requests_failed[("pods", "transport")] >= 1
 
 
 def test_half_open_watch_is_ended_by_the_read_timeout(apiserver, make_agent):
@@ -152,7 +153,7 @@ def test_half_open_watch_is_ended_by_the_read_timeout(apiserver, make_agent):
     apiserver.hang_watches()
     apiserver.drop_watches()
     start = time.monotonic()
-    wait_until(lambda: agent.stats.snapshot().watch_starts.get("read_timeout", 0) >= 2, timeout=6)
+    wait_until(lambda: agent.stats.snapshot().watch_starts.get(("pods", "read_timeout"), 0) >= 2, timeout=6)
     hung = apiserver.count(watch=True, since=start)
     # One new watch per read timeout, each given up on: never stuck, never hot.
     assert 2 <= hung <= 4, hung
@@ -169,7 +170,7 @@ def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
     time.sleep(3)
     assert 1 <= apiserver.count(since=start) <= 4
     assert not agent.state.synced
-    assert agent.stats.snapshot().requests_failed["http_error"] >= 1
+    assert agent.stats.snapshot().requests_failed[("pods", "http_error")] >= 1
 
 
 def test_transport_uses_tcp_keepalive(apiserver, tmp_path):

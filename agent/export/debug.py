@@ -23,9 +23,10 @@ from typing import Any
 
 from ..health import HealthLimits, liveness, readiness
 from ..quantity import format_bytes, format_cores
-from ..report import pods_report, sorted_values, totals_report
+from ..report import pods_report
 from ..state import NodeState
 from ..stats import RuntimeStats, StatsSnapshot
+from ..summary import QUANTITIES, NodeSummary, summarize, summary_report
 from .prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .prometheus import render_metrics
 
@@ -47,7 +48,8 @@ def runtime_report(s: StatsSnapshot) -> dict[str, Any]:
     for name, value in data.items():
         if isinstance(value, Mapping):
             data[name] = dict(value)
-    data["pod_problems"] = {f"{subject}/{reason}": n for (subject, reason), n in s.pod_problems.items()}
+    for name in ("pod_problems", "watch_starts", "requests_failed"):
+        data[name] = {f"{a}/{b}": n for (a, b), n in getattr(s, name).items()}
     for name in ("queue_duration", "work_duration", "export_duration"):
         h = getattr(s, name)
         data[name] = None if h is None else {
@@ -92,6 +94,7 @@ class DebugServer:
         stats: RuntimeStats,
         limits: HealthLimits,
         ready_conditions: Callable[[], dict[str, bool]] | None = None,
+        node_summary: Callable[[], NodeSummary] | None = None,
         timeout: float = 5.0,
         max_clients: int = 32,
     ) -> None:
@@ -99,6 +102,7 @@ class DebugServer:
         self.stats = stats
         self.limits = limits
         self.ready_conditions = ready_conditions or (lambda: {"pods synced": state.synced})
+        self.node_summary = node_summary or (lambda: summarize(state.node_name, state.node, state.pods(), None))
         debug = self
 
         class Handler(_Handler):
@@ -130,11 +134,11 @@ class DebugServer:
         if path == "/debug/pods":
             return self._json(200, {"node": self.state.node_name, **pods_report(self.state.pods())})
         if path == "/debug/node":
-            return self._json(200, {"node": self.state.node_name, "pods": totals_report(self.state.pods())})
+            return self._json(200, summary_report(self.node_summary()))
         if path == "/debug/runtime":
             return self._json(200, runtime_report(self.stats.snapshot()))
         if path == "/metrics":
-            return 200, METRICS_CONTENT_TYPE, render_metrics(self.state, self.stats)
+            return 200, METRICS_CONTENT_TYPE, render_metrics(self.state, self.stats, self.node_summary())
         if path in ("/", "/index.html"):
             return 200, "text/html; charset=utf-8", self._page().encode()
         return self._json(404, {"error": f"no such path {path!r}",
@@ -162,13 +166,19 @@ class DebugServer:
         facts = {
             "queue depth": str(snapshot.queue_depth),
             "events handled": str(snapshot.events_handled),
-            "watch (re)starts": ", ".join(f"{k} {v}" for k, v in sorted(snapshot.watch_starts.items())) or "none",
-            "relists": str(snapshot.relists),
+            "watch (re)starts": ", ".join(f"{r} {k} {v}" for (r, k), v in sorted(snapshot.watch_starts.items())) or "none",
+            "relists": ", ".join(f"{r} {v}" for r, v in sorted(snapshot.relists.items())) or "none",
             "last event or bookmark": "never" if snapshot.last_event_age_seconds is None else f"{snapshot.last_event_age_seconds:.1f} s ago",
             "last successful export": "never" if last_export is None else f"{last_export:.1f} s ago",
             "export results": ", ".join(f"{k} {v}" for k, v in sorted(snapshot.exports.items())) or "none yet",
         }
         fact_rows = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in facts.items())
+        summary = self.node_summary()
+        cpu_q, mem_q = summary.cpu.quantities(), summary.memory.quantities()
+        comparison = "".join(
+            f"<tr><td>{e(q)}</td><td class=n>{e(format_cores(cpu_q[q])) if q in cpu_q else '-'}</td>"
+            f"<td class=n>{e(format_bytes(mem_q[q])) if q in mem_q else '-'}</td>"
+            f"<td class=n>{_share_of_allocatable(cpu_q, q)}</td></tr>" for q in QUANTITIES)
         status = "healthy" if live.ok and ready.ok else "degraded"
         return f"""<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>node-requests-agent: {e(self.state.node_name)}</title>
@@ -176,6 +186,8 @@ class DebugServer:
 td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}th{{background:#f3f3f3}}.n{{text-align:right}}
 .healthy{{color:#176f2c}}.degraded{{color:#a11}}</style></head><body>
 <h1>Node {e(self.state.node_name)} <small class={status} id=status>{status}</small></h1>
+<h2>Node comparison</h2>
+<table id=comparison><tr><th>quantity</th><th>CPU</th><th>memory</th><th>CPU of allocatable</th></tr>{comparison}</table>
 <h2>What the cluster-autoscaler sees</h2>
 <table id=node><tr><th>pods reported</th><th>valued by VM usage</th><th>CPU (pod or VM)</th><th>memory (pod or VM)</th></tr>
 <tr><td class=n>{len(pods)}</td><td class=n>{vms}</td><td class=n>{e(format_cores(cpu))}</td><td class=n>{e(format_bytes(mem))}</td></tr></table>
@@ -187,6 +199,12 @@ td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}th{{background:
 <p><a href=/debug/pods>/debug/pods</a> · <a href=/debug/node>/debug/node</a> · <a href=/debug/runtime>/debug/runtime</a> · <a href=/metrics>/metrics</a></p>
 </body></html>
 """
+
+
+def _share_of_allocatable(values: dict[str, int], quantity: str) -> str:
+    if quantity not in values or not values.get("allocatable"):
+        return "-"
+    return f"{values[quantity] / values['allocatable']:.0%}"
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -16,7 +16,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from ..quantity import to_bytes, to_float
 from ..state import NodeState
 from ..stats import RuntimeStats
-from .metrics import POD_CPU, POD_MEM, VM_CPU, VM_MEM
+from ..summary import NodeSummary
+from .metrics import (NODE_CPU, NODE_MEM, NODE_POD_SLOTS, NODE_PODS_BY_PHASE, NODE_PODS_BY_SOURCE, NODE_RATIO, POD_CPU,
+                      POD_MEM, VM_CPU, VM_MEM)
 from .runtime import PREFIX, RUNTIME_METRICS, le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
@@ -27,9 +29,33 @@ _POD_LABELS = ["k8s_node_name", "k8s_namespace_name", "k8s_pod_name", "k8s_pod_u
 
 
 class _Collector:
-    def __init__(self, state: NodeState, stats: RuntimeStats) -> None:
+    def __init__(self, state: NodeState, stats: RuntimeStats, summary: NodeSummary | None) -> None:
         self._state = state
         self._stats = stats
+        self._summary = summary
+
+    @staticmethod
+    def _node(node: str, s: NodeSummary) -> Iterator[Metric]:
+        cpu = GaugeMetricFamily(NODE_CPU, "Node CPU by quantity (cores)", labels=["k8s_node_name", "quantity"])
+        for q, v in s.cpu.quantities().items():
+            cpu.add_metric([node, q], to_float(v))
+        mem = GaugeMetricFamily(NODE_MEM, "Node memory by quantity (bytes)", labels=["k8s_node_name", "quantity"])
+        for q, v in s.memory.quantities().items():
+            mem.add_metric([node, q], to_bytes(v))
+        ratio = GaugeMetricFamily(NODE_RATIO, "Node ratios", labels=["k8s_node_name", "resource", "ratio"])
+        for resource, comparison in (("cpu", s.cpu), ("memory", s.memory)):
+            for name, v in comparison.ratios().items():
+                ratio.add_metric([node, resource, name], v)
+        phase = GaugeMetricFamily(NODE_PODS_BY_PHASE, "Pods bound to the node, by phase", labels=["k8s_node_name", "phase"])
+        for k, v in s.pods_by_phase.items():
+            phase.add_metric([node, k], v)
+        source = GaugeMetricFamily(NODE_PODS_BY_SOURCE, "Reported pods, by value source", labels=["k8s_node_name", "source"])
+        for k, v in s.pods_by_source.items():
+            source.add_metric([node, k], v)
+        slots = GaugeMetricFamily(NODE_POD_SLOTS, "Node pod capacity and allocatable pods", labels=["k8s_node_name", "quantity"])
+        for k, v in s.pod_slots.items():
+            slots.add_metric([node, k], v)
+        yield from (cpu, mem, ratio, phase, source, slots)
 
     def describe(self) -> list[Metric]:
         return []  # no pre-registration scrape
@@ -52,6 +78,8 @@ class _Collector:
                 vm_cpu.add_metric([*labels, *extra], to_float(pod.vm.cpu))
                 vm_mem.add_metric([*labels, *extra], to_bytes(pod.vm.memory))
         yield from (cpu, mem, vm_cpu, vm_mem)
+        if self._summary is not None:
+            yield from self._node(node, self._summary)
 
         snapshot = self._stats.snapshot()
         for metric in RUNTIME_METRICS:
@@ -75,7 +103,7 @@ class _Collector:
             yield family
 
 
-def render_metrics(state: NodeState, stats: RuntimeStats) -> bytes:
+def render_metrics(state: NodeState, stats: RuntimeStats, summary: NodeSummary | None = None) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(state, stats))
+    registry.register(_Collector(state, stats, summary))
     return generate_latest(registry)

@@ -12,7 +12,8 @@ from .. import __version__
 from ..config import Config, ConfigError
 from ..state import NodeState
 from ..stats import RuntimeStats
-from .metrics import PodMetrics
+from ..summary import NodeSummary
+from .metrics import NodeMetrics, PodMetrics
 from .runtime import RuntimeMetrics
 from .reader import GAUGE_DELTA, PublishingMetricReader
 
@@ -73,6 +74,7 @@ def build_telemetry(
     exporter: MetricExporter | None,
     interval: float | None = None,
     on_export: Callable[[bool, float], None] | None = None,
+    node_summary: Callable[[], NodeSummary] | None = None,
 ) -> Telemetry:
     resource = Resource.create({
         "service.name": SERVICE_NAME,
@@ -96,10 +98,12 @@ def build_telemetry(
     meter = provider.get_meter("node_requests_agent", __version__)
     if reader is not None:
         # Instruments come from the provider, which needs its readers first.
-        pods, runtime = PodMetrics(meter, state), RuntimeMetrics(meter, stats)
+        pods, node, runtime = PodMetrics(meter, state), NodeMetrics(meter), RuntimeMetrics(meter, stats)
 
         def publish() -> None:
             pods.publish()
+            if node_summary is not None:
+                node.publish(node_summary())
             runtime.refresh()
 
         reader.set_publisher(publish)

@@ -39,6 +39,10 @@ def _by(attribute: str, get: Callable[[StatsSnapshot], Any]) -> Callable[[StatsS
     return lambda s: [({attribute: str(k)}, v) for k, v in get(s).items()]
 
 
+def _by_resource(get: Callable[[StatsSnapshot], Any]) -> Callable[[StatsSnapshot], Points]:
+    return lambda s: [({"resource": res, "reason": reason}, v) for (res, reason), v in get(s).items()]
+
+
 def _one(get: Callable[[StatsSnapshot], float | int | None]) -> Callable[[StatsSnapshot], Points]:
     def read(s: StatsSnapshot) -> Points:
         value = get(s)
@@ -65,11 +69,11 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
                   "Pod changes that carried bad input; the pod was still reported per the fallback rules",
                   lambda s: [({"subject": subj, "reason": reason}, n) for (subj, reason), n in s.pod_problems.items()]),
     RuntimeMetric("watch_starts_total", "counter", "{watch}",
-                  "Watch requests started, by why the previous one ended", _by("reason", lambda s: s.watch_starts)),
+                  "Watch requests started, by resource and why the previous one ended", _by_resource(lambda s: s.watch_starts)),
     RuntimeMetric("relists_total", "counter", "{list}",
-                  "Full LISTs: one at start, more only after 410 Gone", _one(lambda s: s.relists)),
+                  "Full LISTs by resource: one at start, more only after 410 Gone", _by("resource", lambda s: s.relists)),
     RuntimeMetric("api_errors_total", "counter", "{error}",
-                  "Failed API requests and broken streams, by reason", _by("reason", lambda s: s.requests_failed)),
+                  "Failed API requests and broken streams, by resource and reason", _by_resource(lambda s: s.requests_failed)),
     RuntimeMetric("list_duration_seconds", "gauge", "s", "Duration of the last LIST", _one(lambda s: s.list_duration_seconds)),
     RuntimeMetric("last_event_age_seconds", "gauge", "s",
                   "Seconds since the last watch event or bookmark", _one(lambda s: s.last_event_age_seconds)),
@@ -80,6 +84,9 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
     RuntimeMetric("last_export_success_timestamp_seconds", "gauge", "s",
                   "Unix time of the last successful OTLP export", _one(lambda s: s.last_export_success_unixtime)),
     RuntimeMetric("export_duration_seconds", "histogram", "s", "Time one OTLP export takes", lambda s: s.export_duration),
+    RuntimeMetric("usage_read_errors_total", "counter", "{error}",
+                  "Failed reads of the host's /proc for the used series, by reason (missing, unreadable, malformed)",
+                  _by("reason", lambda s: s.usage_errors)),
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -81,8 +82,21 @@ class KubeApi:
         self._client = ApiClient(configuration)
         self._client.user_agent = "node-requests-agent"
         self._connect_timeout = connect_timeout
+        self._streams: set = set()
+        self._streams_lock = threading.Lock()
+
+    def interrupt(self) -> None:
+        """Unblock every watch stream being read (for a prompt shutdown)."""
+        with self._streams_lock:
+            streams = list(self._streams)
+        for response in streams:
+            try:
+                response.shutdown()
+            except Exception:  # already closed
+                pass
 
     def close(self) -> None:
+        self.interrupt()
         self._client.close()
 
     def _get(self, path: str, params: Mapping[str, str], read_timeout: float):
@@ -120,6 +134,8 @@ class KubeApi:
         connection raises urllib3's ReadTimeoutError instead of hanging.
         """
         response = self._get(path, params, read_timeout)
+        with self._streams_lock:
+            self._streams.add(response)
         buffer = b""
         try:
             for chunk in response.stream(65536, decode_content=True):
@@ -136,5 +152,7 @@ class KubeApi:
         finally:
             # Dropping the connection (not returning it to the pool) when a
             # consumer stops early: a half-read watch cannot be reused.
+            with self._streams_lock:
+                self._streams.discard(response)
             response.close()
             response.release_conn()

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import urllib3
 
 from ..events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from ..node import decode_node
 from ..pod import PodDecodeError, decode_pod
 from ..queue import EventQueue
 from ..stats import RuntimeStats
@@ -34,7 +35,7 @@ from .backoff import Backoff
 from .kube import TRANSPORT_ERRORS, ApiError
 from .listing import iter_list
 
-__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi"]
+__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "pods_of_node", "node_object"]
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,34 @@ class ListWatchApi(Protocol):
 
 
 @dataclass(frozen=True)
+class Resource:
+    """What one reflector lists and watches, and how its objects become events."""
+
+    name: str  # "pods" or "nodes": the bounded ``resource`` attribute of watch metrics
+    kind: str  # Event.kind: "pod" or "node"
+    path: str
+    field_selector: str
+    decode: Callable[[Any], Any]  # raises PodDecodeError for an unidentifiable object
+    event: Callable[[str, Any], Event]
+    relist: Callable[[tuple], Event]
+
+
+def pods_of_node(node_name: str) -> Resource:
+    """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache)."""
+    return Resource("pods", "pod", "/api/v1/pods", f"spec.nodeName={node_name}", decode_pod,
+                    lambda kind, pod: Event(kind, pod=pod, resource_version=pod.resource_version),
+                    lambda pods: Event(RELIST, pods=pods))
+
+
+def node_object(node_name: str) -> Resource:
+    """The agent's own Node object."""
+    return Resource("nodes", "node", "/api/v1/nodes", f"metadata.name={node_name}", decode_node,
+                    lambda kind, node: Event(kind, kind="node", node=node, resource_version=node.resource_version),
+                    lambda nodes: Event(RELIST, kind="node", node=nodes[0] if nodes else None))
+
+
+@dataclass(frozen=True)
 class ReflectorSettings:
-    path: str = "/api/v1/pods"
     min_watch_timeout: int = 300
     max_watch_timeout: int = 600
     # Longer than the API server's ~1 min bookmark period; a silent stream
@@ -65,7 +92,7 @@ class Reflector:
     def __init__(
         self,
         api: ListWatchApi,
-        node_name: str,
+        resource: Resource,
         queue: EventQueue,
         stats: RuntimeStats,
         settings: ReflectorSettings = ReflectorSettings(),
@@ -74,7 +101,8 @@ class Reflector:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
-        self._selector = f"spec.nodeName={node_name}"
+        self._resource = resource
+        self._selector = resource.field_selector
         self._queue = queue
         self._stats = stats
         self._settings = settings
@@ -88,19 +116,19 @@ class Reflector:
         reason = "initial"
         expired_in_row = 0
         while not stop.is_set():
-            self._stats.heartbeat("source")
+            self._stats.heartbeat(f"source:{self._resource.name}")
             try:
                 if need_list:
                     self._list()
                     need_list = False
-                self._stats.watch_started(reason)
+                self._stats.watch_started(reason, self._resource.name)
                 reason = self._watch(stop)
                 expired_in_row = 0
             except ApiError as exc:
                 if exc.expired:
                     log.info("resourceVersion %s expired (410); relisting", self.resource_version)
                     need_list, reason = True, "expired"
-                    self._stats.request_failed(reason)
+                    self._stats.request_failed(reason, self._resource.name)
                     expired_in_row += 1
                     # client-go relists at once after a 410; a server that
                     # keeps answering 410 still gets backoff.
@@ -108,21 +136,23 @@ class Reflector:
                         self._wait(stop)
                 else:
                     reason = f"http_{exc.status}" if exc.status in (429, 500, 503, 504) else "http_error"
-                    self._stats.request_failed(reason)
+                    self._stats.request_failed(reason, self._resource.name)
                     log.warning("API request failed: %s", exc)
                     self._wait(stop, exc.retry_after)
             except TRANSPORT_ERRORS as exc:
+                if stop.is_set():
+                    return  # the stream was interrupted for shutdown
                 reason = "transport"
-                self._stats.request_failed(reason)
+                self._stats.request_failed(reason, self._resource.name)
                 log.warning("API connection failed: %s", exc.__class__.__name__ if not str(exc) else exc)
                 self._wait(stop)
             except _WatchEnded as exc:
                 reason = str(exc)
-                self._stats.request_failed(reason)
+                self._stats.request_failed(reason, self._resource.name)
                 self._wait(stop)
             except ValueError as exc:  # a corrupt line or body
                 reason = "decode"
-                self._stats.request_failed(reason)
+                self._stats.request_failed(reason, self._resource.name)
                 log.warning("undecodable API answer: %s", exc)
                 self._wait(stop)
 
@@ -135,7 +165,7 @@ class Reflector:
     def _list(self) -> None:
         started = self._clock()
         body = self._api.get_text(
-            self._settings.path,
+            self._resource.path,
             {"fieldSelector": self._selector, "resourceVersion": "0"},
             read_timeout=self._settings.list_timeout,
         )
@@ -144,17 +174,17 @@ class Reflector:
         records = []
         for item in items:
             try:
-                records.append(decode_pod(item))
+                records.append(self._resource.decode(item))
             except PodDecodeError as exc:
-                self._stats.handler_error("undecodable_pod")
+                self._stats.handler_error("undecodable_object")
                 log.warning("skipping unidentifiable object in LIST: %s", exc)
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
         self.resource_version = str(meta.get("resourceVersion") or "")
-        self._queue.put(Event(RELIST, pods=tuple(records), resource_version=self.resource_version))
-        self._stats.relisted(self.resource_version, self._clock() - started)
-        log.info("listed %d pod(s) at resourceVersion %s in %.3f s", len(records), self.resource_version,
-                 self._clock() - started)
+        self._queue.put(self._resource.relist(tuple(records)))
+        self._stats.relisted(self.resource_version, self._clock() - started, self._resource.name)
+        log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource.name,
+                 self.resource_version, self._clock() - started)
 
     def _watch(self, stop: threading.Event) -> str:
         """Watch until the stream ends; return why, as the next start's reason."""
@@ -169,8 +199,8 @@ class Reflector:
         started = self._clock()
         received = 0
         try:
-            for line in self._api.stream_lines(s.path, params, read_timeout=s.read_timeout):
-                self._stats.heartbeat("source")
+            for line in self._api.stream_lines(self._resource.path, params, read_timeout=s.read_timeout):
+                self._stats.heartbeat(f"source:{self._resource.name}")
                 self._dispatch(json.loads(line))
                 received += 1
                 if stop.is_set():
@@ -196,18 +226,18 @@ class Reflector:
         if kind == BOOKMARK:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             rv = str(meta.get("resourceVersion") or "")
-            event = Event(BOOKMARK, resource_version=rv)
+            event = Event(BOOKMARK, resource_version=rv, kind=self._resource.kind)
         else:
             try:
-                pod = decode_pod(obj)
+                record = self._resource.decode(obj)
             except PodDecodeError as exc:
-                self._stats.handler_error("undecodable_pod")
+                self._stats.handler_error("undecodable_object")
                 log.warning("skipping unidentifiable object in %s event: %s", kind, exc)
                 return
-            rv = pod.resource_version
-            event = Event(kind, pod=pod, resource_version=rv)
+            event = self._resource.event(kind, record)
+            rv = event.resource_version
         self._queue.put(event)
         if rv:
             self.resource_version = rv
-        self._stats.progressed(rv)
+        self._stats.progressed(rv, self._resource.name)
 

@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..dumps import DumpError, pods_of, read_documents
+from ..dumps import DumpError, nodes_of, pods_of, read_documents
 from ..events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from ..node import NodeRecord, decode_node
 from ..pod import PodDecodeError, PodRecord, decode_pod
 from ..queue import EventQueue
 from ..stats import RuntimeStats
@@ -58,6 +59,17 @@ class ReplaySource:
         # The field selector the live source would have applied.
         return pod if pod.node_name == self._node else None
 
+    def _node_in(self, doc: Any) -> NodeRecord | None:
+        for obj in nodes_of(doc):
+            try:
+                node = decode_node(obj)
+            except PodDecodeError as exc:
+                log.warning("skipping unidentifiable node in capture: %s", exc)
+                continue
+            if node.name == self._node:
+                return node
+        return None
+
     def _put(self, event: Event) -> None:
         self._queue.put(event)
         self._stats.progressed(event.resource_version)
@@ -73,14 +85,22 @@ class ReplaySource:
                     pods = tuple(p for p in map(self._decode, pods_of(doc)) if p is not None)
                     rv = str((doc.get("metadata") or {}).get("resourceVersion") or "")
                     self._put(Event(RELIST, pods=pods, resource_version=rv))
+                    self._put(Event(RELIST, kind="node", node=self._node_in(doc)))
                     self._stats.relisted(rv)
                     listed = True
                     continue
                 if not listed:
                     # A capture that starts with watch events: start from empty.
                     self._put(Event(RELIST))
+                    self._put(Event(RELIST, kind="node"))
                     self._stats.relisted("")
                     listed = True
+                node = self._node_in(doc)
+                if node is not None:
+                    kind = doc.get("type", ADDED) if isinstance(doc, dict) and "object" in doc else ADDED
+                    if kind in (ADDED, MODIFIED, DELETED):
+                        self._put(Event(kind, kind="node", node=node, resource_version=node.resource_version))
+                    continue
                 kind = doc.get("type", ADDED) if isinstance(doc, dict) and "object" in doc else ADDED
                 if kind == BOOKMARK:
                     continue
@@ -93,6 +113,7 @@ class ReplaySource:
                         self._put(Event(kind, pod=pod, resource_version=pod.resource_version))
             if not listed:
                 self._put(Event(RELIST))
+                self._put(Event(RELIST, kind="node"))
                 self._stats.relisted("")
         except DumpError as exc:
             log.error("capture is unusable: %s", exc)

@@ -1,0 +1,101 @@
+"""What the node really uses, read from the host's /proc with psutil.
+
+/proc/stat and /proc/meminfo are not namespaced: read through the host /proc
+mount (the DaemonSet mounts it at /host/proc) or from inside any container,
+they describe the whole host. CPU use is computed from deltas of cumulative
+per-CPU times between two samples; psutil's cpu_percent() keeps its baseline
+per calling thread and answers 0 on a thread's first call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import psutil
+
+from .quantity import NANO
+
+__all__ = ["Usage", "UsageSampler", "set_procfs", "busy_cores"]
+
+log = logging.getLogger(__name__)
+
+
+def set_procfs(path: str) -> None:
+    """Point psutil at the host's /proc. psutil has one module-wide path, so the CLI sets it once at start."""
+    psutil.PROCFS_PATH = path
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu: int | None  # nano-cores busy over the last interval; None until two samples exist
+    memory: int  # nano-bytes: MemTotal - MemAvailable
+
+
+def _busy_and_total(t) -> tuple[float, float]:
+    # guest and guest_nice are already counted in user and nice.
+    total = t.user + t.nice + t.system + t.idle + getattr(t, "iowait", 0.0) + getattr(t, "irq", 0.0) \
+        + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+    return total - t.idle - getattr(t, "iowait", 0.0), total
+
+
+def busy_cores(before: list, after: list) -> float:
+    """Cores busy between two per-CPU samples: each CPU's busy share of its own elapsed time, summed."""
+    cores = 0.0
+    for b, a in zip(before, after):
+        busy_b, total_b = _busy_and_total(b)
+        busy_a, total_a = _busy_and_total(a)
+        elapsed = total_a - total_b
+        if elapsed > 0:
+            cores += min(1.0, max(0.0, (busy_a - busy_b) / elapsed))
+    return cores
+
+
+class UsageSampler:
+    """Samples on demand (once per export); remembers the previous CPU sample for the delta."""
+
+    def __init__(self, on_error=lambda reason: None) -> None:
+        self._lock = threading.Lock()
+        self._previous: list | None = None
+        self._latest: Usage | None = None
+        self._on_error = on_error
+        self._last_error: str | None = None
+
+    def sample(self) -> Usage | None:
+        with self._lock:
+            try:
+                cpu_now = psutil.cpu_times(percpu=True)
+                memory = psutil.virtual_memory()
+                if not cpu_now:
+                    raise ValueError("no cpuN lines in stat")
+                used = memory.total - memory.available
+            except FileNotFoundError as exc:
+                return self._failed("missing", exc)
+            except PermissionError as exc:
+                return self._failed("unreadable", exc)
+            except Exception as exc:  # psutil raises assorted errors on odd files
+                return self._failed("malformed", exc)
+            cpu = None
+            if self._previous is not None and len(self._previous) == len(cpu_now):
+                cpu = round(busy_cores(self._previous, cpu_now) * NANO)
+            self._previous = cpu_now
+            self._latest = Usage(cpu, max(0, int(used)) * NANO)
+            if self._last_error is not None:
+                log.info("host usage readable again from %s", psutil.PROCFS_PATH)
+                self._last_error = None
+            return self._latest
+
+    def _failed(self, reason: str, exc: Exception) -> None:
+        self._on_error(reason)
+        if self._last_error != reason:
+            log.warning("cannot read host usage from %s (%s: %s); the used series are absent until it can",
+                        psutil.PROCFS_PATH, reason, exc)
+            self._last_error = reason
+        self._latest = None
+        self._previous = None
+        return None
+
+    def latest(self) -> Usage | None:
+        with self._lock:
+            return self._latest
