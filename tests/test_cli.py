@@ -143,3 +143,18 @@ def test_sigterm_flushes_a_final_export_and_exits(tmp_path):
     finally:
         api.stop()
         receiver.stop()
+
+
+def test_explain_prints_the_node_comparisons_from_a_node_in_the_dump(tmp_path):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                       "allocatable": {"cpu": "3500m", "memory": "14Gi", "pods": "110"}}}
+    pods = [pod("web", containers=[container("a", "1", "2Gi")]), vm_pod("vm", "vm-1", "2", "4Gi", node="node-a")]
+    mixed = json.dumps({"apiVersion": "v1", "kind": "List", "items": [node, *pods]})
+    out = json.loads(run("explain", "-o", "json", input=mixed).stdout)
+    assert out["node"]["cpu_cores"] == {"capacity": 4.0, "allocatable": 3.5, "scheduled": 1.0, "pod_or_vm": 3.0, "vm_usage": 2.0}
+    assert out["node"]["ratios"]["cpu"]["pod_or_vm_to_allocatable"] == pytest.approx(3 / 3.5)
+    node_file = tmp_path / "node.yaml"
+    node_file.write_text(yaml.safe_dump(node))
+    table = run("explain", "--node-file", str(node_file), input=dump(*pods)).stdout
+    assert "NODE node-a" in table and "pod_or_vm_to_allocatable" in table and "allocatable        3500m" in table
