@@ -13,7 +13,6 @@ no identity at all, so a malformed pod is still reported, never dropped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -87,7 +86,7 @@ class PodRecord(NamedTuple):
     problems: tuple[str, ...] = ()
 
     @property
-    def value_inputs(self) -> tuple:  # noqa: D401
+    def value_inputs(self) -> tuple:
         """Every field the exported value depends on, except the phase.
 
         Most watch events are status churn (conditions, restarts, probes) that

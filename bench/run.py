@@ -16,11 +16,17 @@ from common import (FakeApiServer, HttpReceiver, RunningAgent, machine, pods_exp
                     realistic_pod)
 
 
-def _events(n: int) -> list[bytes]:
+def _events(n: int, resize_every_event: bool = False) -> list[bytes]:
+    """ADDED for 500 pods, then MODIFIED events for them (status churn, the common case in a real watch).
+
+    With ``resize_every_event`` each MODIFIED also changes a request, so no event can reuse the last value.
+    """
     lines = []
     for i in range(n):
         p = realistic_pod(i % 500)
         p["metadata"]["resourceVersion"] = str(1000 + i)
+        if resize_every_event and i >= 500:
+            p["spec"]["containers"][0]["resources"].setdefault("requests", {})["cpu"] = f"{100 + i % 900}m"
         lines.append(json.dumps({"type": "MODIFIED" if i >= 500 else "ADDED", "object": p}).encode())
     return lines
 
@@ -47,6 +53,7 @@ def throughput(n: int = 5000) -> None:
     from agent.stats import RuntimeStats
 
     lines = _events(n)
+    resizing = _events(n, resize_every_event=True)
     size = statistics.mean(len(x) for x in lines)
 
     def baseline():
@@ -63,6 +70,12 @@ def throughput(n: int = 5000) -> None:
         parse_quantity.cache_clear()
         agent_path()
 
+    def agent_path_resizing():
+        handler = Handler(NodeState("bench-node"), RuntimeStats())
+        for line in resizing:
+            raw = json.loads(line)
+            handler.handle(Event(raw["type"], pod=decode_pod(raw["object"])))
+
     from kubernetes.client import ApiClient
     client = ApiClient()
 
@@ -76,13 +89,14 @@ def throughput(n: int = 5000) -> None:
             raw = json.loads(line)
             client.deserialize(json.dumps(raw["object"]), "V1Pod", "application/json")
 
-    t_json, t_agent, t_cold = _best([baseline, agent_path, agent_path_cold])
+    t_json, t_agent, t_cold, t_resize = _best([baseline, agent_path, agent_path_cold, agent_path_resizing])
     t_kube, = _best([kube_models], 2)
     print(f"\n### Event throughput ({n} watch events, mean {size / 1024:.1f} KiB each)\n")
     print("| path | events/s | vs json.loads |")
     print("|---|---:|---:|")
     for name, t in (("json.loads only (baseline)", t_json), ("agent: json.loads + decode + evaluate + state", t_agent),
                     ("agent, quantity cache cleared each run", t_cold),
+                    ("agent, every MODIFIED changes a request (no value reuse)", t_resize),
                     ("kubernetes client: json.loads + V1Pod model (what Watch.stream does)", t_kube)):
         print(f"| {name} | {n / t:,.0f} | {t_json / t:.2f}x |")
 

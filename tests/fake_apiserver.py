@@ -93,8 +93,7 @@ class FakeApiServer:
         class Handler(_Handler):
             server_ref = fake
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", port or self.port), Handler)
+        self._server = _QuietServer(("127.0.0.1", port or self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -206,6 +205,17 @@ class FakeApiServer:
         with self._lock:
             return sum(1 for t, p, q in self.requests
                        if t >= since and p == path and (watch is None or (q.get("watch") == ["true"]) == watch))
+
+
+class _QuietServer(ThreadingHTTPServer):
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that hangs up (an agent stopping mid-watch) is not a server error.
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

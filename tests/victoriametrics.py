@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-__all__ = ["victoria_metrics_binary", "VictoriaMetrics"]
+__all__ = ["victoria_metrics_binary", "debian_binary", "VictoriaMetrics"]
 
 CACHE = Path(os.environ.get("NRA_CACHE_DIR", Path(__file__).resolve().parent.parent / ".cache"))
 SUITE = "trixie"
@@ -48,32 +48,37 @@ def _configured_debian_mirror() -> str:
     return candidates[0]
 
 
-def victoria_metrics_binary() -> Path:
-    binary = CACHE / "victoria-metrics" / "usr" / "bin" / "victoria-metrics"
+def debian_binary(package: str, path: str, suite: str = SUITE) -> Path:
+    """``path`` inside Debian ``suite``'s ``package``, downloaded and unpacked once into the cache."""
+    target = CACHE / f"{package}-{suite}"
+    binary = target / path
     if binary.exists():
         return binary
-    found = shutil.which("victoria-metrics")
-    if found and _supports_otlp(Path(found)):
-        return Path(found)
-    work = Path(tempfile.mkdtemp(prefix="vm-fetch-"))
+    work = Path(tempfile.mkdtemp(prefix=f"{package}-fetch-"))
     try:
         (work / "parts").mkdir()
         (work / "lists" / "partial").mkdir(parents=True)
-        (work / "parts" / f"{SUITE}.sources").write_text(
-            f"Types: deb\nURIs: {_configured_debian_mirror()}\nSuites: {SUITE}\nComponents: main\n"
+        (work / "parts" / f"{suite}.sources").write_text(
+            f"Types: deb\nURIs: {_configured_debian_mirror()}\nSuites: {suite}\nComponents: main\n"
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
         apt = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={work / 'parts'}",
                "-o", f"Dir::State::Lists={work / 'lists'}", "-o", "APT::Sandbox::User=root", "-q"]
         subprocess.run(["apt-get", *apt, "update"], check=True, capture_output=True, timeout=300)
-        subprocess.run(["apt-get", *apt, "download", PACKAGE], check=True, capture_output=True, timeout=300, cwd=work)
-        deb = next(work.glob(f"{PACKAGE}_*.deb"))
-        target = CACHE / "victoria-metrics"
+        subprocess.run(["apt-get", *apt, "download", package], check=True, capture_output=True, timeout=300, cwd=work)
+        deb = next(work.glob(f"{package}_*.deb"))
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         subprocess.run(["dpkg", "-x", str(deb), str(target)], check=True, timeout=120)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return binary
+
+
+def victoria_metrics_binary() -> Path:
+    found = shutil.which("victoria-metrics")
+    if found and _supports_otlp(Path(found)):
+        return Path(found)
+    return debian_binary(PACKAGE, "usr/bin/victoria-metrics")
 
 
 def _supports_otlp(binary: Path) -> bool:
