@@ -8,3 +8,8 @@ pure functions: ``agent.quantity``, ``agent.requests``, ``agent.neon`` and
 """
 
 __version__ = "0.1.0"
+
+# Public API: the agent's own signals as plain numbers, without any metrics library.
+from .stats import HistogramSnapshot, RuntimeStats, StatsSnapshot  # noqa: E402
+
+__all__ = ["__version__", "RuntimeStats", "StatsSnapshot", "HistogramSnapshot"]

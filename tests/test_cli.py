@@ -119,7 +119,8 @@ def test_explain_bad_input_is_a_clear_error(text):
     assert "Traceback" not in result.stderr and result.stderr.strip()
 
 
-def test_sigterm_flushes_a_final_export_and_exits(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_flushes_a_final_export_and_exits_promptly(tmp_path, signame):
     from tests.fake_apiserver import FakeApiServer
     from tests.otlp_receiver import HttpReceiver
 
@@ -133,10 +134,13 @@ def test_sigterm_flushes_a_final_export_and_exits(tmp_path):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         from tests.conftest import wait_until
         wait_until(lambda: api.count(watch=True) >= 1, timeout=20)
-        import signal, time
+        import signal
+        import time
         time.sleep(0.3)
-        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        proc.send_signal(getattr(signal, signame))
         assert proc.wait(15) == 0
+        assert time.monotonic() - sent < 5  # well inside the DaemonSet's 30 s grace period
         assert receiver.requests, "no final export on SIGTERM"
         from tests.otlp_receiver import points_of
         assert {p.attributes.get("k8s.pod.name") for p in points_of(receiver.requests[-1][1])} >= {"p"}

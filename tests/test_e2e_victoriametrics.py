@@ -134,3 +134,7 @@ def test_node_comparisons_follow_the_node_object(apiserver, make_agent, victoria
 
     wait_until(lambda: newest("pod_or_vm") > deleted_at + 2.0, timeout=20)
     assert newest("allocatable") <= deleted_at + 0.6 and newest("capacity") <= deleted_at + 0.6
+
+    node_obj["status"]["allocatable"]["cpu"] = "5"
+    apiserver.create(node_obj, kind="nodes")  # the Node comes back
+    wait_until(lambda: cpu().get("allocatable") == 5 and newest("allocatable") > time.time() - 2, timeout=20)
