@@ -198,9 +198,134 @@ def idle(seconds: float = 120.0, pods: int = 110) -> None:
         receiver.stop()
 
 
+def versus(pods_counts=(110, 500), events: int = 2000) -> None:
+    """Side by side on one fake API server: RSS after sync and CPU for the same watch stream."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    import psutil
+
+    from common import ROOT
+
+    print(f"\n### Side by side with the kubernetes client's Watch + V1Pod cache ({events:,} MODIFIED events)\n")
+    print("| pods | agent RSS MiB | client Watch RSS MiB | RSS ratio | agent CPU s | client Watch CPU s | CPU ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n in pods_counts:
+        api = FakeApiServer().start()
+        try:
+            for i in range(n):
+                api.create(realistic_pod(i))
+            kubeconfig = api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
+            agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "bench-node", "--kubeconfig",
+                                      kubeconfig, "--exporter", "none", "--debug-address", "off", "--procfs", "off",
+                                      "--log-level", "ERROR"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            other = subprocess.Popen([sys.executable, str(ROOT / "bench" / "alternative.py"), kubeconfig, "bench-node"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            try:
+                other.stdout.readline()
+                deadline = time.monotonic() + 60
+                while api.count(watch=True) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                time.sleep(3)
+                procs = [psutil.Process(agent.pid), psutil.Process(other.pid)]
+                rss = [p.memory_info().rss / 2**20 for p in procs]
+                cpu0 = [sum(p.cpu_times()[:2]) for p in procs]
+                objects = api.objects()
+                for i in range(events):
+                    obj = objects[i % n]
+                    obj["status"]["conditions"][0]["lastProbeTime"] = f"2026-11-30T07:{i // 60 % 60:02d}:{i % 60:02d}Z"
+                    api.update(obj)
+                # Until both have drained the stream: CPU time stops moving.
+                last = None
+                while True:
+                    time.sleep(1.0)
+                    now = [sum(p.cpu_times()[:2]) for p in procs]
+                    if last is not None and all(b - a < 0.02 for a, b in zip(last, now)):
+                        break
+                    last = now
+                cpu = [b - a for a, b in zip(cpu0, now)]
+                print(f"| {n} | {rss[0]:.1f} | {rss[1]:.1f} | {rss[1] / rss[0]:.2f}x | {cpu[0]:.2f} | {cpu[1]:.2f} | "
+                      f"{cpu[1] / max(cpu[0], 1e-9):.1f}x |")
+            finally:
+                for p in (agent, other):
+                    p.terminate()
+                    p.wait(10)
+        finally:
+            api.stop()
+
+
+def export_cycle(pods_counts=(0, 110, 500, 2000), repeat: int = 9) -> None:
+    """One export (publish, collect, encode, OTLP/HTTP with gzip) against pods on the node."""
+    import os
+
+    from agent.cli import Agent
+    from agent.config import Config
+    from agent.events import RELIST, Event
+    from agent.pod import decode_pod
+
+    print("\n### Export cycle time (publish + collect + encode + OTLP/HTTP gzip to a local receiver)\n")
+    print("| pods | median ms | max ms |")
+    print("|---:|---:|---:|")
+    receiver = HttpReceiver().start()
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+    os.environ["OTEL_EXPORTER_OTLP_COMPRESSION"] = "gzip"
+    try:
+        for n in pods_counts:
+            agent = Agent(Config(node_name="bench-node", replay="sample", exporter="otlp", export_interval=3600))
+            agent.handler.handle(Event(RELIST, pods=tuple(decode_pod(realistic_pod(i)) for i in range(n))))
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                agent.telemetry.flush()
+                times.append((time.perf_counter() - start) * 1000)
+            agent.telemetry.shutdown(final_export=False)
+            print(f"| {n} | {statistics.median(times):.1f} | {max(times):.1f} |")
+    finally:
+        receiver.stop()
+
+
+def startup(pods: int = 110) -> None:
+    """From process start to /readyz answering 200 (initial LIST handled, Node read)."""
+    import subprocess
+    import tempfile
+    import urllib.request
+    from pathlib import Path
+
+    from common import ROOT
+
+    api = FakeApiServer().start()
+    try:
+        for i in range(pods):
+            api.create(realistic_pod(i))
+        kubeconfig = api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
+        results = []
+        for _ in range(3):
+            start = time.monotonic()
+            proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "bench-node", "--kubeconfig",
+                                     kubeconfig, "--exporter", "none", "--debug-address", "127.0.0.1:19808",
+                                     "--log-level", "ERROR"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                while True:
+                    try:
+                        with urllib.request.urlopen("http://127.0.0.1:19808/readyz", timeout=1) as r:
+                            if r.status == 200:
+                                break
+                    except OSError:
+                        time.sleep(0.02)
+                results.append(time.monotonic() - start)
+            finally:
+                proc.terminate()
+                proc.wait(10)
+        print(f"\n### Start-up to ready ({pods} pods): {min(results):.2f} s best, {max(results):.2f} s worst of 3\n")
+    finally:
+        api.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("which", nargs="*", default=["all"], choices=["throughput", "memory", "churn", "idle", "all"])
+    parser.add_argument("which", nargs="*", default=["all"],
+                        choices=["throughput", "memory", "churn", "idle", "versus", "export", "startup", "all"])
     args = parser.parse_args()
     which = set(args.which)
     print(f"machine: {machine()}")
@@ -212,6 +337,12 @@ def main() -> None:
         churn()
     if which & {"idle", "all"}:
         idle()
+    if which & {"versus", "all"}:
+        versus()
+    if which & {"export", "all"}:
+        export_cycle()
+    if which & {"startup", "all"}:
+        startup()
     sys.stdout.flush()
 
 
