@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|memory|churn|idle|all]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|memory|churn|idle|versus|export|startup|all]
 
 Each prints a Markdown table row set; README's figures come from this script.
 """
@@ -322,27 +322,18 @@ def startup(pods: int = 110) -> None:
         api.stop()
 
 
+BENCHMARKS = {"throughput": throughput, "memory": memory, "churn": churn, "idle": idle,
+              "versus": versus, "export": export_cycle, "startup": startup}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("which", nargs="*", default=["all"],
-                        choices=["throughput", "memory", "churn", "idle", "versus", "export", "startup", "all"])
+    parser.add_argument("which", nargs="*", default=["all"], choices=[*BENCHMARKS, "all"])
     args = parser.parse_args()
-    which = set(args.which)
     print(f"machine: {machine()}")
-    if which & {"throughput", "all"}:
-        throughput()
-    if which & {"memory", "all"}:
-        memory()
-    if which & {"churn", "all"}:
-        churn()
-    if which & {"idle", "all"}:
-        idle()
-    if which & {"versus", "all"}:
-        versus()
-    if which & {"export", "all"}:
-        export_cycle()
-    if which & {"startup", "all"}:
-        startup()
+    for name, bench in BENCHMARKS.items():
+        if name in args.which or "all" in args.which:
+            bench()
     sys.stdout.flush()
 
 
