@@ -114,3 +114,53 @@ def test_collector_down_for_a_while_then_back(apiserver, tmp_path):
         proc.terminate()
         proc.wait(10)
         receiver.stop()
+
+
+def test_churn_every_live_pod_is_exported_in_every_cycle(apiserver, make_agent, monkeypatch):
+    """Pods created and deleted with at most 110 live (NRA_CHURN_PODS, default 2,000 in CI; the soak form is 20,000).
+
+    For every export: each pod that had been live for two intervals before it and stayed live after it is in it,
+    and no pod deleted two intervals before it is (no ghost).
+    """
+    from tests.factory import pod
+
+    total = int(os.environ.get("NRA_CHURN_PODS", "2000"))
+    interval = 0.2
+    receiver = HttpReceiver().start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        agent = make_agent(exporter="otlp", export_interval=interval)
+        wait_until(lambda: agent.state.synced)
+        born: dict[str, float] = {}
+        died: dict[str, float] = {}
+        live: list[str] = []
+        start = time.monotonic()
+        for i in range(total):
+            name = f"churn-{i}"
+            apiserver.create(pod(name))
+            born[name] = time.monotonic()
+            live.append(name)
+            if len(live) > 110:
+                victim = live.pop(0)
+                apiserver.delete("default", victim)
+                died[victim] = time.monotonic()
+            if i % 50 == 0:
+                time.sleep(0.05)  # spread the churn over several export cycles
+        receiver.wait_for(lambda pts: {p.attributes["k8s.pod.name"] for p in pts if p.metric == "pod_or_vm_cpu_requests"} == set(live),
+                          timeout=20)
+        checked = 0
+        margin = 2 * interval + 0.1
+        for sent_at, request in list(receiver.requests):
+            if sent_at < start:
+                continue
+            from tests.otlp_receiver import points_of
+
+            exported = {p.attributes["k8s.pod.name"] for p in points_of(request) if p.metric == "pod_or_vm_cpu_requests"}
+            must = {n for n, t in born.items() if t < sent_at - margin and died.get(n, float("inf")) > sent_at}
+            ghosts = {n for n, t in died.items() if t < sent_at - margin}
+            assert must <= exported, f"export at +{sent_at - start:.2f} s missed {sorted(must - exported)[:5]}"
+            assert not (ghosts & exported), f"export at +{sent_at - start:.2f} s carried deleted {sorted(ghosts & exported)[:5]}"
+            checked += 1
+        assert checked >= 5
+    finally:
+        receiver.stop()
