@@ -178,7 +178,7 @@ def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
     start = time.monotonic()
     agent = make_agent(kubeconfig=stale)
     time.sleep(3)
-    assert 1 <= apiserver.count(since=start) <= 4
+    assert apiserver.count(since=start) in range(1, 5)  # a first try and a few backed-off retries
     assert not agent.state.synced
     assert agent.stats.snapshot().requests_failed[("pods", "http_error")] >= 1
 
