@@ -143,17 +143,40 @@ def test_outage_then_recovery_restores_truth(apiserver, make_agent):
     agent = make_agent()
     wait_until(lambda: names(agent) == {"before", "deleted-during"})
     apiserver.stop()
+    # While it is down, something on its port that drops every connection at once counts the agent's attempts.
+    import socket
+    import threading
+
+    dead = socket.create_server(("127.0.0.1", apiserver.port))
+    attempts: list[float] = []
+
+    def drop_all():
+        while True:
+            try:
+                conn, _ = dead.accept()
+            except OSError:
+                return
+            attempts.append(time.monotonic())
+            conn.close()
+
+    threading.Thread(target=drop_all, daemon=True).start()
+    down_at = time.monotonic()
     time.sleep(outage / 2)
     apiserver.create(pod("during"))
     apiserver.delete("default", "deleted-during")
     time.sleep(outage / 2)
+    dead.shutdown(socket.SHUT_RDWR)  # unblocks accept(); close alone would not
+    dead.close()
+    rate = len(attempts) / (time.monotonic() - down_at)
+    # Two watches (pods, Node), each backing off from 0.8 s: far below a hot loop.
+    assert rate <= 3, f"{len(attempts)} connection attempts in {outage:.0f} s"
     apiserver.start()
     back = time.monotonic()
     wait_until(lambda: names(agent) == truth(apiserver) == {"before", "during"}, timeout=45)
     recovery = time.monotonic() - back
     # Backoff is capped at 30 s (jittered): recovery never takes longer than one capped wait.
     assert recovery < 31, recovery
-    print(f"recovered {recovery:.2f} s after a {outage:.0f} s outage")
+    print(f"recovered {recovery:.2f} s after a {outage:.0f} s outage; {len(attempts)} connection attempts during it")
     assert agent.stats.snapshot().requests_failed[("pods", "transport")] >= 1
 
 

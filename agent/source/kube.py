@@ -64,6 +64,9 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
         raise KubeConfigError(f"cannot load Kubernetes configuration: {exc}") from exc
     # client-go's keepalive timings: an idle watch on a dead peer is noticed.
     configuration.keep_alive = True
+    # No immediate urllib3 retries: each would be another request at a failing
+    # API server; the reflector's jittered backoff decides when to try again.
+    configuration.retries = False
     return configuration
 
 
