@@ -93,7 +93,7 @@ class FakeApiServer:
         class Handler(_Handler):
             server_ref = fake
 
-        self._server = _QuietServer(("127.0.0.1", port or self.port), Handler)
+        self._server = QuietHTTPServer(("127.0.0.1", port or self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -207,7 +207,7 @@ class FakeApiServer:
                        if t >= since and p == path and (watch is None or (q.get("watch") == ["true"]) == watch))
 
 
-class _QuietServer(ThreadingHTTPServer):
+class QuietHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def handle_error(self, request, client_address) -> None:

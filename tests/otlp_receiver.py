@@ -7,12 +7,14 @@ import threading
 import time
 from concurrent import futures
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from tests.fake_apiserver import QuietHTTPServer
 
 __all__ = ["Point", "HttpReceiver", "GrpcReceiver", "points_of"]
 
@@ -119,9 +121,7 @@ class HttpReceiver(_Store):
                 self.end_headers()
                 self.wfile.write(data)
 
-        from tests.fake_apiserver import _QuietServer
-
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
