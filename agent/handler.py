@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+
 from .events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
 from .queue import EventQueue
 from .state import NodeState
@@ -34,9 +35,9 @@ class Handler:
         elif event.type == RELIST:
             known = {v.uid: v for v in self._state.pods()}
             values = [reevaluate(p, known.get(p.uid)) for p in event.pods]
-            previous, removed = self._state.replace(values)
+            removed = self._state.replace(values)
             for value in values:
-                self._report_problems(value, previous.get(value.uid))
+                self._report_problems(value, known.get(value.uid))
             if removed:
                 log.info("relist removed %d pod(s) deleted while the watch was down", len(removed))
         elif event.type != BOOKMARK:

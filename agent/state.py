@@ -51,15 +51,15 @@ class NodeState:
         with self._lock:
             return self._pods.pop(uid, None)
 
-    def replace(self, values: Iterable[PodValue]) -> tuple[dict[str, PodValue], list[PodValue]]:
-        """Make the state exactly ``values``; return (previous by uid, removed)."""
+    def replace(self, values: Iterable[PodValue]) -> list[PodValue]:
+        """Make the state exactly ``values``; return the pods it no longer holds."""
         fresh = {v.uid: v for v in values}
         with self._lock:
             previous = self._pods
             self._pods = fresh
         removed = [v for uid, v in previous.items() if uid not in fresh]
         self._synced.set()
-        return previous, removed
+        return removed
 
     def get(self, uid: str) -> PodValue | None:
         with self._lock:

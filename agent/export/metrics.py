@@ -1,15 +1,20 @@
-"""The agent's metrics: names, units, attributes, and how state becomes points."""
+"""The agent's product metrics: one table of names and units, and one function
+turning state into points. The OTLP exporter and ``/metrics`` both consume them.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from opentelemetry.metrics import Meter
 
 from ..quantity import to_bytes, to_float
-from ..state import NodeState
 from ..summary import NodeSummary
+from ..valuation import PodValue
 
-__all__ = ["PodMetrics", "NodeMetrics", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM", "NODE_CPU", "NODE_MEM",
-           "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS"]
+__all__ = ["Gauge", "Point", "GAUGES", "state_points", "StateMetrics", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
+           "NODE_CPU", "NODE_MEM", "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS"]
 
 POD_CPU = "pod_or_vm_cpu_requests"
 POD_MEM = "pod_or_vm_mem_requests"
@@ -25,71 +30,77 @@ NODE_PODS_BY_PHASE = "node_requests_node_pods_by_phase"
 NODE_PODS_BY_SOURCE = "node_requests_node_pods_by_source"
 NODE_POD_SLOTS = "node_requests_node_pod_slots"
 
-ATTR_NAMESPACE = "k8s.namespace.name"
-ATTR_POD = "k8s.pod.name"
-ATTR_UID = "k8s.pod.uid"
-ATTR_SOURCE = "source"
-ATTR_VM = "neon.vm.name"
-ATTR_ROLE = "neon.vm.migration.role"
+
+class Gauge(NamedTuple):
+    unit: str
+    description: str
 
 
-class PodMetrics:
-    """Per-pod gauges set from the node state right before each collection."""
-
-    def __init__(self, meter: Meter, state: NodeState) -> None:
-        self._state = state
-        self._cpu = meter.create_gauge(
-            POD_CPU, unit="{cpu}",
-            description="CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests (cores)")
-        self._mem = meter.create_gauge(
-            POD_MEM, unit="By",
-            description="Memory the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests")
-        self._vm_cpu = meter.create_gauge(
-            VM_CPU, unit="{cpu}", description="NeonVM usage annotation, CPU, before overcommit (cores)")
-        self._vm_mem = meter.create_gauge(
-            VM_MEM, unit="By", description="NeonVM usage annotation, memory, before overcommit")
-
-    def publish(self) -> None:
-        for pod in self._state.pods():
-            if not pod.reported:
-                continue
-            attributes = {ATTR_NAMESPACE: pod.namespace, ATTR_POD: pod.name, ATTR_UID: pod.uid, ATTR_SOURCE: pod.source}
-            self._cpu.set(to_float(pod.cpu), attributes)
-            # Whole bytes, rounded up as Quantity.Value() does (overcommit can leave fractions).
-            self._mem.set(float(to_bytes(pod.memory)), attributes)
-            if pod.vm is not None:
-                vm_attributes = {ATTR_NAMESPACE: pod.namespace, ATTR_POD: pod.name, ATTR_UID: pod.uid,
-                                 ATTR_VM: pod.vm.name, ATTR_ROLE: pod.vm.migration_role or "none"}
-                self._vm_cpu.set(to_float(pod.vm.cpu), vm_attributes)
-                self._vm_mem.set(float(to_bytes(pod.vm.memory)), vm_attributes)
+GAUGES: dict[str, Gauge] = {
+    POD_CPU: Gauge("{cpu}", "CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests (cores)"),
+    POD_MEM: Gauge("By", "Memory the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests"),
+    VM_CPU: Gauge("{cpu}", "NeonVM usage annotation, CPU, before overcommit (cores)"),
+    VM_MEM: Gauge("By", "NeonVM usage annotation, memory, before overcommit"),
+    NODE_CPU: Gauge("{cpu}", "Node CPU by quantity: capacity, allocatable, scheduled (spec requests), pod_or_vm (what the autoscaler sees), vm_usage, used (cores)"),
+    NODE_MEM: Gauge("By", "Node memory by quantity: capacity, allocatable, scheduled, pod_or_vm, vm_usage, used"),
+    NODE_RATIO: Gauge("1", "Node ratios: pod_or_vm, scheduled and used to allocatable; used to pod_or_vm"),
+    NODE_PODS_BY_PHASE: Gauge("{pod}", "Pods bound to the node, by phase"),
+    NODE_PODS_BY_SOURCE: Gauge("{pod}", "Reported pods, by the source of their value"),
+    NODE_POD_SLOTS: Gauge("{pod}", "Pod capacity and allocatable pod count of the node"),
+}
 
 
-class NodeMetrics:
-    """Node-level gauges, set from a NodeSummary right before each collection.
+class Point(NamedTuple):
+    metric: str
+    attributes: dict[str, str]
+    value: float
 
-    Quantities that are unknown (the Node not read yet or deleted, /proc
-    unreadable) are simply not set, so those series are absent, never zero.
+
+def _bytes(nanos: int) -> float:
+    # Whole bytes, rounded up as Quantity.Value() does (overcommit can leave fractions).
+    return float(to_bytes(nanos))
+
+
+def state_points(pods: Iterable[PodValue], summary: NodeSummary | None) -> Iterator[Point]:
+    """Every product data point for the current state.
+
+    Terminal pods and unknown node quantities (the Node not read yet or
+    deleted, /proc unreadable) yield nothing, so those series are absent, never zero.
     """
+    for pod in pods:
+        if not pod.reported:
+            continue
+        attrs = {"k8s.namespace.name": pod.namespace, "k8s.pod.name": pod.name, "k8s.pod.uid": pod.uid}
+        source = {**attrs, "source": pod.source}
+        yield Point(POD_CPU, source, to_float(pod.cpu))
+        yield Point(POD_MEM, source, _bytes(pod.memory))
+        if pod.vm is not None:
+            vm = {**attrs, "neon.vm.name": pod.vm.name, "neon.vm.migration.role": pod.vm.migration_role or "none"}
+            yield Point(VM_CPU, vm, to_float(pod.vm.cpu))
+            yield Point(VM_MEM, vm, _bytes(pod.vm.memory))
+    if summary is None:
+        return
+    for quantity, value in summary.cpu.quantities().items():
+        yield Point(NODE_CPU, {"quantity": quantity}, to_float(value))
+    for quantity, value in summary.memory.quantities().items():
+        yield Point(NODE_MEM, {"quantity": quantity}, _bytes(value))
+    for resource, comparison in (("cpu", summary.cpu), ("memory", summary.memory)):
+        for ratio, value in comparison.ratios().items():
+            yield Point(NODE_RATIO, {"resource": resource, "ratio": ratio}, value)
+    for phase, n in summary.pods_by_phase.items():
+        yield Point(NODE_PODS_BY_PHASE, {"phase": phase}, n)
+    for source, n in summary.pods_by_source.items():
+        yield Point(NODE_PODS_BY_SOURCE, {"source": source}, n)
+    for quantity, n in summary.pod_slots.items():
+        yield Point(NODE_POD_SLOTS, {"quantity": quantity}, n)
+
+
+class StateMetrics:
+    """The product gauges over OTLP, set from ``state_points`` right before each collection."""
 
     def __init__(self, meter: Meter) -> None:
-        self._cpu = meter.create_gauge(NODE_CPU, unit="{cpu}", description="Node CPU by quantity: capacity, allocatable, scheduled (spec requests), pod_or_vm (what the autoscaler sees), vm_usage, used (cores)")
-        self._mem = meter.create_gauge(NODE_MEM, unit="By", description="Node memory by quantity: capacity, allocatable, scheduled, pod_or_vm, vm_usage, used")
-        self._ratio = meter.create_gauge(NODE_RATIO, unit="1", description="Node ratios: pod_or_vm, scheduled and used to allocatable; used to pod_or_vm")
-        self._phase = meter.create_gauge(NODE_PODS_BY_PHASE, unit="{pod}", description="Pods bound to the node, by phase")
-        self._source = meter.create_gauge(NODE_PODS_BY_SOURCE, unit="{pod}", description="Reported pods, by the source of their value")
-        self._slots = meter.create_gauge(NODE_POD_SLOTS, unit="{pod}", description="Pod capacity and allocatable pod count of the node")
+        self._gauges = {name: meter.create_gauge(name, unit=g.unit, description=g.description) for name, g in GAUGES.items()}
 
-    def publish(self, s: NodeSummary) -> None:
-        for quantity, value in s.cpu.quantities().items():
-            self._cpu.set(to_float(value), {"quantity": quantity})
-        for quantity, value in s.memory.quantities().items():
-            self._mem.set(float(to_bytes(value)), {"quantity": quantity})
-        for resource, comparison in (("cpu", s.cpu), ("memory", s.memory)):
-            for ratio, value in comparison.ratios().items():
-                self._ratio.set(value, {"resource": resource, "ratio": ratio})
-        for phase, n in s.pods_by_phase.items():
-            self._phase.set(n, {"phase": phase})
-        for source, n in s.pods_by_source.items():
-            self._source.set(n, {"source": source})
-        for quantity, n in s.pod_slots.items():
-            self._slots.set(n, {"quantity": quantity})
+    def publish(self, pods: Iterable[PodValue], summary: NodeSummary | None) -> None:
+        for point in state_points(pods, summary):
+            self._gauges[point.metric].set(point.value, point.attributes)

@@ -13,7 +13,7 @@ from ..config import Config, ConfigError
 from ..state import NodeState
 from ..stats import RuntimeStats
 from ..summary import NodeSummary
-from .metrics import NodeMetrics, PodMetrics
+from .metrics import StateMetrics
 from .runtime import RuntimeMetrics
 from .reader import GAUGE_DELTA, PublishingMetricReader
 
@@ -98,12 +98,10 @@ def build_telemetry(
     meter = provider.get_meter("node_requests_agent", __version__)
     if reader is not None:
         # Instruments come from the provider, which needs its readers first.
-        pods, node, runtime = PodMetrics(meter, state), NodeMetrics(meter), RuntimeMetrics(meter, stats)
+        product, runtime = StateMetrics(meter), RuntimeMetrics(meter, stats)
 
         def publish() -> None:
-            pods.publish()
-            if node_summary is not None:
-                node.publish(node_summary())
+            product.publish(state.pods(), node_summary() if node_summary is not None else None)
             runtime.refresh()
 
         reader.set_publisher(publish)
