@@ -1,0 +1,62 @@
+"""Where built and downloaded components live: outside the clone, keyed by name and version.
+
+A second run finds the finished folder and returns at once; concurrent runs
+(two pytest sessions, CI beside a developer) serialise on a lock file so a
+half-built folder is never used. A build writes into ``<dir>.partial`` and
+renames it into place only when it succeeded.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["cache_root", "cached", "run"]
+
+
+def cache_root() -> Path:
+    """``$NRA_COMPONENT_CACHE``, else ``$XDG_CACHE_HOME/node-requests-agent``, else ``~/.cache/node-requests-agent``."""
+    explicit = os.environ.get("NRA_COMPONENT_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "node-requests-agent"
+
+
+def cached(name: str, version: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``<cache>/<name>/<version>``, made by ``build(partial_dir)`` the first time."""
+    final = cache_root() / name / version
+    if (final / ".complete").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / ".complete").exists():
+            return final
+        partial = final.with_name(final.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        started = time.monotonic()
+        print(f"components: building {name} {version} into {final} (first run only)", file=sys.stderr, flush=True)
+        build(partial)
+        (partial / ".complete").write_text(f"built in {time.monotonic() - started:.0f} s\n")
+        shutil.rmtree(final, ignore_errors=True)
+        partial.rename(final)
+        print(f"components: {name} {version} ready after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return final
+
+
+def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    """Run a build step; on failure raise with the command and the tail of its output."""
+    merged = dict(os.environ, **(env or {}))
+    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=merged, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-40:])
+        raise RuntimeError(f"build step failed (exit {proc.returncode}): {' '.join(map(str, argv))}\n{tail}")
