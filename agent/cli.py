@@ -10,8 +10,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from . import __version__
-from .config import EXPORTERS, Config, ConfigError, from_sources
+from agent import __version__
+from agent.config import EXPORTERS, Config, ConfigError, from_sources
 
 log = logging.getLogger("agent")
 
@@ -79,8 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _explain(path: str, output: str, node_file: str | None = None) -> int:
-    from .dumps import DumpError, read_documents
-    from .explain import explain_json, explain_table, node_from_documents, records_from_documents
+    from agent.source.documents import DumpError, read_documents
+    from agent.explain import explain_json, explain_table, node_from_documents, records_from_documents
 
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
@@ -103,11 +103,11 @@ class Agent:
     """The wired pipeline: source -> queue -> handler -> state -> exporters."""
 
     def __init__(self, config: Config) -> None:
-        from .export.provider import build_exporter, build_telemetry
-        from .handler import Handler
-        from .queue import EventQueue
-        from .state import NodeState
-        from .stats import RuntimeStats
+        from agent.export.provider import build_exporter, build_telemetry
+        from agent.pipeline.handler import Handler
+        from agent.pipeline.queue import EventQueue
+        from agent.pipeline.state import NodeState
+        from agent.pipeline.stats import RuntimeStats
 
         self.config = config
         self.stats = RuntimeStats()
@@ -118,8 +118,8 @@ class Agent:
         self.finished: threading.Event | None = None
         extra_sources = []
         if config.replay:
-            from .dumps import DumpError
-            from .source.replay import ReplaySource, load_capture
+            from agent.source.documents import DumpError
+            from agent.source.replay import ReplaySource, load_capture
 
             try:
                 source = ReplaySource(load_capture(config.replay), config.node_name, self.queue, self.stats)
@@ -127,8 +127,8 @@ class Agent:
                 raise ConfigError(f"cannot read capture {config.replay!r}: {exc}") from None
             self.finished = source.finished
         else:
-            from .source.kube import KubeApi, KubeConfigError, load_configuration
-            from .source.reflector import Reflector, ReflectorSettings, node_object, pods_of_node
+            from agent.source.kube import KubeApi, KubeConfigError, load_configuration
+            from agent.source.reflector import Reflector, ReflectorSettings, node_object, pods_of_node
 
             try:
                 self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
@@ -141,7 +141,7 @@ class Agent:
         self.source = source
         self.sampler = None
         if config.procfs:
-            from .usage import UsageSampler, set_procfs
+            from agent.source.host_usage import UsageSampler, set_procfs
 
             set_procfs(config.procfs)
             self.sampler = UsageSampler(on_error=self.stats.usage_error)
@@ -151,8 +151,8 @@ class Agent:
         self.handler = Handler(self.state, self.stats)
         self.debug = None
         if config.debug_address:
-            from .export.debug import DebugServer
-            from .health import HealthLimits
+            from agent.export.debug import DebugServer
+            from agent.pipeline.health import HealthLimits
 
             limits = HealthLimits.for_config(config.read_timeout, None if config.once or config.exporter == "none"
                                              else config.export_interval, config.export_timeout)
@@ -172,7 +172,7 @@ class Agent:
 
     def node_summary(self, sample: bool = False):
         """The node comparisons now; ``sample`` reads /proc afresh (the exporter does, once per export)."""
-        from .summary import summarize
+        from agent.model.node_summary import summarize
 
         usage = None
         if self.sampler is not None:

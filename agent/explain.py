@@ -9,13 +9,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .dumps import DumpError, nodes_of, pods_of
-from .node import NodeRecord, decode_node
-from .pod import PodDecodeError, PodRecord, decode_pod
-from .summary import QUANTITIES, RATIOS, summarize, summary_report
-from .quantity import format_bytes, format_cores
-from .report import pods_report, sorted_values
-from .valuation import evaluate
+from agent.source.documents import DumpError, nodes_of, pods_of
+from agent.model.node import NodeRecord, decode_node
+from agent.model.pod import PodDecodeError, PodRecord, decode_pod
+from agent.model.node_summary import QUANTITIES, RATIOS, summarize, summary_report
+from agent.model.quantity import format_bytes, format_cores
+from agent.export.views import pods_report, sorted_values
+from agent.model.valuation import evaluate
 
 __all__ = ["records_from_documents", "node_from_documents", "explain_json", "explain_table"]
 

@@ -45,12 +45,12 @@ def _best(fns, repeat: int = 7) -> list[float]:
 
 def throughput(n: int = 5000) -> None:
     """Watch-event processing vs plain json.loads on the same stream."""
-    from agent.events import Event
-    from agent.handler import Handler
-    from agent.pod import decode_pod
-    from agent.quantity import parse_quantity
-    from agent.state import NodeState
-    from agent.stats import RuntimeStats
+    from agent.pipeline.events import Event
+    from agent.pipeline.handler import Handler
+    from agent.model.pod import decode_pod
+    from agent.model.quantity import parse_quantity
+    from agent.pipeline.state import NodeState
+    from agent.pipeline.stats import RuntimeStats
 
     lines = _events(n)
     resizing = _events(n, resize_every_event=True)
@@ -261,8 +261,8 @@ def export_cycle(pods_counts=(0, 110, 500, 2000), repeat: int = 9) -> None:
 
     from agent.cli import Agent
     from agent.config import Config
-    from agent.events import RELIST, Event
-    from agent.pod import decode_pod
+    from agent.pipeline.events import RELIST, Event
+    from agent.model.pod import decode_pod
 
     print("\n### Export cycle time (publish + collect + encode + OTLP/HTTP gzip to a local receiver)\n")
     print("| pods | median ms | max ms |")

@@ -13,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.export.debug import DebugServer
-from agent.health import HealthLimits, liveness
-from agent.state import NodeState
-from agent.stats import RuntimeStats, StatsSnapshot
+from agent.pipeline.health import HealthLimits, liveness
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats, StatsSnapshot
 from tests.conftest import wait_until
 from tests.factory import container, pod, vm_pod
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.pod import decode_pod
-from agent.quantity import to_bytes, to_float
-from agent.valuation import evaluate
+from agent.model.pod import decode_pod
+from agent.model.quantity import to_bytes, to_float
+from agent.model.valuation import evaluate
 from tests.conftest import wait_until
 from tests.otlp_receiver import HttpReceiver
 from tests.test_valuation import messy_pods

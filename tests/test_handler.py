@@ -2,11 +2,11 @@
 
 import logging
 
-from agent.events import ADDED, DELETED, MODIFIED, RELIST, Event
-from agent.handler import Handler
-from agent.pod import decode_pod
-from agent.state import NodeState
-from agent.stats import RuntimeStats
+from agent.pipeline.events import ADDED, DELETED, MODIFIED, RELIST, Event
+from agent.pipeline.handler import Handler
+from agent.model.pod import decode_pod
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
 from tests.factory import pod, vm_pod
 
 
@@ -15,7 +15,7 @@ def test_bad_annotation_is_logged_and_counted_once_per_change(caplog):
     handler = Handler(state, stats)
     bad = vm_pod("r", "vm1", "1", "1Gi", node="node-a")
     bad["metadata"]["annotations"]["vm.neon.tech/usage"] = "{broken"
-    with caplog.at_level(logging.WARNING, logger="agent.handler"):
+    with caplog.at_level(logging.WARNING, logger="agent.pipeline.handler"):
         handler.handle(Event(ADDED, pod=decode_pod(bad)))
         for i in range(5):  # status churn: same problem
             bad["status"]["conditions"] = [{"type": "Ready", "status": str(i % 2 == 0)}]

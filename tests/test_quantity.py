@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.quantity import MAX_QUANTITY, NANO, QuantityError, format_bytes, format_cores, parse_quantity, to_bytes
+from agent.model.quantity import MAX_QUANTITY, NANO, QuantityError, format_bytes, format_cores, parse_quantity, to_bytes
 
 N = NANO
 

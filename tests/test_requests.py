@@ -2,9 +2,9 @@
 
 from fractions import Fraction
 
-from agent.pod import decode_pod
-from agent.quantity import NANO
-from agent.requests import pod_requests
+from agent.model.pod import decode_pod
+from agent.model.quantity import NANO
+from agent.model.pod_requests import pod_requests
 from tests.factory import container, pod
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
-from agent.events import ADDED, BOOKMARK, MODIFIED, Event
-from agent.handler import Handler
-from agent.pod import decode_pod
-from agent.queue import EventQueue
-from agent.state import NodeState
-from agent.stats import RuntimeStats
+from agent.pipeline.events import ADDED, BOOKMARK, MODIFIED, Event
+from agent.pipeline.handler import Handler
+from agent.model.pod import decode_pod
+from agent.pipeline.queue import EventQueue
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
 from tests.conftest import wait_until
 from tests.factory import pod
 

@@ -4,12 +4,12 @@ from fractions import Fraction
 
 import pytest
 
-from agent.node import decode_node
-from agent.pod import decode_pod
-from agent.quantity import NANO
-from agent.summary import summarize
-from agent.usage import Usage
-from agent.valuation import evaluate
+from agent.model.node import decode_node
+from agent.model.pod import decode_pod
+from agent.model.quantity import NANO
+from agent.model.node_summary import summarize
+from agent.source.host_usage import Usage
+from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 
 GI, MI = 2**30, 2**20

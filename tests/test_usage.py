@@ -5,9 +5,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agent.quantity import NANO
-from agent.stats import RuntimeStats
-from agent.usage import UsageSampler, set_procfs
+from agent.model.quantity import NANO
+from agent.pipeline.stats import RuntimeStats
+from agent.source.host_usage import UsageSampler, set_procfs
 
 MEMINFO = """MemTotal:       16384000 kB
 MemFree:         1024000 kB

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.pod import PodDecodeError, decode_pod
-from agent.quantity import NANO
-from agent.valuation import evaluate
+from agent.model.pod import PodDecodeError, decode_pod
+from agent.model.quantity import NANO
+from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 
 GI = 2**30

@@ -21,14 +21,14 @@ from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..health import HealthLimits, liveness, readiness
-from ..quantity import format_bytes, format_cores
-from ..report import pods_report
-from ..state import NodeState
-from ..stats import RuntimeStats, StatsSnapshot
-from ..summary import QUANTITIES, NodeSummary, summarize, summary_report
-from .prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from .prometheus import render_metrics
+from agent.pipeline.health import HealthLimits, liveness, readiness
+from agent.model.quantity import format_bytes, format_cores
+from agent.export.views import pods_report
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats, StatsSnapshot
+from agent.model.node_summary import QUANTITIES, NodeSummary, summarize, summary_report
+from agent.export.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from agent.export.prometheus import render_metrics
 
 __all__ = ["DebugServer", "parse_address", "runtime_report"]
 

@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 from opentelemetry.metrics import Meter
 
-from ..quantity import to_bytes, to_float
-from ..summary import NodeSummary
-from ..valuation import PodValue
+from agent.model.quantity import to_bytes, to_float
+from agent.model.node_summary import NodeSummary
+from agent.model.valuation import PodValue
 
 __all__ = ["Gauge", "Point", "GAUGES", "state_points", "StateMetrics", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
            "NODE_CPU", "NODE_MEM", "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS"]

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from ..state import NodeState
-from ..stats import RuntimeStats
-from ..summary import NodeSummary
-from .metrics import GAUGES, state_points
-from .runtime import PREFIX, RUNTIME_METRICS, le_label
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
+from agent.model.node_summary import NodeSummary
+from agent.export.metrics import GAUGES, state_points
+from agent.export.runtime import PREFIX, RUNTIME_METRICS, le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
 

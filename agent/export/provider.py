@@ -8,14 +8,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import Resource
 
-from .. import __version__
-from ..config import Config, ConfigError
-from ..state import NodeState
-from ..stats import RuntimeStats
-from ..summary import NodeSummary
-from .metrics import StateMetrics
-from .runtime import RuntimeMetrics
-from .reader import GAUGE_DELTA, PublishingMetricReader
+from agent import __version__
+from agent.config import Config, ConfigError
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
+from agent.model.node_summary import NodeSummary
+from agent.export.metrics import StateMetrics
+from agent.export.runtime import RuntimeMetrics
+from agent.export.reader import GAUGE_DELTA, PublishingMetricReader
 
 __all__ = ["build_exporter", "build_telemetry", "Telemetry", "SERVICE_NAME"]
 
@@ -33,7 +33,7 @@ def build_exporter(config: Config) -> MetricExporter | None:
     if config.exporter == "none":
         return None
     if config.exporter == "table":
-        from .table import TableMetricExporter
+        from agent.export.table import TableMetricExporter
 
         return TableMetricExporter()
     if config.exporter == "console":

@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from ..stats import HistogramSnapshot, RuntimeStats, StatsSnapshot
+from agent.pipeline.stats import HistogramSnapshot, RuntimeStats, StatsSnapshot
 
 __all__ = ["RuntimeMetric", "RUNTIME_METRICS", "RuntimeMetrics", "PREFIX", "le_label"]
 

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 
-from .reader import GAUGE_DELTA
+from agent.export.reader import GAUGE_DELTA
 
 __all__ = ["TableMetricExporter"]
 

@@ -26,14 +26,14 @@ from typing import Any, Protocol
 
 import urllib3
 
-from ..events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from ..node import decode_node
-from ..pod import PodDecodeError, decode_pod
-from ..queue import EventQueue
-from ..stats import RuntimeStats
-from .backoff import Backoff
-from .kube import TRANSPORT_ERRORS, ApiError
-from .listing import iter_list
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from agent.model.node import decode_node
+from agent.model.pod import PodDecodeError, decode_pod
+from agent.pipeline.queue import EventQueue
+from agent.pipeline.stats import RuntimeStats
+from agent.source.backoff import Backoff
+from agent.source.kube import TRANSPORT_ERRORS, ApiError
+from agent.source.listing import iter_list
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "pods_of_node", "node_object"]
 

@@ -16,12 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..dumps import DumpError, nodes_of, pods_of, read_documents
-from ..events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from ..node import NodeRecord, decode_node
-from ..pod import PodDecodeError, PodRecord, decode_pod
-from ..queue import EventQueue
-from ..stats import RuntimeStats
+from agent.source.documents import DumpError, nodes_of, pods_of, read_documents
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from agent.model.node import NodeRecord, decode_node
+from agent.model.pod import PodDecodeError, PodRecord, decode_pod
+from agent.pipeline.queue import EventQueue
+from agent.pipeline.stats import RuntimeStats
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 

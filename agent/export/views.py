@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .quantity import to_bytes, to_float
-from .valuation import PodValue
+from agent.model.quantity import to_bytes, to_float
+from agent.model.valuation import PodValue
 
 __all__ = ["pod_report", "pods_report", "totals_report", "sorted_values"]
 

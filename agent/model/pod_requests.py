@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .pod import RESOURCES, PodRecord, Requests
-from .problems import Problem
-from .quantity import QuantityError, parse_quantity
+from agent.model.pod import RESOURCES, PodRecord, Requests
+from agent.model.problems import Problem
+from agent.model.quantity import QuantityError, parse_quantity
 
 __all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests"]
 
-# Resource name -> nano-units (see agent.quantity). A resource nobody
+# Resource name -> nano-units (see agent.model.quantity). A resource nobody
 # requests is absent, not zero, exactly as in Kubernetes' ResourceList.
 Resources = dict[str, int]
 

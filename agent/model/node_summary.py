@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .node import NodeRecord
-from .quantity import NANO, QuantityError, parse_quantity, to_bytes, to_float
-from .usage import Usage
-from .valuation import PodValue
+from agent.model.node import NodeRecord
+from agent.model.quantity import NANO, QuantityError, parse_quantity, to_bytes, to_float
+from agent.source.host_usage import Usage
+from agent.model.valuation import PodValue
 
 __all__ = ["Comparison", "NodeSummary", "summarize", "RATIOS", "QUANTITIES", "summary_report"]
 

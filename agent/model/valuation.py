@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .neon import AnnotationError, VmResources, parse_vm_resources
-from .pod import PodRecord
-from .problems import Problem
-from .requests import Contribution, pod_requests
+from agent.model.neon import AnnotationError, VmResources, parse_vm_resources
+from agent.model.pod import PodRecord
+from agent.model.problems import Problem
+from agent.model.pod_requests import Contribution, pod_requests
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
@@ -29,7 +29,7 @@ class VmUsage:
     name: str
     # "source" or "target" during a live migration, else "".
     migration_role: str
-    # Nano-units of cores and bytes (see agent.quantity).
+    # Nano-units of cores and bytes (see agent.model.quantity).
     cpu: int
     memory: int
 
@@ -44,7 +44,7 @@ class PodValue:
     # cluster-autoscaler counts them.
     reported: bool
     source: Source
-    # Nano-units of cores and bytes (see agent.quantity).
+    # Nano-units of cores and bytes (see agent.model.quantity).
     cpu: int
     memory: int
     vm: VmUsage | None

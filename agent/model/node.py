@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .pod import PodDecodeError, _Reader
+from agent.model.pod import PodDecodeError, _Reader
 
 __all__ = ["NodeRecord", "decode_node"]
 

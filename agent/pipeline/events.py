@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .node import NodeRecord
-from .pod import PodRecord
+from agent.model.node import NodeRecord
+from agent.model.pod import PodRecord
 
 __all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "EVENT_TYPES"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .stats import StatsSnapshot
+from agent.pipeline.stats import StatsSnapshot
 
 __all__ = ["HealthLimits", "Verdict", "liveness", "readiness"]
 

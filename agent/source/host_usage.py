@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from .quantity import NANO
+from agent.model.quantity import NANO
 
 __all__ = ["Usage", "UsageSampler", "set_procfs", "busy_cores"]
 

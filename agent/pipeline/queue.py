@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .events import Event
-from .stats import RuntimeStats
+from agent.pipeline.events import Event
+from agent.pipeline.stats import RuntimeStats
 
 __all__ = ["EventQueue", "QueuedEvent"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from .node import NodeRecord
-from .valuation import PodValue
+from agent.model.node import NodeRecord
+from agent.model.valuation import PodValue
 
 __all__ = ["NodeState"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .quantity import NANO, QuantityError, div_round_up, parse_quantity
+from agent.model.quantity import NANO, QuantityError, div_round_up, parse_quantity
 
 __all__ = ["AnnotationError", "VmResources", "parse_vm_resources", "REASONS"]
 

@@ -6,11 +6,11 @@ import logging
 import threading
 import time
 
-from .events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from .queue import EventQueue
-from .state import NodeState
-from .stats import RuntimeStats
-from .valuation import PodValue, reevaluate
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from agent.pipeline.queue import EventQueue
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
+from agent.model.valuation import PodValue, reevaluate
 
 __all__ = ["Handler"]
 
