@@ -100,7 +100,7 @@ def _explain(path: str, output: str, node_file: str | None = None) -> int:
 
 
 class Agent:
-    """The wired pipeline: source -> queue -> handler -> state -> exporters."""
+    """The wired pipeline: sources -> queue -> handler -> state -> exporters."""
 
     def __init__(self, config: Config) -> None:
         from agent.export.provider import build_exporter, build_telemetry
@@ -116,72 +116,72 @@ class Agent:
         self.stop_event = threading.Event()
         self.api = None
         self.finished: threading.Event | None = None
-        extra_sources = []
-        if config.replay:
-            from agent.source.documents import DumpError
-            from agent.source.replay import ReplaySource, load_capture
-
-            try:
-                source = ReplaySource(load_capture(config.replay), config.node_name, self.queue, self.stats)
-            except (OSError, UnicodeDecodeError, DumpError) as exc:
-                raise ConfigError(f"cannot read capture {config.replay!r}: {exc}") from None
-            self.finished = source.finished
-        else:
-            from agent.source.kube import KubeApi, KubeConfigError, load_configuration
-            from agent.source.reflector import Reflector, ReflectorSettings, node_object, pods_of_node
-
-            try:
-                self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
-            except KubeConfigError as exc:
-                raise ConfigError(str(exc)) from None
-            settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
-                                         max_watch_timeout=config.watch_timeout[1])
-            source = Reflector(self.api, pods_of_node(config.node_name), self.queue, self.stats, settings)
-            extra_sources.append(Reflector(self.api, node_object(config.node_name), self.queue, self.stats, settings))
-        self.source = source
-        self.sampler = None
-        if config.procfs:
-            from agent.source.host_usage import UsageSampler, set_procfs
-
-            set_procfs(config.procfs)
-            self.sampler = UsageSampler(on_error=self.stats.usage_error)
-        self.telemetry = build_telemetry(config, self.state, self.stats, build_exporter(config),
-                                         interval=float("inf") if config.once else None,
-                                         node_summary=lambda: self.node_summary(sample=True))
+        sources = self._kubernetes_sources() if not config.replay else [self._replay_source()]
+        self.source = sources[0]
+        self.host_usage = self._host_usage_source()
+        if self.host_usage is not None:
+            sources.append(self.host_usage)
+        self.telemetry = build_telemetry(self.state, self.stats, build_exporter(config.exporter, config.otlp_protocol),
+                                         interval=float("inf") if config.once else config.export_interval,
+                                         timeout=config.export_timeout, service_version=__version__)
         self.handler = Handler(self.state, self.stats)
-        self.debug = None
-        if config.debug_address:
-            from agent.export.debug import DebugServer
-            from agent.pipeline.health import HealthLimits
-
-            limits = HealthLimits.for_config(config.read_timeout, None if config.once or config.exporter == "none"
-                                             else config.export_interval, config.export_timeout)
-            try:
-                self.debug = DebugServer(config.debug_address, self.state, self.stats, limits,
-                                         ready_conditions=lambda: {"pods synced": self.state.synced,
-                                                                   "node read": self.state.node_listed},
-                                         node_summary=self.node_summary)
-            except (OSError, ValueError) as exc:
-                raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address}: {exc}") from None
+        self.debug = self._debug_server()
         self._threads = [
-            threading.Thread(target=source.run, args=(self.stop_event,), name="source", daemon=True),
-            *(threading.Thread(target=s.run, args=(self.stop_event,), name="source-node", daemon=True)
-              for s in extra_sources),
+            *(threading.Thread(target=s.run, args=(self.stop_event,), name=f"source-{i}", daemon=True)
+              for i, s in enumerate(sources)),
             threading.Thread(target=self.handler.run, args=(self.queue, self.stop_event), name="handler", daemon=True),
         ]
 
-    def node_summary(self, sample: bool = False):
-        """The node comparisons now; ``sample`` reads /proc afresh (the exporter does, once per export)."""
-        from agent.model.node_summary import summarize
+    def _replay_source(self):
+        from agent.source.documents import DumpError
+        from agent.source.replay import ReplaySource, load_capture
 
-        usage = None
-        if self.sampler is not None:
-            usage = self.sampler.sample() if sample else self.sampler.latest()
-        return summarize(self.state.node_name, self.state.node, self.state.pods(), usage)
+        try:
+            source = ReplaySource(load_capture(self.config.replay), self.config.node_name, self.queue, self.stats)
+        except (OSError, UnicodeDecodeError, DumpError) as exc:
+            raise ConfigError(f"cannot read capture {self.config.replay!r}: {exc}") from None
+        self.finished = source.finished
+        return source
+
+    def _kubernetes_sources(self) -> list:
+        """One reflector for this node's pods, one for its Node object."""
+        from agent.source.kube import KubeApi, KubeConfigError, load_configuration
+        from agent.source.reflector import Reflector, ReflectorSettings, node_object, pods_of_node
+
+        config = self.config
+        try:
+            self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
+        except KubeConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
+                                     max_watch_timeout=config.watch_timeout[1])
+        return [Reflector(self.api, target(config.node_name), self.queue, self.stats, settings)
+                for target in (pods_of_node, node_object)]
+
+    def _host_usage_source(self):
+        if not self.config.procfs:
+            return None
+        from agent.source.host_usage import HostUsageSource, UsageSampler, set_procfs
+
+        set_procfs(self.config.procfs)
+        return HostUsageSource(UsageSampler(on_error=self.stats.usage_error), self.queue, self.config.export_interval)
+
+    def _debug_server(self):
+        config = self.config
+        if not config.debug_address:
+            return None
+        from agent.export.debug import DebugServer
+        from agent.pipeline.health import HealthLimits
+
+        periodic_export = not (config.once or config.exporter == "none")
+        limits = HealthLimits.for_config(config.read_timeout, config.export_interval if periodic_export else None,
+                                         config.export_timeout)
+        try:
+            return DebugServer(config.debug_address, self.state, self.stats, limits)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address}: {exc}") from None
 
     def start(self) -> "Agent":
-        if self.sampler is not None:
-            self.sampler.sample()  # the CPU baseline, so the first export already has a delta
         for t in self._threads:
             t.start()
         if self.debug is not None:
@@ -221,6 +221,8 @@ def run(config: Config) -> int:
     signal.signal(signal.SIGINT, on_signal)
     agent.start()
     if config.once:
+        if agent.host_usage is not None:
+            agent.host_usage.sample_now()  # a CPU delta since start, so the one export has a used cpu
         agent.drain()
         agent.telemetry.flush()
         agent.shutdown(final_export=False)

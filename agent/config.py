@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agent.export.debug import parse_address
+
 __all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources"]
 
 EXPORTERS = ("otlp", "console", "table", "none")
@@ -84,9 +86,10 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     if debug.lower() in ("", "off", "none"):
         debug_address = None
     else:
-        host, sep, port = debug.rpartition(":")
-        if not sep or not port.isdigit() or int(port) > 65535:
-            raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}")
+        try:
+            parse_address(debug)
+        except ValueError:
+            raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
         debug_address = debug
     procfs = args.get("procfs") or env.get("HOST_PROC")
     if procfs is None:

@@ -9,13 +9,14 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from agent.source.documents import DumpError, nodes_of, pods_of
+from agent.export.views import pods_report, sorted_values, summary_report
+from agent.model.fields import DecodeError
 from agent.model.node import NodeRecord, decode_node
-from agent.model.pod import PodDecodeError, PodRecord, decode_pod
-from agent.model.node_summary import QUANTITIES, RATIOS, summarize, summary_report
+from agent.model.node_summary import QUANTITIES, RATIOS, pod_totals, summarize
+from agent.model.pod import PodRecord, decode_pod
 from agent.model.quantity import format_bytes, format_cores
-from agent.export.views import pods_report, sorted_values
 from agent.model.valuation import evaluate
+from agent.source.documents import DumpError, nodes_of, pods_of
 
 __all__ = ["records_from_documents", "node_from_documents", "explain_json", "explain_table"]
 
@@ -29,7 +30,7 @@ def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], l
         for obj in pods_of(doc):
             try:
                 record = decode_pod(obj)
-            except PodDecodeError as exc:
+            except DecodeError as exc:
                 skipped.append(str(exc))
                 continue
             if deleted:
@@ -46,7 +47,7 @@ def node_from_documents(documents: Iterable[Any], records: list[PodRecord]) -> N
         for obj in nodes_of(doc):
             try:
                 nodes.append(decode_node(obj))
-            except PodDecodeError as exc:
+            except DecodeError as exc:
                 raise DumpError(f"unusable Node object: {exc}") from None
     bound = {r.node_name for r in records if r.node_name}
     for node in nodes:
@@ -87,10 +88,8 @@ def explain_table(records: Iterable[PodRecord], node: NodeRecord | None = None) 
             lines.append(f"    problem: {p}")
         if not v.reported:
             lines.append(f"    not reported: phase {v.phase} pods hold no resources")
-    reported = [v for v in values if v.reported]
-    cpu = sum(v.cpu for v in reported)
-    mem = sum(v.memory for v in reported)
-    lines.append(f"{'TOTAL (' + str(len(reported)) + ' pods reported)':<73} {_q(cpu, True):>9} {_q(mem, False):>10}")
+    totals = pod_totals(values)
+    lines.append(f"{'TOTAL (' + str(totals.pods) + ' pods reported)':<73} {_q(totals.cpu, True):>9} {_q(totals.memory, False):>10}")
     if node is not None:
         lines.extend(_node_table(summarize(node.name, node, values, None)))
     return "\n".join(lines)

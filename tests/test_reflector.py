@@ -21,7 +21,7 @@ def test_initial_list_then_watch_is_node_scoped_and_from_watch_cache(apiserver, 
     apiserver.create(pod("a2", phase="Pending"))
     apiserver.create(pod("b1", node="node-b"))
     agent = make_agent()
-    wait_until(lambda: agent.state.synced and apiserver.count(watch=True) >= 1)
+    wait_until(lambda: agent.state.synced and agent.state.node_listed and apiserver.count(watch=True) >= 1)
     assert names(agent) == {"a1", "a2"}
     (_, first), (_, second) = apiserver.requests_to()[:2]
     assert first["fieldSelector"] == ["spec.nodeName=node-a"]
@@ -58,7 +58,7 @@ def test_bookmarks_advance_the_resource_version_and_resume_without_relist(apiser
     wait_until(lambda: apiserver.count(watch=True) >= 1)
     apiserver.create(pod("other", node="node-b"))  # bumps the version; node-a never sees it
     target = str(apiserver.resource_version)
-    wait_until(lambda: agent.stats.snapshot().resource_version == target, message="bookmark seen")
+    wait_until(lambda: agent.state.snapshot().resource_version == target, message="bookmark seen")
     apiserver.drop_watches()
     wait_until(lambda: apiserver.count(watch=True) >= 2)
     assert apiserver.requests_to()[-1][1]["resourceVersion"] == [target]
@@ -203,7 +203,7 @@ def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
     time.sleep(3)
     assert apiserver.count(since=start) in range(1, 5)  # a first try and a few backed-off retries
     assert not agent.state.synced
-    assert agent.stats.snapshot().requests_failed[("pods", "http_error")] >= 1
+    assert agent.stats.snapshot().requests_failed[("pods", "unauthorized")] >= 1
 
 
 def test_transport_uses_tcp_keepalive(apiserver, tmp_path):
@@ -211,10 +211,23 @@ def test_transport_uses_tcp_keepalive(apiserver, tmp_path):
 
     from agent.source.kube import KubeApi, load_configuration
 
+    import os
+
+    import psutil
+
     api = KubeApi(load_configuration(apiserver.kubeconfig(tmp_path / "kc")))
     try:
-        options = api._client.rest_client.pool_manager.connection_pool_kw["socket_options"]
-        assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
-        assert api.get_json("/api/v1/pods", {"fieldSelector": "spec.nodeName=x"})["kind"] == "PodList"
+        # A watch holds its connection open; read the option off that very socket.
+        stream = api.stream_lines("/api/v1/pods", {"watch": "true", "fieldSelector": "spec.nodeName=x",
+                                                   "timeoutSeconds": "30"}, read_timeout=5)
+        apiserver.create(pod("keepalive-probe", node="x"))
+        next(stream)
+        fds = [c.fd for c in psutil.Process().net_connections(kind="tcp")
+               if c.raddr and c.raddr.port == apiserver.port and c.fd >= 0]
+        assert fds, "no connection to the API server"
+        for fd in fds:
+            with socket.socket(fileno=os.dup(fd)) as s:
+                assert s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        stream.close()
     finally:
         api.close()

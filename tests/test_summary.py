@@ -8,7 +8,7 @@ from agent.model.node import decode_node
 from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
 from agent.model.node_summary import summarize
-from agent.source.host_usage import Usage
+from agent.model.node_summary import Usage
 from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.model.pod import PodDecodeError, decode_pod
+from agent.model.fields import DecodeError
+from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
 from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
@@ -114,9 +115,9 @@ def test_wrong_types_in_the_pod_are_problems_not_crashes():
 
 
 def test_unidentifiable_objects_are_refused_clearly():
-    with pytest.raises(PodDecodeError):
+    with pytest.raises(DecodeError):
         decode_pod({"metadata": {}})
-    with pytest.raises(PodDecodeError):
+    with pytest.raises(DecodeError):
         decode_pod(["not", "a", "pod"])
 
 
@@ -166,7 +167,7 @@ def messy_pods(draw):
 def test_arbitrary_pods_never_raise_and_are_always_valued(p):
     try:
         record = decode_pod(p)
-    except PodDecodeError:
+    except DecodeError:
         assert not (isinstance(p.get("metadata"), dict) and (p["metadata"].get("uid") or p["metadata"].get("name")))
         return
     v = evaluate(record)
@@ -180,5 +181,5 @@ def test_arbitrary_pods_never_raise_and_are_always_valued(p):
 def test_any_json_value_as_a_pod(obj):
     try:
         evaluate(decode_pod(obj))
-    except PodDecodeError:
+    except DecodeError:
         pass

@@ -15,22 +15,19 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable
-from collections.abc import Mapping
-from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agent.pipeline.health import HealthLimits, liveness, readiness
 from agent.model.quantity import format_bytes, format_cores
-from agent.export.views import pods_report
-from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats, StatsSnapshot
-from agent.model.node_summary import QUANTITIES, NodeSummary, summarize, summary_report
+from agent.export.views import pods_report, runtime_report, summary_report
+from agent.model.node_summary import QUANTITIES, pod_totals
+from agent.pipeline.state import NodeSnapshot, NodeState
+from agent.pipeline.stats import RuntimeStats
 from agent.export.prometheus import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from agent.export.prometheus import render_metrics
 
-__all__ = ["DebugServer", "parse_address", "runtime_report"]
+__all__ = ["DebugServer", "parse_address"]
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +38,6 @@ def parse_address(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"debug address must be HOST:PORT, got {text!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def runtime_report(s: StatsSnapshot) -> dict[str, Any]:
-    data = {f.name: getattr(s, f.name) for f in fields(s)}
-    for name, value in data.items():
-        if isinstance(value, Mapping):
-            data[name] = dict(value)
-    for name in ("pod_problems", "watch_starts", "requests_failed"):
-        data[name] = {f"{a}/{b}": n for (a, b), n in getattr(s, name).items()}
-    for name in ("queue_duration", "work_duration", "export_duration"):
-        h = getattr(s, name)
-        data[name] = None if h is None else {
-            "count": h.count, "sum": h.sum,
-            "buckets": [{"le": "+Inf" if b == float("inf") else b, "count": n} for b, n in h.cumulative()],
-        }
-    return data
 
 
 class _Server(ThreadingHTTPServer):
@@ -93,16 +74,14 @@ class DebugServer:
         state: NodeState,
         stats: RuntimeStats,
         limits: HealthLimits,
-        ready_conditions: Callable[[], dict[str, bool]] | None = None,
-        node_summary: Callable[[], NodeSummary] | None = None,
+        need_node: bool = True,
         timeout: float = 5.0,
         max_clients: int = 32,
     ) -> None:
         self.state = state
         self.stats = stats
         self.limits = limits
-        self.ready_conditions = ready_conditions or (lambda: {"pods synced": state.synced})
-        self.node_summary = node_summary or (lambda: summarize(state.node_name, state.node, state.pods(), None))
+        self.need_node = need_node
         debug = self
 
         class Handler(_Handler):
@@ -123,22 +102,28 @@ class DebugServer:
         self._server.shutdown()
         self._server.server_close()
 
+    def ready_conditions(self, snapshot: NodeSnapshot) -> dict[str, bool]:
+        conditions = {"pods synced": snapshot.synced}
+        if self.need_node:
+            conditions["node read"] = snapshot.node_listed
+        return conditions
+
     # -- views ---------------------------------------------------------------
     def route(self, path: str) -> tuple[int, str, bytes]:
         if path == "/healthz":
             verdict = liveness(self.stats.snapshot(), self.limits)
             return self._json(200 if verdict.ok else 503, {"ok": verdict.ok, "checks": verdict.checks})
         if path == "/readyz":
-            verdict = readiness(self.ready_conditions())
+            verdict = readiness(self.ready_conditions(self.state.snapshot()))
             return self._json(200 if verdict.ok else 503, {"ok": verdict.ok, "checks": verdict.checks})
         if path == "/debug/pods":
-            return self._json(200, {"node": self.state.node_name, **pods_report(self.state.pods())})
+            return self._json(200, {"node": self.state.node_name, **pods_report(self.state.snapshot().pods)})
         if path == "/debug/node":
-            return self._json(200, summary_report(self.node_summary()))
+            return self._json(200, summary_report(self.state.snapshot().summary()))
         if path == "/debug/runtime":
-            return self._json(200, runtime_report(self.stats.snapshot()))
+            return self._json(200, runtime_report(self.stats.snapshot(), self.state.snapshot()))
         if path == "/metrics":
-            return 200, METRICS_CONTENT_TYPE, render_metrics(self.state, self.stats, self.node_summary())
+            return 200, METRICS_CONTENT_TYPE, render_metrics(self.state.snapshot(), self.stats.snapshot())
         if path in ("/", "/index.html"):
             return 200, "text/html; charset=utf-8", self._page().encode()
         return self._json(404, {"error": f"no such path {path!r}",
@@ -149,13 +134,14 @@ class DebugServer:
         return status, "application/json", (json.dumps(body, indent=2) + "\n").encode()
 
     def _page(self, top: int = 20) -> str:
-        pods = [p for p in self.state.pods() if p.reported]
+        node = self.state.snapshot()
+        pods = [p for p in node.pods if p.reported]
         snapshot = self.stats.snapshot()
         live = liveness(snapshot, self.limits)
-        ready = readiness(self.ready_conditions())
+        ready = readiness(self.ready_conditions(node))
         e = html.escape
-        cpu, mem = sum(p.cpu for p in pods), sum(p.memory for p in pods)
-        vms = sum(1 for p in pods if p.source == "vm_usage")
+        totals = pod_totals(pods)
+        cpu, mem, vms = totals.cpu, totals.memory, totals.by_vm_usage
         rows = "".join(
             f"<tr><td>{e(p.namespace)}</td><td>{e(p.name)}</td><td>{e(p.source)}</td>"
             f"<td class=n>{e(format_cores(p.cpu))}</td><td class=n>{e(format_bytes(p.memory))}</td>"
@@ -173,7 +159,7 @@ class DebugServer:
             "export results": ", ".join(f"{k} {v}" for k, v in sorted(snapshot.exports.items())) or "none yet",
         }
         fact_rows = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in facts.items())
-        summary = self.node_summary()
+        summary = node.summary()
         cpu_q, mem_q = summary.cpu.quantities(), summary.memory.quantities()
         comparison = "".join(
             f"<tr><td>{e(q)}</td><td class=n>{e(format_cores(cpu_q[q])) if q in cpu_q else '-'}</td>"

@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats
-from agent.model.node_summary import NodeSummary
+from agent.pipeline.state import NodeSnapshot
+from agent.pipeline.stats import StatsSnapshot
 from agent.export.metrics import GAUGES, state_points
-from agent.export.runtime import PREFIX, RUNTIME_METRICS, le_label
+from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings, le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
 
@@ -30,18 +29,17 @@ def _label(attribute: str) -> str:
 
 
 class _Collector:
-    def __init__(self, state: NodeState, stats: RuntimeStats, summary: NodeSummary | None) -> None:
-        self._state = state
+    def __init__(self, node: NodeSnapshot, stats: StatsSnapshot) -> None:
+        self._node = node
         self._stats = stats
-        self._summary = summary
 
     def describe(self) -> list[Metric]:
         return []  # no pre-registration scrape
 
     def collect(self) -> Iterator[Metric]:
-        node = self._state.node_name
+        node = self._node.node_name
         families: dict[str, GaugeMetricFamily] = {}
-        for point in state_points(self._state.pods(), self._summary):
+        for point in state_points(self._node.pods, self._node.summary()):
             keys = sorted(point.attributes)
             family = families.get(point.metric)
             if family is None:
@@ -50,18 +48,18 @@ class _Collector:
             family.add_metric([node, *(point.attributes[k] for k in keys)], point.value)
         yield from families.values()
 
-        snapshot = self._stats.snapshot()
+        readings = Readings(self._stats, self._node)
         for metric in RUNTIME_METRICS:
             name = PREFIX + metric.name
             if metric.kind == "histogram":
-                h = metric.read(snapshot)
+                h = metric.read(readings)
                 if h is None:
                     continue
                 family = HistogramMetricFamily(name, metric.description, labels=["k8s_node_name"])
                 family.add_metric([node], [(le_label(b), n) for b, n in h.cumulative()], h.sum)
                 yield family
                 continue
-            points = metric.read(snapshot)
+            points = metric.read(readings)
             keys = sorted({k for attrs, _ in points for k in attrs})
             if metric.kind == "counter":
                 family = CounterMetricFamily(name.removesuffix("_total"), metric.description, labels=["k8s_node_name", *keys])
@@ -72,7 +70,7 @@ class _Collector:
             yield family
 
 
-def render_metrics(state: NodeState, stats: RuntimeStats, summary: NodeSummary | None = None) -> bytes:
+def render_metrics(node: NodeSnapshot, stats: StatsSnapshot) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(state, stats, summary))
+    registry.register(_Collector(node, stats))
     return generate_latest(registry)

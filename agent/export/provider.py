@@ -8,11 +8,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import Resource
 
-from agent import __version__
-from agent.config import Config, ConfigError
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats
-from agent.model.node_summary import NodeSummary
+from agent.pipeline.stats import EXPORT_LOOP, RuntimeStats
 from agent.export.metrics import StateMetrics
 from agent.export.runtime import RuntimeMetrics
 from agent.export.reader import GAUGE_DELTA, PublishingMetricReader
@@ -22,7 +19,7 @@ __all__ = ["build_exporter", "build_telemetry", "Telemetry", "SERVICE_NAME"]
 SERVICE_NAME = "node-requests-agent"
 
 
-def build_exporter(config: Config) -> MetricExporter | None:
+def build_exporter(kind: str, otlp_protocol: str = "http/protobuf") -> MetricExporter | None:
     """The exporter named by --exporter / OTEL_METRICS_EXPORTER.
 
     OTLP endpoint, headers, certificates, compression (gzip) and timeout come
@@ -30,25 +27,24 @@ def build_exporter(config: Config) -> MetricExporter | None:
     classes themselves. Only the chosen protocol's module is imported: gRPC
     costs ~15 MiB more than HTTP.
     """
-    if config.exporter == "none":
+    if kind == "none":
         return None
-    if config.exporter == "table":
+    if kind == "table":
         from agent.export.table import TableMetricExporter
 
         return TableMetricExporter()
-    if config.exporter == "console":
+    if kind == "console":
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
         return ConsoleMetricExporter(preferred_temporality=GAUGE_DELTA)
-    if config.otlp_protocol == "grpc":
+    # The configuration has already refused anything but grpc and http/protobuf.
+    if otlp_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcExporter
 
         return GrpcExporter(preferred_temporality=GAUGE_DELTA)
-    if config.otlp_protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpExporter
 
-        return HttpExporter(preferred_temporality=GAUGE_DELTA)
-    raise ConfigError(f"unsupported OTLP protocol {config.otlp_protocol!r} (use grpc or http/protobuf)")
+    return HttpExporter(preferred_temporality=GAUGE_DELTA)
 
 
 class Telemetry:
@@ -68,40 +64,42 @@ class Telemetry:
 
 
 def build_telemetry(
-    config: Config,
     state: NodeState,
     stats: RuntimeStats,
     exporter: MetricExporter | None,
-    interval: float | None = None,
+    interval: float,
+    timeout: float,
+    service_version: str,
     on_export: Callable[[bool, float], None] | None = None,
-    node_summary: Callable[[], NodeSummary] | None = None,
 ) -> Telemetry:
+    """Per-pod and node gauges read ``state.snapshot()`` right before each collection."""
     resource = Resource.create({
         "service.name": SERVICE_NAME,
-        "service.version": __version__,
+        "service.version": service_version,
         # Stable across restarts, unlike the SDK's random default.
-        "service.instance.id": config.node_name,
-        "k8s.node.name": config.node_name,
+        "service.instance.id": state.node_name,
+        "k8s.node.name": state.node_name,
     })
     readers = []
     reader = None
     if exporter is not None:
         reader = PublishingMetricReader(
             exporter,
-            interval=config.export_interval if interval is None else interval,
-            timeout=config.export_timeout,
+            interval=interval,
+            timeout=timeout,
             on_export=on_export or stats.export_finished,
-            heartbeat=lambda: stats.heartbeat("export"),
+            heartbeat=lambda: stats.heartbeat(EXPORT_LOOP),
         )
         readers.append(reader)
     provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-    meter = provider.get_meter("node_requests_agent", __version__)
+    meter = provider.get_meter("node_requests_agent", service_version)
     if reader is not None:
         # Instruments come from the provider, which needs its readers first.
-        product, runtime = StateMetrics(meter), RuntimeMetrics(meter, stats)
+        product, runtime = StateMetrics(meter), RuntimeMetrics(meter, stats, state)
 
         def publish() -> None:
-            product.publish(state.pods(), node_summary() if node_summary is not None else None)
+            snapshot = state.snapshot()
+            product.publish(snapshot.pods, snapshot.summary())
             runtime.refresh()
 
         reader.set_publisher(publish)

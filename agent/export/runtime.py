@@ -12,18 +12,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.pipeline.stats import HistogramSnapshot, RuntimeStats, StatsSnapshot
 
-__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "RuntimeMetrics", "PREFIX", "le_label"]
+__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "RuntimeMetrics", "Readings", "PREFIX", "le_label"]
 
 PREFIX = "node_requests_agent_"
 
 # A reading: (attributes, value) pairs, or a histogram.
 Points = list[tuple[dict[str, str], float]]
+
+
+class Readings(NamedTuple):
+    """The two immutable snapshots every runtime metric is read from."""
+
+    stats: StatsSnapshot
+    node: NodeSnapshot
 
 
 @dataclass(frozen=True)
@@ -32,22 +40,30 @@ class RuntimeMetric:
     kind: str  # "gauge", "counter" or "histogram"
     unit: str
     description: str
-    read: Callable[[StatsSnapshot], Any]  # Points, or HistogramSnapshot for histograms
+    read: Callable[[Readings], Any]  # Points, or HistogramSnapshot for histograms
 
 
-def _by(attribute: str, get: Callable[[StatsSnapshot], Any]) -> Callable[[StatsSnapshot], Points]:
-    return lambda s: [({attribute: str(k)}, v) for k, v in get(s).items()]
+def _by(attribute: str, get: Callable[[StatsSnapshot], Any]) -> Callable[[Readings], Points]:
+    return lambda r: [({attribute: str(k)}, v) for k, v in get(r.stats).items()]
 
 
-def _by_resource(get: Callable[[StatsSnapshot], Any]) -> Callable[[StatsSnapshot], Points]:
-    return lambda s: [({"resource": res, "reason": reason}, v) for (res, reason), v in get(s).items()]
+def _by_pair(first: str, second: str, get: Callable[[StatsSnapshot], Any]) -> Callable[[Readings], Points]:
+    return lambda r: [({first: a, second: b}, v) for (a, b), v in get(r.stats).items()]
 
 
-def _one(get: Callable[[StatsSnapshot], float | int | None]) -> Callable[[StatsSnapshot], Points]:
-    def read(s: StatsSnapshot) -> Points:
-        value = get(s)
+def _one(get: Callable[[StatsSnapshot], float | int | None]) -> Callable[[Readings], Points]:
+    def read(r: Readings) -> Points:
+        value = get(r.stats)
         return [] if value is None else [({}, value)]
     return read
+
+
+def _of_node(get: Callable[[NodeSnapshot], float | int]) -> Callable[[Readings], Points]:
+    return lambda r: [({}, get(r.node))]
+
+
+def _histogram(get: Callable[[StatsSnapshot], HistogramSnapshot | None]) -> Callable[[Readings], Any]:
+    return lambda r: get(r.stats)
 
 
 RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
@@ -56,34 +72,37 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
     RuntimeMetric("workqueue_adds_total", "counter", "{event}",
                   "Events put on the queue, by Kubernetes event type", _by("event_type", lambda s: s.events_added)),
     RuntimeMetric("workqueue_queue_duration_seconds", "histogram", "s",
-                  "Time an event waits in the queue before the handler takes it", lambda s: s.queue_duration),
+                  "Time an event waits in the queue before the handler takes it", _histogram(lambda s: s.queue_duration)),
     RuntimeMetric("workqueue_work_duration_seconds", "histogram", "s",
-                  "Time the handler takes per event", lambda s: s.work_duration),
+                  "Time the handler takes per event", _histogram(lambda s: s.work_duration)),
     RuntimeMetric("workqueue_unfinished_work_seconds", "gauge", "s",
                   "Age of the event being handled now (0 when idle)", _one(lambda s: s.unfinished_work_seconds)),
     RuntimeMetric("workqueue_longest_running_processor_seconds", "gauge", "s",
                   "Longest running handler (one worker, so equal to unfinished work)", _one(lambda s: s.unfinished_work_seconds)),
+    RuntimeMetric("events_handled_total", "counter", "{event}",
+                  "Events the handler finished, by result (success, error); both exist from start-up",
+                  _by("result", lambda s: s.events_handled_by_result)),
     RuntimeMetric("handler_errors_total", "counter", "{error}",
                   "Events whose handling failed, by bounded error type", _by("error_type", lambda s: s.handler_errors)),
     RuntimeMetric("pod_problems_total", "counter", "{problem}",
                   "Pod changes that carried bad input; the pod was still reported per the fallback rules",
-                  lambda s: [({"subject": subj, "reason": reason}, n) for (subj, reason), n in s.pod_problems.items()]),
+                  _by_pair("subject", "reason", lambda s: s.pod_problems)),
     RuntimeMetric("watch_starts_total", "counter", "{watch}",
-                  "Watch requests started, by resource and why the previous one ended", _by_resource(lambda s: s.watch_starts)),
+                  "Watch requests started, by resource and why the previous one ended", _by_pair("resource", "reason", lambda s: s.watch_starts)),
     RuntimeMetric("relists_total", "counter", "{list}",
                   "Full LISTs by resource: one at start, more only after 410 Gone", _by("resource", lambda s: s.relists)),
     RuntimeMetric("api_errors_total", "counter", "{error}",
-                  "Failed API requests and broken streams, by resource and reason", _by_resource(lambda s: s.requests_failed)),
+                  "Failed API requests and broken streams, by resource and reason", _by_pair("resource", "reason", lambda s: s.requests_failed)),
     RuntimeMetric("list_duration_seconds", "gauge", "s", "Duration of the last LIST", _one(lambda s: s.list_duration_seconds)),
     RuntimeMetric("last_event_age_seconds", "gauge", "s",
                   "Seconds since the last watch event or bookmark", _one(lambda s: s.last_event_age_seconds)),
     RuntimeMetric("pods_cached", "gauge", "{pod}",
-                  "Pods bound to this node that the agent tracks, terminal ones included", _one(lambda s: s.pods_cached)),
-    RuntimeMetric("synced", "gauge", "1", "1 once the initial LIST has been handled", _one(lambda s: int(s.synced))),
+                  "Pods bound to this node that the agent tracks, terminal ones included", _of_node(lambda n: len(n.pods))),
+    RuntimeMetric("synced", "gauge", "1", "1 once the initial LIST has been handled", _of_node(lambda n: int(n.synced))),
     RuntimeMetric("exports_total", "counter", "{export}", "OTLP exports, by result", _by("result", lambda s: s.exports)),
     RuntimeMetric("last_export_success_timestamp_seconds", "gauge", "s",
                   "Unix time of the last successful OTLP export", _one(lambda s: s.last_export_success_unixtime)),
-    RuntimeMetric("export_duration_seconds", "histogram", "s", "Time one OTLP export takes", lambda s: s.export_duration),
+    RuntimeMetric("export_duration_seconds", "histogram", "s", "Time one OTLP export takes", _histogram(lambda s: s.export_duration)),
     RuntimeMetric("usage_read_errors_total", "counter", "{error}",
                   "Failed reads of the host's /proc for the used series, by reason (missing, unreadable, malformed)",
                   _by("reason", lambda s: s.usage_errors)),
@@ -108,9 +127,10 @@ def _histogram_parts(h: HistogramSnapshot | None) -> dict[str, Points]:
 class RuntimeMetrics:
     """OTel observable instruments over the table; ``refresh()`` takes the snapshot they read."""
 
-    def __init__(self, meter: Meter, stats: RuntimeStats) -> None:
+    def __init__(self, meter: Meter, stats: RuntimeStats, state: NodeState) -> None:
         self._stats = stats
-        self._snapshot = stats.snapshot()
+        self._state = state
+        self._readings = Readings(stats.snapshot(), state.snapshot())
         for metric in RUNTIME_METRICS:
             if metric.kind == "histogram":
                 for suffix, unit in (("_bucket", "{event}"), ("_sum", metric.unit), ("_count", "{event}")):
@@ -124,8 +144,8 @@ class RuntimeMetrics:
                 meter.create_observable_gauge(PREFIX + metric.name, unit=metric.unit, description=metric.description,
                                               callbacks=[self._callback(metric.read)])
 
-    def _callback(self, read: Callable[[StatsSnapshot], Points]) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        return lambda options: [Observation(value, attrs) for attrs, value in read(self._snapshot)]
+    def _callback(self, read: Callable[[Readings], Points]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        return lambda options: [Observation(value, attrs) for attrs, value in read(self._readings)]
 
     def refresh(self) -> None:
-        self._snapshot = self._stats.snapshot()
+        self._readings = Readings(self._stats.snapshot(), self._state.snapshot())

@@ -1,14 +1,23 @@
-"""Plain-data views of evaluated pods, shared by ``explain`` and the debug endpoint."""
+"""JSON-ready views of pods, node comparisons and the agent's own signals.
+
+One place, shared by ``explain`` and the debug endpoint, so what a person
+reads and what a script reads cannot disagree.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from typing import Any
 
 from agent.model.quantity import to_bytes, to_float
+from agent.model.node_summary import NodeSummary, pod_totals
 from agent.model.valuation import PodValue
+from agent.export.runtime import le_label
+from agent.pipeline.state import NodeSnapshot
+from agent.pipeline.stats import StatsSnapshot
 
-__all__ = ["pod_report", "pods_report", "totals_report", "sorted_values"]
+__all__ = ["pod_report", "pods_report", "totals_report", "sorted_values", "summary_report", "runtime_report"]
 
 
 def sorted_values(values: Iterable[PodValue]) -> list[PodValue]:
@@ -42,14 +51,44 @@ def pod_report(v: PodValue) -> dict[str, Any]:
 
 
 def totals_report(values: Iterable[PodValue]) -> dict[str, Any]:
-    reported = [v for v in values if v.reported]
-    return {
-        "pods_reported": len(reported),
-        "cpu_cores": to_float(sum(v.cpu for v in reported)),
-        "memory_bytes": to_bytes(sum(v.memory for v in reported)),
-    }
+    totals = pod_totals(values)
+    return {"pods_reported": totals.pods, "cpu_cores": to_float(totals.cpu), "memory_bytes": to_bytes(totals.memory)}
 
 
 def pods_report(values: Iterable[PodValue]) -> dict[str, Any]:
     ordered = sorted_values(values)
     return {"pods": [pod_report(v) for v in ordered], "totals": totals_report(ordered)}
+
+
+def summary_report(s: NodeSummary) -> dict[str, Any]:
+    """Node comparisons in cores and bytes."""
+    return {
+        "node": s.node,
+        "node_present": s.node_present,
+        "cpu_cores": {q: to_float(v) for q, v in s.cpu.quantities().items()},
+        "memory_bytes": {q: to_bytes(v) for q, v in s.memory.quantities().items()},
+        "ratios": {"cpu": s.cpu.ratios(), "memory": s.memory.ratios()},
+        "pod_slots": s.pod_slots,
+        "pods_by_phase": s.pods_by_phase,
+        "pods_by_source": s.pods_by_source,
+        "problems": list(s.problems),
+    }
+
+
+def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
+    """The agent's own signals; tuple keys joined with '/', histograms as cumulative buckets."""
+    data = {f.name: getattr(s, f.name) for f in fields(s)}
+    data.update(synced=node.synced, node_listed=node.node_listed, pods_cached=len(node.pods),
+                resource_version=node.resource_version)
+    for name, value in data.items():
+        if isinstance(value, Mapping):
+            data[name] = dict(value)
+    for name in ("pod_problems", "watch_starts", "requests_failed"):
+        data[name] = {f"{a}/{b}": n for (a, b), n in getattr(s, name).items()}
+    for name in ("queue_duration", "work_duration", "export_duration"):
+        h = getattr(s, name)
+        data[name] = None if h is None else {
+            "count": h.count, "sum": h.sum,
+            "buckets": [{"le": le_label(b), "count": n} for b, n in h.cumulative()],
+        }
+    return data

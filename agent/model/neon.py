@@ -16,18 +16,7 @@ from dataclasses import dataclass
 
 from agent.model.quantity import NANO, QuantityError, div_round_up, parse_quantity
 
-__all__ = ["AnnotationError", "VmResources", "parse_vm_resources", "REASONS"]
-
-# Bounded vocabulary for the problems counter's ``reason`` attribute.
-REASONS = (
-    "invalid_json",
-    "wrong_shape",
-    "missing_field",
-    "invalid_quantity",
-    "negative_quantity",
-    "out_of_range",
-    "zero_factor",
-)
+__all__ = ["AnnotationError", "VmResources", "parse_vm_resources"]
 
 # Larger than any annotation neonvm writes by orders of magnitude; refusing
 # longer text bounds the JSON parser's work on hostile input.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from agent.model.pod import PodDecodeError, _Reader
+from agent.model.fields import DecodeError, FieldReader
 
 __all__ = ["NodeRecord", "decode_node"]
 
@@ -19,7 +19,7 @@ class NodeRecord(NamedTuple):
     problems: tuple[str, ...] = ()
 
 
-def _quantities(r: _Reader, obj: Any, path: str) -> dict[str, str]:
+def _quantities(r: FieldReader, obj: Any, path: str) -> dict[str, str]:
     raw = r.mapping(obj, path)
     out = {}
     for resource in ("cpu", "memory", "pods"):
@@ -35,13 +35,13 @@ def _quantities(r: _Reader, obj: Any, path: str) -> dict[str, str]:
 
 def decode_node(obj: Any) -> NodeRecord:
     if not isinstance(obj, dict):
-        raise PodDecodeError(f"node is not an object but {type(obj).__name__}")
-    r = _Reader()
+        raise DecodeError(f"node is not an object but {type(obj).__name__}")
+    r = FieldReader()
     meta = r.mapping(obj.get("metadata"), "metadata")
     status = r.mapping(obj.get("status"), "status")
     name = r.string(meta.get("name"), "metadata.name")
     if not name:
-        raise PodDecodeError("node has no metadata.name")
+        raise DecodeError("node has no metadata.name")
     return NodeRecord(
         name=name,
         uid=r.string(meta.get("uid"), "metadata.uid"),

@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.node import NodeRecord
-from agent.model.quantity import NANO, QuantityError, parse_quantity, to_bytes, to_float
-from agent.source.host_usage import Usage
+from agent.model.quantity import NANO, QuantityError, parse_quantity
 from agent.model.valuation import PodValue
 
-__all__ = ["Comparison", "NodeSummary", "summarize", "RATIOS", "QUANTITIES", "summary_report"]
+__all__ = ["Comparison", "NodeSummary", "PodTotals", "Usage", "pod_totals", "summarize", "RATIOS", "QUANTITIES"]
 
 QUANTITIES = ("capacity", "allocatable", "scheduled", "pod_or_vm", "vm_usage", "used")
 # name -> (numerator, denominator)
@@ -24,6 +23,14 @@ RATIOS = {
     "used_to_allocatable": ("used", "allocatable"),
     "used_to_pod_or_vm": ("used", "pod_or_vm"),
 }
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the host really uses, in nano-units (read at the edge, in agent.source.host_usage)."""
+
+    cpu: int | None  # cores busy over the last interval; None until two samples exist
+    memory: int  # MemTotal - MemAvailable
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,30 @@ class NodeSummary:
     problems: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class PodTotals:
+    """Sums over the pods the autoscaler counts (terminal pods excluded), in nano-units."""
+
+    pods: int
+    cpu: int
+    memory: int
+    spec_cpu: int
+    spec_memory: int
+    by_vm_usage: int
+
+
+def pod_totals(pods: Iterable[PodValue]) -> PodTotals:
+    reported = [p for p in pods if p.reported]
+    return PodTotals(
+        pods=len(reported),
+        cpu=sum(p.cpu for p in reported),
+        memory=sum(p.memory for p in reported),
+        spec_cpu=sum(p.spec_cpu for p in reported),
+        spec_memory=sum(p.spec_memory for p in reported),
+        by_vm_usage=sum(1 for p in reported if p.source == "vm_usage"),
+    )
+
+
 def _node_quantity(raw: dict[str, str], resource: str, where: str, problems: list[str]) -> int | None:
     text = raw.get(resource)
     if text is None:
@@ -74,6 +105,7 @@ def summarize(node_name: str, node: NodeRecord | None, pods: Iterable[PodValue],
     problems: list[str] = [] if node is None else list(node.problems)
     pods = list(pods)
     reported = [p for p in pods if p.reported]
+    totals = pod_totals(reported)
     vm_peak: dict[tuple[str, str], tuple[int, int]] = {}
     for p in reported:
         if p.vm is not None:
@@ -91,8 +123,8 @@ def summarize(node_name: str, node: NodeRecord | None, pods: Iterable[PodValue],
         return Comparison(
             capacity=cap,
             allocatable=alloc,
-            scheduled=sum(p.spec_cpu if resource == "cpu" else p.spec_memory for p in reported),
-            pod_or_vm=sum(p.cpu if resource == "cpu" else p.memory for p in reported),
+            scheduled=totals.spec_cpu if resource == "cpu" else totals.spec_memory,
+            pod_or_vm=totals.cpu if resource == "cpu" else totals.memory,
             vm_usage=sum(v[index] for v in vm_peak.values()),
             used=used,
         )
@@ -113,18 +145,3 @@ def summarize(node_name: str, node: NodeRecord | None, pods: Iterable[PodValue],
         pods_by_source=dict(Counter(p.source for p in reported)),
         problems=tuple(problems),
     )
-
-
-def summary_report(s: NodeSummary) -> dict[str, Any]:
-    """JSON-ready: cores and bytes."""
-    return {
-        "node": s.node,
-        "node_present": s.node_present,
-        "cpu_cores": {q: to_float(v) for q, v in s.cpu.quantities().items()},
-        "memory_bytes": {q: to_bytes(v) for q, v in s.memory.quantities().items()},
-        "ratios": {"cpu": s.cpu.ratios(), "memory": s.memory.ratios()},
-        "pod_slots": s.pod_slots,
-        "pods_by_phase": s.pods_by_phase,
-        "pods_by_source": s.pods_by_source,
-        "problems": list(s.problems),
-    }

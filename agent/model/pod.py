@@ -12,14 +12,14 @@ no identity at all, so a malformed pod is still reported, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+from agent.model.fields import NO_REQUESTS, DecodeError, FieldReader, Requests
 
 __all__ = [
     "ContainerRequests",
     "ContainerStatusRequests",
     "PodRecord",
-    "PodDecodeError",
     "decode_pod",
     "USAGE_ANNOTATION",
     "OVERCOMMIT_ANNOTATION",
@@ -36,13 +36,6 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # Only these resources feed the exported values; the rest of a request map is
 # dropped at decode time so it costs no memory.
 RESOURCES = ("cpu", "memory")
-
-Requests = Mapping[str, str]
-
-
-class PodDecodeError(ValueError):
-    """The object cannot be identified as a pod (no name and no uid)."""
-
 
 # Named tuples rather than dataclasses: built and compared in C, and both
 # happen for every container of every watch event.
@@ -101,69 +94,7 @@ class PodRecord(NamedTuple):
         return self.phase in TERMINAL_PHASES
 
 
-_EMPTY: dict[str, Any] = {}
-# Shared by every container that requests nothing; never mutated.
-_NO_REQUESTS: dict[str, str] = {}
-
-
-class _Reader:
-    """Field access that records a problem instead of raising on a wrong type.
-
-    A path arrives as parts and is joined only when something is wrong: this
-    runs for every watch event, and formatting paths eagerly doubled its cost.
-    """
-
-    __slots__ = ("problems",)
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-
-    def mapping(self, obj: Any, *path: object) -> dict[str, Any]:
-        # JSON and YAML decoders only build dicts; isinstance(dict) is several
-        # times cheaper than the Mapping ABC on this hot path.
-        if isinstance(obj, dict):
-            return obj
-        if obj is not None:
-            self.problems.append(f"{''.join(map(str, path))} is not an object")
-        return _EMPTY
-
-    def sequence(self, obj: Any, *path: object) -> list[Any]:
-        if isinstance(obj, list):
-            return obj
-        if obj is not None:
-            self.problems.append(f"{''.join(map(str, path))} is not a list")
-        return []
-
-    def string(self, obj: Any, *path: object) -> str:
-        if isinstance(obj, str):
-            return obj
-        if obj is not None:
-            self.problems.append(f"{''.join(map(str, path))} is not a string")
-        return ""
-
-    def requests(self, obj: Any, *path: object) -> Requests:
-        if not obj:
-            return _NO_REQUESTS
-        raw = self.mapping(obj, *path)
-        cpu, memory = raw.get("cpu"), raw.get("memory")
-        if cpu.__class__ is str and memory.__class__ is str:
-            return {"cpu": cpu, "memory": memory}
-        out: dict[str, str] = {}
-        for resource, value in (("cpu", cpu), ("memory", memory)):
-            if value is None:
-                continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                # YAML dumps turn `cpu: 1` into a number; the API server would
-                # have accepted it as the quantity "1".
-                value = repr(value) if isinstance(value, float) else str(value)
-            if isinstance(value, str):
-                out[resource] = value
-            else:
-                self.problems.append(f"{''.join(map(str, path))}.{resource} is not a quantity string")
-        return out or _NO_REQUESTS
-
-
-def _containers(r: _Reader, items: Any, path: str, init: bool) -> tuple[ContainerRequests, ...]:
+def _containers(r: FieldReader, items: Any, path: str, init: bool) -> tuple[ContainerRequests, ...]:
     out = []
     for i, c in enumerate(r.sequence(items, path)):
         if c.__class__ is not dict:
@@ -176,12 +107,12 @@ def _containers(r: _Reader, items: Any, path: str, init: bool) -> tuple[Containe
             requests = r.requests(resources.get("requests"), name, ".resources.requests")
         else:
             r.mapping(resources, name, ".resources")
-            requests = _NO_REQUESTS
+            requests = NO_REQUESTS
         out.append(ContainerRequests(name, requests, init and c.get("restartPolicy") == "Always"))
     return tuple(out)
 
 
-def _statuses(r: _Reader, status: dict[str, Any]) -> tuple[ContainerStatusRequests, ...]:
+def _statuses(r: FieldReader, status: dict[str, Any]) -> tuple[ContainerStatusRequests, ...]:
     out = []
     for field_name in ("containerStatuses", "initContainerStatuses"):
         items = status.get(field_name)
@@ -198,7 +129,7 @@ def _statuses(r: _Reader, status: dict[str, Any]) -> tuple[ContainerStatusReques
             if name.__class__ is not str or not name:
                 r.string(name, "status.", field_name, "[", i, "].name")
                 continue
-            allocated = r.requests(allocated, name, ".allocatedResources") if allocated else _NO_REQUESTS
+            allocated = r.requests(allocated, name, ".allocatedResources") if allocated else NO_REQUESTS
             requests = None
             if resources is not None:
                 if resources.__class__ is not dict:
@@ -208,7 +139,7 @@ def _statuses(r: _Reader, status: dict[str, Any]) -> tuple[ContainerStatusReques
     return tuple(out)
 
 
-def _resize_infeasible(r: _Reader, status: dict[str, Any]) -> bool:
+def _resize_infeasible(r: FieldReader, status: dict[str, Any]) -> bool:
     for i, cond in enumerate(r.sequence(status.get("conditions"), "status.conditions")):
         if cond.__class__ is not dict:
             cond = r.mapping(cond, "status.conditions[", i, "]")
@@ -217,7 +148,7 @@ def _resize_infeasible(r: _Reader, status: dict[str, Any]) -> bool:
     return False
 
 
-def _migration_role(r: _Reader, refs: Any) -> str:
+def _migration_role(r: FieldReader, refs: Any) -> str:
     for i, ref in enumerate(r.sequence(refs, "metadata.ownerReferences")):
         if ref.__class__ is not dict:
             ref = r.mapping(ref, "metadata.ownerReferences[", i, "]")
@@ -228,7 +159,7 @@ def _migration_role(r: _Reader, refs: Any) -> str:
     return ""
 
 
-def _annotation(r: _Reader, annotations: dict[str, Any], name: str) -> str | None:
+def _annotation(r: FieldReader, annotations: dict[str, Any], name: str) -> str | None:
     value = annotations.get(name)
     if value is None:
         return None
@@ -241,9 +172,9 @@ def _annotation(r: _Reader, annotations: dict[str, Any], name: str) -> str | Non
 def decode_pod(obj: Any) -> PodRecord:
     """Build a :class:`PodRecord` from a pod as parsed from JSON or YAML."""
     if not isinstance(obj, dict):
-        raise PodDecodeError(f"pod is not an object but {type(obj).__name__}")
-    r = _Reader()
-    # The common, well-formed case is checked inline; _Reader handles (and
+        raise DecodeError(f"pod is not an object but {type(obj).__name__}")
+    r = FieldReader()
+    # The common, well-formed case is checked inline; FieldReader handles (and
     # reports) anything else.
     meta = obj.get("metadata")
     if meta.__class__ is not dict:
@@ -265,7 +196,7 @@ def decode_pod(obj: Any) -> PodRecord:
     if uid.__class__ is not str or not uid:
         uid = r.string(uid, "metadata.uid")
         if not name:
-            raise PodDecodeError("pod has neither metadata.uid nor metadata.name")
+            raise DecodeError("pod has neither metadata.uid nor metadata.name")
         # Dumps and hand-written fixtures may lack a uid; the name still
         # identifies the pod within one node.
         uid = f"{namespace}/{name}"
@@ -294,7 +225,7 @@ def decode_pod(obj: Any) -> PodRecord:
         containers=_containers(r, spec.get("containers"), "spec.containers", init=False),
         init_containers=_containers(r, spec.get("initContainers"), "spec.initContainers", init=True),
         pod_requests=pod_requests,
-        overhead=r.requests(overhead, "spec.overhead") if overhead else _NO_REQUESTS,
+        overhead=r.requests(overhead, "spec.overhead") if overhead else NO_REQUESTS,
         statuses=_statuses(r, status),
         resize_infeasible=_resize_infeasible(r, status),
         usage_annotation=_annotation(r, annotations, USAGE_ANNOTATION) if annotations else None,

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.model.pod import RESOURCES, PodRecord, Requests
+from agent.model.fields import Requests
+from agent.model.pod import RESOURCES, PodRecord
 from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
 

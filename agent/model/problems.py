@@ -11,7 +11,7 @@ __all__ = ["Problem"]
 class Problem:
     # What was wrong: "usage", "overcommit", "requests" or "pod" (the object's shape).
     subject: str
-    # A bounded reason such as "invalid_json" or "out_of_range" (see neon.REASONS).
+    # A bounded reason such as "invalid_json" or "out_of_range" (a fixed word per failure, never input text).
     reason: str
     message: str
 

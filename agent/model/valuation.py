@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agent.model.neon import AnnotationError, VmResources, parse_vm_resources
-from agent.model.pod import PodRecord
+from agent.model.pod import TERMINAL_PHASES, PodRecord
 from agent.model.problems import Problem
 from agent.model.pod_requests import Contribution, pod_requests
 
@@ -40,9 +40,6 @@ class PodValue:
     namespace: str
     name: str
     phase: str
-    # False for Succeeded/Failed pods: neither kube-scheduler nor the
-    # cluster-autoscaler counts them.
-    reported: bool
     source: Source
     # Nano-units of cores and bytes (see agent.model.quantity).
     cpu: int
@@ -57,11 +54,16 @@ class PodValue:
     # The PodRecord.value_inputs this value was computed from.
     inputs: tuple = field(default=(), compare=False, repr=False)
 
+    @property
+    def reported(self) -> bool:
+        """False for Succeeded/Failed pods: neither kube-scheduler nor the cluster-autoscaler counts them."""
+        return self.phase not in TERMINAL_PHASES
+
     def with_status(self, pod: PodRecord) -> "PodValue":
         """This value for a newer version of the same pod whose inputs are unchanged."""
         if pod.phase == self.phase:
             return self
-        return PodValue(self.uid, self.namespace, self.name, pod.phase, not pod.terminal, self.source, self.cpu,
+        return PodValue(self.uid, self.namespace, self.name, pod.phase, self.source, self.cpu,
                         self.memory, self.vm, self.contributions, self.problems, self.spec_cpu, self.spec_memory,
                         self.inputs)
 
@@ -113,7 +115,6 @@ def evaluate(pod: PodRecord) -> PodValue:
         namespace=pod.namespace,
         name=pod.name,
         phase=pod.phase,
-        reported=not pod.terminal,
         source=SOURCE_VM_USAGE if override is not None else SOURCE_POD_REQUESTS,
         cpu=result.cpu,
         memory=result.memory,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.model.node import NodeRecord
+from agent.model.node_summary import Usage
 from agent.model.pod import PodRecord
 
-__all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "EVENT_TYPES"]
+__all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE"]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -16,7 +17,8 @@ BOOKMARK = "BOOKMARK"
 # A full LIST result: the handler replaces its view with exactly these pods,
 # which is how pods deleted while the watch was down disappear (no ghosts).
 RELIST = "RELIST"
-EVENT_TYPES = (ADDED, MODIFIED, DELETED, BOOKMARK, RELIST)
+# A fresh reading of the host's usage (kind "usage").
+SAMPLE = "SAMPLE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +28,9 @@ class Event:
     # Only for RELIST.
     pods: tuple[PodRecord, ...] = ()
     resource_version: str = ""
-    # "pod", or "node" for the agent's own Node (then ``node`` is set, and a
-    # RELIST with node None means the Node does not exist).
+    # "pod"; "node" for the agent's own Node (then ``node`` is set, and a
+    # RELIST with node None means the Node does not exist); "usage" for a
+    # host reading (``usage`` None: /proc could not be read).
     kind: str = "pod"
     node: NodeRecord | None = None
+    usage: Usage | None = None

@@ -6,10 +6,10 @@ import logging
 import threading
 import time
 
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, Event
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats
+from agent.pipeline.stats import HANDLER_LOOP, RuntimeStats
 from agent.model.valuation import PodValue, reevaluate
 
 __all__ = ["Handler"]
@@ -23,8 +23,12 @@ class Handler:
         self._stats = stats
 
     def handle(self, event: Event) -> None:
+        if event.kind == "pod":
+            self._state.observed(event.resource_version)
         if event.kind == "node":
             self._handle_node(event)
+        elif event.kind == "usage" and event.type == SAMPLE:
+            self._state.set_usage(event.usage)
         elif event.type in (ADDED, MODIFIED) and event.pod is not None:
             previous = self._state.get(event.pod.uid)
             value = reevaluate(event.pod, previous)
@@ -73,7 +77,7 @@ class Handler:
     def run(self, queue: EventQueue, stop: threading.Event, poll: float = 0.2) -> None:
         """Handle events until ``stop`` is set and the queue is drained."""
         while True:
-            self._stats.heartbeat("handler")
+            self._stats.heartbeat(HANDLER_LOOP)
             item = queue.get(timeout=poll)
             if item is None:
                 if stop.is_set():
@@ -87,6 +91,5 @@ class Handler:
                 error = type(exc).__name__
                 log.exception("handling %s event failed", item.event.type)
             finally:
-                self._stats.pods_cached(len(self._state))
                 self._stats.event_handled(time.perf_counter() - started, error)
                 queue.task_done()

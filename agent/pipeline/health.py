@@ -11,21 +11,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.pipeline.stats import StatsSnapshot
+from agent.pipeline.stats import EXPORT_LOOP, HANDLER_LOOP, SOURCE_LOOP, StatsSnapshot
 
 __all__ = ["HealthLimits", "Verdict", "liveness", "readiness"]
 
 
+# The longest a source waits for one read, plus the longest backoff, with room to spare.
+_SOURCE_SLACK = 60.0
+_HANDLER_LIMIT = 30.0
+
+
+def _source_limit(read_timeout: float) -> float:
+    return read_timeout + _SOURCE_SLACK
+
+
+def _export_limit(export_interval: float, export_timeout: float) -> float:
+    return 2 * export_interval + export_timeout + 10.0
+
+
 @dataclass(frozen=True)
 class HealthLimits:
-    source: float = 120.0 + 30.0 + 30.0
-    handler: float = 30.0
-    export: float | None = 15.0 * 2 + 10.0 + 10.0  # None: no periodic export (--once, exporter none)
+    """Seconds each loop may show no progress; the defaults are those of the default configuration."""
+
+    source: float = _source_limit(120.0)
+    handler: float = _HANDLER_LIMIT
+    export: float | None = _export_limit(15.0, 10.0)  # None: no periodic export (--once, exporter none)
 
     @classmethod
     def for_config(cls, read_timeout: float, export_interval: float | None, export_timeout: float) -> "HealthLimits":
-        return cls(source=read_timeout + 60.0, handler=30.0,
-                   export=None if export_interval is None else 2 * export_interval + export_timeout + 10.0)
+        return cls(source=_source_limit(read_timeout), handler=_HANDLER_LIMIT,
+                   export=None if export_interval is None else _export_limit(export_interval, export_timeout))
 
 
 @dataclass(frozen=True)
@@ -36,9 +51,9 @@ class Verdict:
 
 def liveness(s: StatsSnapshot, limits: HealthLimits) -> Verdict:
     checks: dict[str, str] = {}
-    wanted = {"handler": limits.handler, "export": limits.export}
+    wanted = {HANDLER_LOOP: limits.handler, EXPORT_LOOP: limits.export}
     # One source loop per watched resource ("source:pods", "source:nodes"), or "source" for a replay.
-    sources = [k for k in s.loop_idle_seconds if k.split(":")[0] == "source"] or ["source"]
+    sources = [k for k in s.loop_idle_seconds if k.split(":")[0] == SOURCE_LOOP] or [SOURCE_LOOP]
     wanted.update({k: limits.source for k in sources})
     for loop, limit in wanted.items():
         if limit is None:
@@ -51,7 +66,7 @@ def liveness(s: StatsSnapshot, limits: HealthLimits) -> Verdict:
         else:
             checks[loop] = "ok"
     if s.unfinished_work_seconds > limits.handler:
-        checks["handler"] = f"stuck: one event in the handler for {s.unfinished_work_seconds:.0f} s"
+        checks[HANDLER_LOOP] = f"stuck: one event in the handler for {s.unfinished_work_seconds:.0f} s"
     return Verdict(all(v == "ok" for v in checks.values()), checks)
 
 

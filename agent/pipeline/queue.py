@@ -1,8 +1,10 @@
-"""The event queue between the Kubernetes source and the handler.
+"""The event queue between the sources and the handler.
 
 Each event's enqueue time is recorded once, when it is put, so the time it
 waits before handling can be measured the way controller-runtime's
-workqueue_queue_duration_seconds does.
+workqueue_queue_duration_seconds does. The queue reports through the small
+``QueueMetrics`` interface (client-go's workqueue metrics provider), so it
+knows nothing of how the numbers are kept; the default keeps none.
 """
 
 from __future__ import annotations
@@ -11,11 +13,28 @@ import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.pipeline.events import Event
-from agent.pipeline.stats import RuntimeStats
 
-__all__ = ["EventQueue", "QueuedEvent"]
+__all__ = ["EventQueue", "QueuedEvent", "QueueMetrics", "NO_QUEUE_METRICS"]
+
+
+class QueueMetrics(Protocol):
+    def event_added(self, event_type: str) -> None: ...
+
+    def event_taken(self, waited_seconds: float) -> None: ...
+
+
+class _NoQueueMetrics:
+    def event_added(self, event_type: str) -> None:
+        pass
+
+    def event_taken(self, waited_seconds: float) -> None:
+        pass
+
+
+NO_QUEUE_METRICS: QueueMetrics = _NoQueueMetrics()
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,15 +44,16 @@ class QueuedEvent:
 
 
 class EventQueue:
-    def __init__(self, stats: RuntimeStats, maxsize: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, metrics: QueueMetrics = NO_QUEUE_METRICS, maxsize: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         # Bounded: if the handler ever falls behind, the watch reader blocks,
         # which pushes back on the API server stream instead of growing memory.
         self._q: queue.Queue[QueuedEvent] = queue.Queue(maxsize)
-        self._stats = stats
+        self._metrics = metrics
         self._clock = clock
 
     def put(self, event: Event) -> None:
-        self._stats.event_added(event.type)
+        self._metrics.event_added(event.type)
         self._q.put(QueuedEvent(event, self._clock()))
 
     def get(self, timeout: float | None = None) -> QueuedEvent | None:
@@ -42,17 +62,14 @@ class EventQueue:
             item = self._q.get(timeout=timeout)
         except queue.Empty:
             return None
-        self._stats.event_taken(self._clock() - item.enqueued_at)
+        self._metrics.event_taken(self._clock() - item.enqueued_at)
         return item
-
-    def depth(self) -> int:
-        return self._q.qsize()
 
     def join(self, timeout: float) -> bool:
         """Wait until every event put so far has been handled."""
-        deadline = self._clock() + timeout
+        deadline = time.monotonic() + timeout
         while self._q.unfinished_tasks:
-            if self._clock() > deadline:
+            if time.monotonic() > deadline:
                 return False
             time.sleep(0.005)
         return True

@@ -1,18 +1,37 @@
-"""What the agent knows about its node: every pod bound to it, evaluated.
+"""What the agent knows about its node: every pod bound to it, evaluated, the Node and the host's usage.
 
-Written only by the handler thread; read by exporters through ``pods()``,
-which returns an immutable snapshot so an export never sees half an update.
+Written only by the handler thread. Readers (exporters, the debug endpoint)
+take ``snapshot()``, one immutable value, so an export never sees half an
+update and no reader needs to know who wrote it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from agent.model.node import NodeRecord
+from agent.model.node_summary import NodeSummary, Usage, summarize
 from agent.model.valuation import PodValue
 
-__all__ = ["NodeState"]
+__all__ = ["NodeState", "NodeSnapshot"]
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    node_name: str
+    pods: tuple[PodValue, ...]
+    node: NodeRecord | None
+    usage: Usage | None
+    # The initial LIST of pods, and of the Node, has been handled.
+    synced: bool
+    node_listed: bool
+    # The newest pod resourceVersion handled (event, bookmark or LIST).
+    resource_version: str = ""
+
+    def summary(self) -> NodeSummary:
+        return summarize(self.node_name, self.node, self.pods, self.usage)
 
 
 class NodeState:
@@ -20,25 +39,27 @@ class NodeState:
         self.node_name = node_name
         self._lock = threading.Lock()
         self._pods: dict[str, PodValue] = {}
-        self._synced = threading.Event()
         self._node: NodeRecord | None = None
-        self._node_listed = threading.Event()
+        self._usage: Usage | None = None
+        self._synced = False
+        self._node_listed = False
+        self._resource_version = ""
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
         with self._lock:
             self._node = node
-        if listed:
-            self._node_listed.set()
+            self._node_listed = self._node_listed or listed
 
-    @property
-    def node(self) -> NodeRecord | None:
+    def observed(self, resource_version: str) -> None:
+        """The pod watch has been handled up to ``resource_version``."""
+        if resource_version:
+            with self._lock:
+                self._resource_version = resource_version
+
+    def set_usage(self, usage: Usage | None) -> None:
         with self._lock:
-            return self._node
-
-    @property
-    def node_listed(self) -> bool:
-        return self._node_listed.is_set()
+            self._usage = usage
 
     def upsert(self, value: PodValue) -> PodValue | None:
         """Store ``value``; return the value it replaced."""
@@ -57,9 +78,8 @@ class NodeState:
         with self._lock:
             previous = self._pods
             self._pods = fresh
-        removed = [v for uid, v in previous.items() if uid not in fresh]
-        self._synced.set()
-        return removed
+            self._synced = True
+        return [v for uid, v in previous.items() if uid not in fresh]
 
     def get(self, uid: str) -> PodValue | None:
         with self._lock:
@@ -69,13 +89,26 @@ class NodeState:
         with self._lock:
             return tuple(self._pods.values())
 
+    def snapshot(self) -> NodeSnapshot:
+        with self._lock:
+            return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
+                                self._synced, self._node_listed, self._resource_version)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._pods)
 
     @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
+    def node(self) -> NodeRecord | None:
+        with self._lock:
+            return self._node
 
-    def wait_synced(self, timeout: float | None = None) -> bool:
-        return self._synced.wait(timeout)
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return self._synced
+
+    @property
+    def node_listed(self) -> bool:
+        with self._lock:
+            return self._node_listed

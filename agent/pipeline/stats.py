@@ -20,7 +20,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS"]
+__all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS", "PODS", "NODES",
+           "UNDECODABLE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
+
+# The bounded ``resource`` attribute of the watch signals.
+PODS = "pods"
+NODES = "nodes"
+# The handler-error reason for an object that cannot be identified (skipped, counted).
+UNDECODABLE = "undecodable_object"
+# Liveness loop names: "source" (a replay) or "source:<resource>", "handler", "export".
+SOURCE_LOOP = "source"
+HANDLER_LOOP = "handler"
+EXPORT_LOOP = "export"
+
+
+def source_loop(resource: str | None = None) -> str:
+    return SOURCE_LOOP if resource is None else f"{SOURCE_LOOP}:{resource}"
 
 # Seconds. Handling is in-memory and takes microseconds, so the buckets start
 # at 1 us: controller-runtime's 5 ms first bucket would hide everything.
@@ -78,6 +93,7 @@ class StatsSnapshot:
     queue_depth: int = 0
     events_added: Mapping[str, int] = field(default_factory=dict)
     events_handled: int = 0
+    events_handled_by_result: Mapping[str, int] = field(default_factory=dict)
     queue_duration: HistogramSnapshot | None = None
     work_duration: HistogramSnapshot | None = None
     # Age of the event being handled right now (0 when idle); with one
@@ -92,9 +108,6 @@ class StatsSnapshot:
     list_duration_seconds: float | None = None
     requests_failed: Mapping[tuple[str, str], int] = field(default_factory=dict)
     last_event_age_seconds: float | None = None
-    pods_cached: int = 0
-    resource_version: str = ""
-    synced: bool = False
     # Export health.
     exports: Mapping[str, int] = field(default_factory=dict)
     last_export_success_age_seconds: float | None = None
@@ -123,10 +136,10 @@ class RuntimeStats:
         self._list_duration: float | None = None
         self._requests_failed: Counter[tuple[str, str]] = Counter()
         self._last_event: float | None = None
-        self._pods_cached = 0
-        self._resource_version = ""
-        self._synced = False
-        self._exports: Counter[str] = Counter()
+        # Exist at zero from the start, as controller-runtime's counters do,
+        # so rate() and increase() work from the first scrape.
+        self._exports: Counter[str] = Counter({"success": 0, "failure": 0})
+        self._events_handled_by_result: Counter[str] = Counter({"success": 0, "error": 0})
         self._last_export_success: float | None = None
         self._last_export_success_wall: float | None = None
         self._export_duration = _Histogram()
@@ -154,6 +167,7 @@ class RuntimeStats:
             self._events_handled += 1
             self._work_duration.observe(seconds)
             self._working_since = None
+            self._events_handled_by_result["success" if error_type is None else "error"] += 1
             if error_type is not None:
                 self._handler_errors[error_type] += 1
 
@@ -165,38 +179,30 @@ class RuntimeStats:
         with self._lock:
             self._pod_problems[(subject, reason)] += 1
 
-    def pods_cached(self, count: int) -> None:
-        with self._lock:
-            self._pods_cached = count
-
     # -- watch ---------------------------------------------------------------
-    def watch_started(self, reason: str, resource: str = "pods") -> None:
+    def watch_started(self, reason: str, resource: str = PODS) -> None:
         with self._lock:
             self._watch_starts[(resource, reason)] += 1
 
-    def relisted(self, resource_version: str, seconds: float | None = None, resource: str = "pods") -> None:
+    def relisted(self, seconds: float | None = None, resource: str = PODS) -> None:
         with self._lock:
             self._relists[resource] += 1
-            if resource != "pods":
+            if resource != PODS:
                 return
-            self._synced = True
-            self._resource_version = resource_version
             self._last_event = self._clock()
             if seconds is not None:
                 self._list_duration = seconds
 
-    def request_failed(self, reason: str, resource: str = "pods") -> None:
+    def request_failed(self, reason: str, resource: str = PODS) -> None:
         with self._lock:
             self._requests_failed[(resource, reason)] += 1
 
-    def progressed(self, resource_version: str, resource: str = "pods") -> None:
-        """An event or bookmark arrived: the pod watch is alive at this version."""
-        if resource != "pods":
+    def progressed(self, resource: str = PODS) -> None:
+        """An event or bookmark arrived: the pod watch is alive."""
+        if resource != PODS:
             return
         with self._lock:
             self._last_event = self._clock()
-            if resource_version:
-                self._resource_version = resource_version
 
     # -- export --------------------------------------------------------------
     def export_finished(self, ok: bool, seconds: float) -> None:
@@ -221,6 +227,7 @@ class RuntimeStats:
                 queue_depth=sum(self._events_added.values()) - self._events_taken,
                 events_added=_frozen(self._events_added),
                 events_handled=self._events_handled,
+                events_handled_by_result=_frozen(self._events_handled_by_result),
                 queue_duration=self._queue_duration.snapshot(),
                 work_duration=self._work_duration.snapshot(),
                 unfinished_work_seconds=0.0 if self._working_since is None else now - self._working_since,
@@ -231,9 +238,6 @@ class RuntimeStats:
                 list_duration_seconds=self._list_duration,
                 requests_failed=_frozen(self._requests_failed),
                 last_event_age_seconds=None if self._last_event is None else now - self._last_event,
-                pods_cached=self._pods_cached,
-                resource_version=self._resource_version,
-                synced=self._synced,
                 exports=_frozen(self._exports),
                 last_export_success_age_seconds=(
                     None if self._last_export_success is None else now - self._last_export_success),

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
 
 import psutil
 
+from agent.pipeline.events import SAMPLE, Event
+from agent.pipeline.queue import EventQueue
+
+from agent.model.node_summary import Usage
 from agent.model.quantity import NANO
 
-__all__ = ["Usage", "UsageSampler", "set_procfs", "busy_cores"]
+__all__ = ["UsageSampler", "HostUsageSource", "set_procfs", "busy_cores"]
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +28,6 @@ log = logging.getLogger(__name__)
 def set_procfs(path: str) -> None:
     """Point psutil at the host's /proc. psutil has one module-wide path, so the CLI sets it once at start."""
     psutil.PROCFS_PATH = path
-
-
-@dataclass(frozen=True)
-class Usage:
-    cpu: int | None  # nano-cores busy over the last interval; None until two samples exist
-    memory: int  # nano-bytes: MemTotal - MemAvailable
 
 
 def _busy_and_total(t) -> tuple[float, float]:
@@ -99,3 +96,29 @@ class UsageSampler:
     def latest(self) -> Usage | None:
         with self._lock:
             return self._latest
+
+
+class HostUsageSource:
+    """Samples the host on its own schedule and hands each reading to the queue.
+
+    Whatever the exporter (OTLP, /metrics only, none), the ``used`` series
+    then move at the export interval: the first delta comes shortly after the
+    baseline, the rest every ``interval``. An unreadable /proc is handed on as
+    ``None``, so the series are absent rather than frozen.
+    """
+
+    def __init__(self, sampler: UsageSampler, queue: EventQueue, interval: float, first_delta: float = 1.0) -> None:
+        self._sampler = sampler
+        self._queue = queue
+        self._interval = interval
+        self._first_delta = min(first_delta, interval)
+
+    def sample_now(self) -> None:
+        self._queue.put(Event(SAMPLE, kind="usage", usage=self._sampler.sample()))
+
+    def run(self, stop: threading.Event) -> None:
+        self.sample_now()
+        wait = self._first_delta
+        while not stop.wait(wait):
+            self.sample_now()
+            wait = self._interval

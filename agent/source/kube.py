@@ -11,17 +11,32 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import urllib3
 
-__all__ = ["ApiError", "KubeApi", "KubeConfigError", "load_configuration", "TRANSPORT_ERRORS"]
+__all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "TransportError", "load_configuration",
+           "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
 
 log = logging.getLogger(__name__)
 
-# What a dead, restarting or unreachable API server raises from urllib3.
-TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, OSError)
+# One watch line is one object: etcd refuses values over 1.5 MiB by default
+# and JSON adds at most a few times that. A longer line is a broken or
+# hostile stream, not a pod.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+
+
+class TransportError(Exception):
+    """The connection failed below HTTP (the kubernetes package's ApiException with status 0: TLS, proxy)."""
+
+
+class LineTooLong(Exception):
+    """A watch line grew past MAX_LINE_BYTES without a newline."""
+
+
+# What a dead, restarting or unreachable API server raises.
+TRANSPORT_ERRORS = (TransportError, urllib3.exceptions.HTTPError, OSError)
 
 
 class KubeConfigError(Exception):
@@ -81,7 +96,9 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 class KubeApi:
     def __init__(self, configuration, connect_timeout: float = 10.0) -> None:
         from kubernetes.client.api_client import ApiClient
+        from kubernetes.client.exceptions import ApiException
 
+        self._api_exception = ApiException
         self._client = ApiClient(configuration)
         self._client.user_agent = "node-requests-agent"
         self._connect_timeout = connect_timeout
@@ -107,7 +124,13 @@ class KubeApi:
             "GET", path, query_params=list(params.items()),
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
         )
-        response = self._client.call_api(method, url, headers, _request_timeout=(self._connect_timeout, read_timeout)).response
+        try:
+            response = self._client.call_api(method, url, headers,
+                                             _request_timeout=(self._connect_timeout, read_timeout)).response
+        except self._api_exception as exc:
+            if exc.status:  # the package raises for some statuses itself; keep them HTTP answers
+                raise ApiError(exc.status, str(exc.reason or ""), "") from None
+            raise TransportError(str(exc.reason or exc).strip().splitlines()[0] or "connection failed") from None
         if not 200 <= response.status <= 299:
             body = response.data
             response.release_conn()
@@ -130,28 +153,20 @@ class KubeApi:
     def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
         return json.loads(self.get_text(path, params, read_timeout))
 
-    def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float) -> Iterator[bytes]:
+    def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float,
+                     max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
         """Yield the newline-delimited lines of a streaming (watch) response.
 
         Each socket read waits at most ``read_timeout``: a half-open
-        connection raises urllib3's ReadTimeoutError instead of hanging.
+        connection raises urllib3's ReadTimeoutError instead of hanging. A
+        line longer than ``max_line`` raises LineTooLong; buffering is linear
+        (each byte is scanned for a newline once).
         """
         response = self._get(path, params, read_timeout)
         with self._streams_lock:
             self._streams.add(response)
-        buffer = b""
         try:
-            for chunk in response.stream(65536, decode_content=True):
-                buffer += chunk
-                while True:
-                    newline = buffer.find(b"\n")
-                    if newline < 0:
-                        break
-                    line, buffer = buffer[:newline], buffer[newline + 1:]
-                    if line.strip():
-                        yield line
-            if buffer.strip():
-                yield buffer
+            yield from split_lines(response.stream(65536, decode_content=True), max_line)
         finally:
             # Dropping the connection (not returning it to the pool) when a
             # consumer stops early: a half-read watch cannot be reused.
@@ -159,3 +174,22 @@ class KubeApi:
                 self._streams.discard(response)
             response.close()
             response.release_conn()
+
+
+def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """Non-blank lines of a chunked byte stream, each at most ``max_line`` bytes."""
+    buffer = bytearray()
+    for chunk in chunks:
+        scanned = len(buffer)
+        buffer += chunk
+        start = 0
+        while (newline := buffer.find(b"\n", scanned)) >= 0:
+            line = bytes(buffer[start:newline])
+            if line.strip():
+                yield line
+            start = scanned = newline + 1
+        del buffer[:start]
+        if len(buffer) > max_line:
+            raise LineTooLong(f"watch line longer than {max_line} bytes")
+    if bytes(buffer).strip():
+        yield bytes(buffer)

@@ -11,6 +11,11 @@
 - Every other failure waits a jittered exponential backoff (0.8 s to 30 s),
   also a watch that ends at once with nothing received, so a failing API
   server never sees a hot loop.
+- Errors are sorted by named predicates and handled in one place,
+  :func:`decide`, as client-go's reflector does; no exception ends the loop.
+  One undecodable event is skipped and counted and the watch goes on; an
+  undecodable answer as a whole (or anything unexpected) relists after backoff.
+- Time is injected (``clock`` and ``wait``), so tests run on virtual time.
 """
 
 from __future__ import annotations
@@ -26,16 +31,18 @@ from typing import Any, Protocol
 
 import urllib3
 
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from agent.model.fields import DecodeError
 from agent.model.node import decode_node
-from agent.model.pod import PodDecodeError, decode_pod
+from agent.model.pod import decode_pod
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import RuntimeStats
+from agent.pipeline.stats import NODES, PODS, UNDECODABLE, RuntimeStats, source_loop
 from agent.source.backoff import Backoff
-from agent.source.kube import TRANSPORT_ERRORS, ApiError
+from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import iter_list
 
-__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "pods_of_node", "node_object"]
+__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "Retry", "decide", "pods_of_node", "node_object",
+           "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
 
 log = logging.getLogger(__name__)
 
@@ -49,27 +56,27 @@ class ListWatchApi(Protocol):
 class Resource:
     """What one reflector lists and watches, and how its objects become events."""
 
-    name: str  # "pods" or "nodes": the bounded ``resource`` attribute of watch metrics
+    name: str  # PODS or NODES: the bounded ``resource`` attribute of watch metrics
     kind: str  # Event.kind: "pod" or "node"
     path: str
     field_selector: str
-    decode: Callable[[Any], Any]  # raises PodDecodeError for an unidentifiable object
+    decode: Callable[[Any], Any]  # raises DecodeError for an unidentifiable object
     event: Callable[[str, Any], Event]
-    relist: Callable[[tuple], Event]
+    relist: Callable[[tuple, str], Event]
 
 
 def pods_of_node(node_name: str) -> Resource:
     """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache)."""
-    return Resource("pods", "pod", "/api/v1/pods", f"spec.nodeName={node_name}", decode_pod,
+    return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", decode_pod,
                     lambda kind, pod: Event(kind, pod=pod, resource_version=pod.resource_version),
-                    lambda pods: Event(RELIST, pods=pods))
+                    lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv))
 
 
 def node_object(node_name: str) -> Resource:
     """The agent's own Node object."""
-    return Resource("nodes", "node", "/api/v1/nodes", f"metadata.name={node_name}", decode_node,
+    return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", decode_node,
                     lambda kind, node: Event(kind, kind="node", node=node, resource_version=node.resource_version),
-                    lambda nodes: Event(RELIST, kind="node", node=nodes[0] if nodes else None))
+                    lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv))
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,71 @@ class ReflectorSettings:
     short_watch: float = 1.0
 
 
-class _WatchEnded(Exception):
-    """The stream ended; ``reason`` says how, for the watch-starts counter."""
+class ShortWatch(Exception):
+    """A watch ended at once with nothing received: a failure, or a loop would be hot."""
+
+
+class UndecodableEvent(ValueError):
+    """One watch line that is not a usable event; it is skipped and the watch goes on."""
+
+
+# -- named predicates (client-go: isExpiredError, isTooManyRequestsError, ...) ---------
+def is_expired(exc: BaseException) -> bool:
+    """410 Gone: the resourceVersion was compacted; only a relist helps."""
+    return isinstance(exc, ApiError) and exc.status == 410
+
+
+def is_too_many_requests(exc: BaseException) -> bool:
+    return isinstance(exc, ApiError) and exc.status == 429
+
+
+def is_unauthorized(exc: BaseException) -> bool:
+    """401/403: a token expired or was rotated; retrying with backoff lets the refreshed one in."""
+    return isinstance(exc, ApiError) and exc.status in (401, 403)
+
+
+def is_transport(exc: BaseException) -> bool:
+    return isinstance(exc, TRANSPORT_ERRORS)
+
+
+def is_undecodable(exc: BaseException) -> bool:
+    """A body or line that is not the JSON the API server sends (bad bytes, nesting too deep, wrong shape)."""
+    return isinstance(exc, (ValueError, RecursionError, LineTooLong)) and not isinstance(exc, ApiError)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What to do after a failure: a bounded reason, whether to relist, whether to back off first."""
+
+    reason: str
+    relist: bool
+    backoff: bool = True
+    retry_after: float | None = None
+
+
+def decide(exc: BaseException, expired_in_row: int = 1) -> Retry:
+    """The one place that turns an error into the next step."""
+    if is_expired(exc):
+        # client-go relists at once after a 410; a server that keeps answering 410 still gets backoff.
+        return Retry("expired", relist=True, backoff=expired_in_row > 1)
+    if isinstance(exc, ShortWatch):
+        return Retry("short_watch", relist=False)
+    if is_too_many_requests(exc):
+        return Retry("http_429", relist=False, retry_after=exc.retry_after)  # type: ignore[union-attr]
+    if is_unauthorized(exc):
+        return Retry("unauthorized", relist=False)
+    if isinstance(exc, ApiError):
+        status = exc.status
+        return Retry(f"http_{status}" if status in (500, 503, 504) else "http_error", relist=False,
+                     retry_after=exc.retry_after)
+    if is_transport(exc):
+        return Retry("transport", relist=False)
+    if isinstance(exc, LineTooLong):
+        return Retry("line_too_long", relist=True)
+    if is_undecodable(exc):
+        return Retry("undecodable", relist=True)
+    # A bug or a failure nobody foresaw: the same path as the known ones, never the end of the loop.
+    return Retry("unexpected", relist=True)
 
 
 class Reflector:
@@ -99,24 +169,34 @@ class Reflector:
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[threading.Event, float], object] = threading.Event.wait,
     ) -> None:
         self._api = api
         self._resource = resource
-        self._selector = resource.field_selector
         self._queue = queue
         self._stats = stats
         self._settings = settings
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(clock=clock)
         self._rng = rng or random.Random()
         self._clock = clock
+        self._wait = wait
+        self._loop = source_loop(resource.name)
         self.resource_version = ""
 
+    # -- resourceVersion accessors (client-go: relistResourceVersion, LastSyncResourceVersion) ------------
+    @staticmethod
+    def list_resource_version() -> str:
+        """Every LIST reads the watch cache ("0"): cheap for the API server, at most slightly stale."""
+        return "0"
+
+    def watch_resource_version(self) -> str:
+        """The newest version seen (LIST, event or bookmark): the watch resumes exactly after it."""
+        return self.resource_version
+
     def run(self, stop: threading.Event) -> None:
-        need_list = True
-        reason = "initial"
-        expired_in_row = 0
+        need_list, reason, expired_in_row = True, "initial", 0
         while not stop.is_set():
-            self._stats.heartbeat(f"source:{self._resource.name}")
+            self._stats.heartbeat(self._loop)
             try:
                 if need_list:
                     self._list()
@@ -124,85 +204,84 @@ class Reflector:
                 self._stats.watch_started(reason, self._resource.name)
                 reason = self._watch(stop)
                 expired_in_row = 0
-            except ApiError as exc:
-                if exc.expired:
-                    log.info("resourceVersion %s expired (410); relisting", self.resource_version)
-                    need_list, reason = True, "expired"
-                    self._stats.request_failed(reason, self._resource.name)
-                    expired_in_row += 1
-                    # client-go relists at once after a 410; a server that
-                    # keeps answering 410 still gets backoff.
-                    if expired_in_row > 1:
-                        self._wait(stop)
-                else:
-                    reason = f"http_{exc.status}" if exc.status in (429, 500, 503, 504) else "http_error"
-                    self._stats.request_failed(reason, self._resource.name)
-                    log.warning("API request failed: %s", exc)
-                    self._wait(stop, exc.retry_after)
-            except TRANSPORT_ERRORS as exc:
+            except Exception as exc:  # noqa: BLE001 - every error goes through decide()
                 if stop.is_set():
                     return  # the stream was interrupted for shutdown
-                reason = "transport"
-                self._stats.request_failed(reason, self._resource.name)
-                log.warning("API connection failed: %s", exc.__class__.__name__ if not str(exc) else exc)
-                self._wait(stop)
-            except _WatchEnded as exc:
-                reason = str(exc)
-                self._stats.request_failed(reason, self._resource.name)
-                self._wait(stop)
-            except ValueError as exc:  # a corrupt line or body
-                reason = "decode"
-                self._stats.request_failed(reason, self._resource.name)
-                log.warning("undecodable API answer: %s", exc)
-                self._wait(stop)
+                expired_in_row = expired_in_row + 1 if is_expired(exc) else 0
+                retry = decide(exc, expired_in_row)
+                self._report(retry, exc)
+                reason = retry.reason
+                need_list = need_list or retry.relist
+                if retry.backoff:
+                    self._pause(stop, retry.retry_after)
 
-    def _wait(self, stop: threading.Event, retry_after: float | None = None) -> None:
+    def _report(self, retry: Retry, exc: BaseException) -> None:
+        self._stats.request_failed(retry.reason, self._resource.name)
+        what = self._resource.name
+        if retry.reason == "expired":
+            log.info("%s resourceVersion %s expired (410); relisting", what, self.resource_version)
+        elif retry.reason == "unexpected":
+            log.error("%s source: unexpected %s; relisting after backoff", what, type(exc).__name__, exc_info=exc)
+        elif retry.reason != "short_watch":
+            log.warning("%s source: %s (%s)%s", what, retry.reason, str(exc) or type(exc).__name__,
+                        "; relisting" if retry.relist else "")
+
+    def _pause(self, stop: threading.Event, retry_after: float | None = None) -> None:
         delay = self._backoff.next_delay()
         if retry_after is not None:
             delay = max(delay, min(retry_after, self._backoff.maximum))
-        stop.wait(delay)
+        self._wait(stop, delay)
 
     def _list(self) -> None:
         started = self._clock()
         body = self._api.get_text(
             self._resource.path,
-            {"fieldSelector": self._selector, "resourceVersion": "0"},
+            {"fieldSelector": self._resource.field_selector, "resourceVersion": self.list_resource_version()},
             read_timeout=self._settings.list_timeout,
         )
         fields, items = iter_list(body)
         del body  # the items iterator holds the text; nothing else needs it
-        records = []
-        for item in items:
-            try:
-                records.append(self._resource.decode(item))
-            except PodDecodeError as exc:
-                self._stats.handler_error("undecodable_object")
-                log.warning("skipping unidentifiable object in LIST: %s", exc)
+        records = [r for r in map(self._decode, items) if r is not None]
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
         self.resource_version = str(meta.get("resourceVersion") or "")
-        self._queue.put(self._resource.relist(tuple(records)))
-        self._stats.relisted(self.resource_version, self._clock() - started, self._resource.name)
+        self._queue.put(self._resource.relist(tuple(records), self.resource_version))
+        self._stats.relisted(self._clock() - started, self._resource.name)
         log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource.name,
                  self.resource_version, self._clock() - started)
+
+    def _decode(self, obj: Any) -> Any:
+        """The record for one object, or None (counted) when it cannot be identified."""
+        try:
+            return self._resource.decode(obj)
+        except (DecodeError, RecursionError) as exc:
+            self._stats.handler_error(UNDECODABLE)
+            log.warning("skipping unidentifiable %s object: %s", self._resource.name, exc)
+            return None
 
     def _watch(self, stop: threading.Event) -> str:
         """Watch until the stream ends; return why, as the next start's reason."""
         s = self._settings
         params = {
-            "fieldSelector": self._selector,
+            "fieldSelector": self._resource.field_selector,
             "watch": "true",
             "allowWatchBookmarks": "true",
-            "resourceVersion": self.resource_version,
+            "resourceVersion": self.watch_resource_version(),
             "timeoutSeconds": str(self._rng.randint(s.min_watch_timeout, s.max_watch_timeout)),
         }
         started = self._clock()
         received = 0
         try:
             for line in self._api.stream_lines(self._resource.path, params, read_timeout=s.read_timeout):
-                self._stats.heartbeat(f"source:{self._resource.name}")
-                self._dispatch(json.loads(line))
+                self._stats.heartbeat(self._loop)
                 received += 1
+                try:
+                    self._dispatch(_parse_event(line))
+                except UndecodableEvent as exc:
+                    # Skipped, counted, and the watch goes on: resuming from the
+                    # same version would read the same poison line forever.
+                    self._stats.request_failed("undecodable_event", self._resource.name)
+                    log.warning("skipping undecodable %s watch event: %s", self._resource.name, exc)
                 if stop.is_set():
                     return "stopped"
         except urllib3.exceptions.ReadTimeoutError:
@@ -210,34 +289,36 @@ class Reflector:
             # The wait already happened, so resume without backoff.
             return "read_timeout"
         if received == 0 and self._clock() - started < s.short_watch:
-            raise _WatchEnded("short_watch")
+            raise ShortWatch("watch ended at once with nothing received")
         self._backoff.reset()
         return "stream_end"
 
-    def _dispatch(self, raw: Any) -> None:
-        if not isinstance(raw, dict):
-            raise ValueError("watch event is not an object")
-        kind = raw.get("type")
-        obj = raw.get("object")
+    def _dispatch(self, raw: dict[str, Any]) -> None:
+        kind, obj = raw.get("type"), raw.get("object")
         if kind == "ERROR":
             raise ApiError.from_status(obj if isinstance(obj, dict) else {}, 500)
         if kind not in (ADDED, MODIFIED, DELETED, BOOKMARK) or not isinstance(obj, dict):
-            raise ValueError(f"unexpected watch event type {kind!r}")
+            raise UndecodableEvent(f"unexpected watch event type {str(kind)[:40]!r}")
         if kind == BOOKMARK:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            rv = str(meta.get("resourceVersion") or "")
-            event = Event(BOOKMARK, resource_version=rv, kind=self._resource.kind)
+            event = Event(BOOKMARK, resource_version=str(meta.get("resourceVersion") or ""), kind=self._resource.kind)
         else:
-            try:
-                record = self._resource.decode(obj)
-            except PodDecodeError as exc:
-                self._stats.handler_error("undecodable_object")
-                log.warning("skipping unidentifiable object in %s event: %s", kind, exc)
+            record = self._decode(obj)
+            if record is None:
                 return
             event = self._resource.event(kind, record)
-            rv = event.resource_version
         self._queue.put(event)
-        if rv:
-            self.resource_version = rv
-        self._stats.progressed(rv, self._resource.name)
+        if event.resource_version:
+            self.resource_version = event.resource_version
+        self._stats.progressed(self._resource.name)
 
+
+def _parse_event(line: bytes) -> dict[str, Any]:
+    """One watch line as a JSON object; anything else is an UndecodableEvent."""
+    try:
+        raw = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's limit
+        raise UndecodableEvent(f"{type(exc).__name__}: {str(exc)[:120]}") from None
+    if not isinstance(raw, dict):
+        raise UndecodableEvent(f"watch line is a JSON {type(raw).__name__}, not an object")
+    return raw

@@ -19,9 +19,10 @@ from typing import Any
 from agent.source.documents import DumpError, nodes_of, pods_of, read_documents
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
 from agent.model.node import NodeRecord, decode_node
-from agent.model.pod import PodDecodeError, PodRecord, decode_pod
+from agent.model.fields import DecodeError
+from agent.model.pod import PodRecord, decode_pod
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import RuntimeStats
+from agent.pipeline.stats import UNDECODABLE, RuntimeStats, source_loop
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 
@@ -52,8 +53,8 @@ class ReplaySource:
     def _decode(self, obj: Any) -> PodRecord | None:
         try:
             pod = decode_pod(obj)
-        except PodDecodeError as exc:
-            self._stats.handler_error("undecodable_pod")
+        except DecodeError as exc:
+            self._stats.handler_error(UNDECODABLE)
             log.warning("skipping unidentifiable object in capture: %s", exc)
             return None
         # The field selector the live source would have applied.
@@ -63,19 +64,43 @@ class ReplaySource:
         for obj in nodes_of(doc):
             try:
                 node = decode_node(obj)
-            except PodDecodeError as exc:
+            except DecodeError as exc:
+                self._stats.handler_error(UNDECODABLE)
                 log.warning("skipping unidentifiable node in capture: %s", exc)
                 continue
             if node.name == self._node:
                 return node
         return None
 
+    def _replay_event(self, doc: Any) -> None:
+        kind = doc.get("type", ADDED) if isinstance(doc, dict) and "object" in doc else ADDED
+        node = self._node_in(doc)
+        if node is not None:
+            if kind in (ADDED, MODIFIED, DELETED):
+                self._put(Event(kind, kind="node", node=node, resource_version=node.resource_version))
+            return
+        if kind == BOOKMARK:
+            return
+        if kind not in (ADDED, MODIFIED, DELETED):
+            log.warning("skipping %s event in capture", kind)
+            return
+        for obj in pods_of(doc):
+            pod = self._decode(obj)
+            if pod is not None:
+                self._put(Event(kind, pod=pod, resource_version=pod.resource_version))
+
     def _put(self, event: Event) -> None:
         self._queue.put(event)
-        self._stats.progressed(event.resource_version)
+        self._stats.progressed()
+
+    def _relist(self, pods: tuple[PodRecord, ...] = (), node: NodeRecord | None = None, rv: str = "") -> None:
+        """What the live source's two LISTs hand on: exactly these pods, and the Node (or none)."""
+        self._put(Event(RELIST, pods=pods, resource_version=rv))
+        self._put(Event(RELIST, kind="node", node=node))
+        self._stats.relisted()
 
     def run(self, stop: threading.Event) -> None:
-        self._stats.heartbeat("source")
+        self._stats.heartbeat(source_loop())
         try:
             listed = False
             for doc in self._docs:
@@ -83,42 +108,19 @@ class ReplaySource:
                     return
                 if isinstance(doc, dict) and isinstance(doc.get("items"), list):
                     pods = tuple(p for p in map(self._decode, pods_of(doc)) if p is not None)
-                    rv = str((doc.get("metadata") or {}).get("resourceVersion") or "")
-                    self._put(Event(RELIST, pods=pods, resource_version=rv))
-                    self._put(Event(RELIST, kind="node", node=self._node_in(doc)))
-                    self._stats.relisted(rv)
+                    self._relist(pods, self._node_in(doc), str((doc.get("metadata") or {}).get("resourceVersion") or ""))
                     listed = True
                     continue
-                if not listed:
-                    # A capture that starts with watch events: start from empty.
-                    self._put(Event(RELIST))
-                    self._put(Event(RELIST, kind="node"))
-                    self._stats.relisted("")
+                if not listed:  # a capture that starts with watch events: start from empty
+                    self._relist()
                     listed = True
-                node = self._node_in(doc)
-                if node is not None:
-                    kind = doc.get("type", ADDED) if isinstance(doc, dict) and "object" in doc else ADDED
-                    if kind in (ADDED, MODIFIED, DELETED):
-                        self._put(Event(kind, kind="node", node=node, resource_version=node.resource_version))
-                    continue
-                kind = doc.get("type", ADDED) if isinstance(doc, dict) and "object" in doc else ADDED
-                if kind == BOOKMARK:
-                    continue
-                if kind not in (ADDED, MODIFIED, DELETED):
-                    log.warning("skipping %s event in capture", kind)
-                    continue
-                for obj in pods_of(doc):
-                    pod = self._decode(obj)
-                    if pod is not None:
-                        self._put(Event(kind, pod=pod, resource_version=pod.resource_version))
+                self._replay_event(doc)
             if not listed:
-                self._put(Event(RELIST))
-                self._put(Event(RELIST, kind="node"))
-                self._stats.relisted("")
+                self._relist()
         except DumpError as exc:
             log.error("capture is unusable: %s", exc)
         finally:
             self.finished.set()
         # A finished replay is not a stuck source: keep reporting alive.
         while not stop.wait(1.0):
-            self._stats.heartbeat("source")
+            self._stats.heartbeat(source_loop())
