@@ -1,10 +1,8 @@
 """node-requests-agent: what each pod on this node costs the cluster-autoscaler.
 
-Data flows one way: Kubernetes source (``agent.source``) -> event queue
-(``agent.pipeline.queue``) -> handler (``agent.pipeline.handler``) -> node state
-(``agent.pipeline.state``) -> exporters (``agent.export``). The numbers themselves are
-pure functions: ``agent.model.quantity``, ``agent.model.pod_requests``, ``agent.model.neon`` and
-``agent.model.valuation``. Wiring happens in ``agent.cli`` only.
+Data flows one way, one folder a step: ``agent.source`` -> ``agent.pipeline``
+(queue, handler, state) -> ``agent.export``. ``agent.model`` holds the pure
+computation every step uses. Wiring happens in ``agent.cli`` only.
 """
 
 __version__ = "0.1.0"

@@ -290,15 +290,46 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(b"")
 
     def _watch(self, fake: FakeApiServer, kind: str, query: dict[str, list[str]], matches) -> None:
-        timeout = float(query.get("timeoutSeconds", ["1800"])[0])
+        """A watch as the API server's watch cache serves it: history after the version, then live changes."""
+        deadline = time.monotonic() + float(query.get("timeoutSeconds", ["1800"])[0])
         bookmarks = query.get("allowWatchBookmarks", [""])[0] == "true"
-        rv_text = query.get("resourceVersion", [""])[0]
-        deadline = time.monotonic() + timeout
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
+        start = self._watch_start(fake, kind, query.get("resourceVersion", [""])[0])
+        if start is None:
+            return
+        generation, pending, cursor = start
+        last_bookmark = time.monotonic()
+        while True:
+            for change in pending:
+                if matches(change.obj):
+                    self._chunk(json.dumps({"type": change.type, "object": change.obj}).encode() + b"\n")
+            with fake._lock:
+                why = self._wait_for_news(fake, kind, generation, cursor, deadline,
+                                          last_bookmark + fake.bookmark_interval if bookmarks else None)
+                if why == "dropped":
+                    return self._drop()
+                if why == "compacted":
+                    # Compacted past this watcher before it caught up: like a
+                    # watch cache closing a watcher that fell too far behind.
+                    return self._expired(cursor, fake._compacted)
+                pending = _after(fake._history[kind], cursor)
+                cursor = pending[-1].rv if pending else cursor
+                rv_now = fake._rv
+            if why == "deadline" and not pending:
+                self._chunk(b"")  # clean end of stream
+                return
+            if why == "bookmark" and not pending:
+                last_bookmark = time.monotonic()
+                self._chunk(json.dumps({"type": "BOOKMARK", "object": {
+                    "kind": "Pod" if kind == "pods" else "Node", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(rv_now)}}}).encode() + b"\n")
+
+    def _watch_start(self, fake: FakeApiServer, kind: str, rv_text: str):
+        """(generation, changes to send first, cursor), or None when the watch already ended (hang, 410)."""
         with fake._lock:
             generation = fake._generation
             if fake._hang_watches:
@@ -306,58 +337,40 @@ class _Handler(BaseHTTPRequestHandler):
                 while fake._hang_watches and generation == fake._generation and fake._server is not None:
                     fake._lock.wait(0.1)
                 self.close_connection = True
-                return
+                return None
             if rv_text in ("", "0"):
                 # "Start at most recent": synthetic ADDED for the current state.
-                pending = [_Change(fake._rv, "ADDED", copy.deepcopy(o)) for o in fake._objects[kind].values()]
-                cursor = fake._rv
-            else:
-                cursor = int(rv_text)
-                if cursor < fake._compacted:
-                    return self._expired(cursor, fake._compacted)
-                pending = _after(fake._history[kind], cursor)
-                cursor = max([cursor] + [c.rv for c in pending[-1:]])
-        last_bookmark = time.monotonic()
+                current = [_Change(fake._rv, "ADDED", copy.deepcopy(o)) for o in fake._objects[kind].values()]
+                return generation, current, fake._rv
+            cursor = int(rv_text)
+            if cursor < fake._compacted:
+                self._expired(cursor, fake._compacted)
+                return None
+            pending = _after(fake._history[kind], cursor)
+            return generation, pending, max([cursor] + [c.rv for c in pending[-1:]])
+
+    @staticmethod
+    def _wait_for_news(fake: FakeApiServer, kind: str, generation: int, cursor: int, deadline: float,
+                       bookmark_due: float | None) -> str:
+        """Block (holding fake._lock) until there is something to tell the watcher; say what, in one word."""
         while True:
-            for change in pending:
-                if matches(change.obj):
-                    self._chunk(json.dumps({"type": change.type, "object": change.obj}).encode() + b"\n")
-            with fake._lock:
-                while True:
-                    if generation != fake._generation or fake._server is None:
-                        # Dropped: close without the terminating chunk.
-                        self.close_connection = True
-                        try:
-                            self.connection.shutdown(socket.SHUT_RDWR)
-                        except OSError:
-                            pass
-                        return
-                    now = time.monotonic()
-                    if now >= deadline:
-                        break
-                    if cursor < fake._compacted or (fake._history[kind] and fake._history[kind][-1].rv > cursor):
-                        break
-                    if bookmarks and now - last_bookmark >= fake.bookmark_interval:
-                        break
-                    fake._lock.wait(min(0.05, deadline - now))
-                if cursor < fake._compacted:
-                    # Compacted past this watcher before it caught up: like a
-                    # watch cache closing a watcher that fell too far behind.
-                    compacted = fake._compacted
-                    break_out = True
-                else:
-                    break_out = False
-                pending = [] if break_out else _after(fake._history[kind], cursor)
-                if pending:
-                    cursor = pending[-1].rv
-                rv_now = fake._rv
-            if break_out:
-                return self._expired(cursor, compacted)
-            if time.monotonic() >= deadline and not pending:
-                self._chunk(b"")  # clean end of stream
-                return
-            if bookmarks and not pending and time.monotonic() - last_bookmark >= fake.bookmark_interval:
-                last_bookmark = time.monotonic()
-                self._chunk(json.dumps({"type": "BOOKMARK", "object": {
-                    "kind": "Pod" if kind == "pods" else "Node", "apiVersion": "v1",
-                    "metadata": {"resourceVersion": str(rv_now)}}}).encode() + b"\n")
+            if generation != fake._generation or fake._server is None:
+                return "dropped"
+            if cursor < fake._compacted:
+                return "compacted"
+            if fake._history[kind] and fake._history[kind][-1].rv > cursor:
+                return "change"
+            now = time.monotonic()
+            if now >= deadline:
+                return "deadline"
+            if bookmark_due is not None and now >= bookmark_due:
+                return "bookmark"
+            fake._lock.wait(min(0.05, deadline - now))
+
+    def _drop(self) -> None:
+        """Close without the terminating chunk, as a dropped connection does."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

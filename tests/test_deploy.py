@@ -126,7 +126,8 @@ def test_daemonset_policy(agent_objects):
 def test_dockerfile_install_steps_give_a_working_console_script(tmp_path):
     dockerfile = (ROOT / "Dockerfile").read_text()
     bases = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    assert bases and all(re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+(?: AS \w+)?", b) or ":" in b and "latest" not in b for b in bases)
+    # Every base is a fully pinned patch release of the slim image (a digest may be added at build time).
+    assert bases and all(re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+(?:@sha256:[0-9a-f]{64})?", b) for b in bases), bases
     assert re.search(r"^USER 65532:65532$", dockerfile, re.M)
     assert 'ENTRYPOINT ["node-requests-agent", "run"]' in dockerfile
     assert "pip install --no-cache-dir ." in dockerfile

@@ -146,9 +146,15 @@ class KubeApi:
     def get_text(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> str:
         response = self._get(path, params, read_timeout)
         try:
-            return response.data.decode("utf-8")
+            data = response.data
         finally:
             response.release_conn()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # The API server only sends UTF-8; a bad byte in one string must not cost every other object.
+            log.warning("answer from %s is not valid UTF-8 (%s); reading it with replacement characters", path, exc)
+            return data.decode("utf-8", errors="replace")
 
     def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
         return json.loads(self.get_text(path, params, read_timeout))

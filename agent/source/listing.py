@@ -10,9 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["iter_list"]
+__all__ = ["iter_list", "Unparsable"]
+
+
+class Unparsable(NamedTuple):
+    """An item of ``items`` that is not JSON the parser can read (bad syntax, nesting past its limit).
+
+    Yielded in its place so the caller can count it; the items around it are kept.
+    """
+
+    offset: int
+    reason: str
 
 _decoder = json.JSONDecoder()
 _WS = " \t\n\r"
@@ -67,7 +77,12 @@ def _items(body: str, pos: int, fields: dict[str, Any]) -> Iterator[Any]:
         pos += 1
     else:
         while True:
-            item, pos = _decoder.raw_decode(body, _skip(body, pos))
+            start = _skip(body, pos)
+            try:
+                item, pos = _decoder.raw_decode(body, start)
+            except (ValueError, RecursionError) as exc:
+                pos = _end_of_value(body, start)
+                item = Unparsable(start, type(exc).__name__)
             yield item
             pos = _skip(body, pos)
             if body.startswith(",", pos):
@@ -84,3 +99,33 @@ def _items(body: str, pos: int, fields: dict[str, Any]) -> Iterator[Any]:
         fields[key] = value
         pos = _skip(body, pos)
     _expect(body, pos, "}")
+
+
+def _end_of_value(text: str, pos: int) -> int:
+    """Where the JSON value at ``pos`` ends, by bracket depth outside strings: one linear scan.
+
+    Used only to step over an item the parser refused, so the next item can be read.
+    """
+    depth, in_string, escaped = 0, False, False
+    for i in range(pos, len(text)):
+        c = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            if depth == 0:
+                return i  # the end of the enclosing list: the bad item ran up to here
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == "," and depth == 0:
+            return i
+    raise ValueError("LIST answer ends inside an item")

@@ -39,7 +39,7 @@ from agent.pipeline.queue import EventQueue
 from agent.pipeline.stats import NODES, PODS, UNDECODABLE, RuntimeStats, source_loop
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
-from agent.source.listing import iter_list
+from agent.source.listing import Unparsable, iter_list
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "Retry", "decide", "pods_of_node", "node_object",
            "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
@@ -252,6 +252,11 @@ class Reflector:
 
     def _decode(self, obj: Any) -> Any:
         """The record for one object, or None (counted) when it cannot be identified."""
+        if isinstance(obj, Unparsable):
+            self._stats.handler_error(UNDECODABLE)
+            log.warning("skipping unparsable %s item at offset %d of the LIST (%s)", self._resource.name, obj.offset,
+                        obj.reason)
+            return None
         try:
             return self._resource.decode(obj)
         except (DecodeError, RecursionError) as exc:
