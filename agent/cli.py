@@ -11,7 +11,8 @@ import threading
 from collections.abc import Sequence
 
 from agent import __version__
-from agent.config import EXPORTERS, Config, ConfigError, from_sources
+from agent.config import EXPORTERS, Config, ConfigError, from_sources, kubernetes_version
+from agent.model.rules import NEWEST
 
 log = logging.getLogger("agent")
 
@@ -55,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
     explain.add_argument("--node-file", metavar="FILE",
                          help="a Node object (JSON or YAML) for the node comparisons; a Node inside the input works too")
+    explain.add_argument("--kubernetes-version", metavar="X.Y",
+                         help=f"count requests with this Kubernetes release's rules (default {NEWEST}, the newest supported)")
     return parser
 
 
@@ -64,7 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "run")
     args = _parser().parse_args(argv)
     if args.command == "explain":
-        return _explain(args.file, args.output, args.node_file)
+        try:
+            version = kubernetes_version(args.kubernetes_version)
+        except ConfigError as exc:
+            print(f"node-requests-agent explain: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        return _explain(args.file, args.output, args.node_file, version)
     try:
         config = from_sources(vars(args), os.environ)
     except ConfigError as exc:
@@ -78,9 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
 
-def _explain(path: str, output: str, node_file: str | None = None) -> int:
+def _explain(path: str, output: str, node_file: str | None = None, version=None) -> int:
     from agent.source.documents import DumpError, read_documents
     from agent.explain import explain_json, explain_table, node_from_documents, records_from_documents
+    from agent.model.rules import rules_for
+
+    rules, warning = (NEWEST, None) if version is None else rules_for(version)
+    if warning:
+        print(f"node-requests-agent explain: {warning}", file=sys.stderr)
 
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
@@ -95,7 +108,7 @@ def _explain(path: str, output: str, node_file: str | None = None) -> int:
         return EXIT_CONFIG
     for reason in skipped:
         print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
-    print(explain_json(records, node) if output == "json" else explain_table(records, node))
+    print(explain_json(records, rules, node) if output == "json" else explain_table(records, rules, node))
     return 0
 
 
@@ -121,10 +134,10 @@ class Agent:
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
             sources.append(self.host_usage)
+        self.handler = Handler(self.state, self.stats)
         self.telemetry = build_telemetry(self.state, self.stats, build_exporter(config.exporter, config.otlp_protocol),
                                          interval=float("inf") if config.once else config.export_interval,
                                          timeout=config.export_timeout, service_version=__version__)
-        self.handler = Handler(self.state, self.stats)
         self.debug = self._debug_server()
         self._threads = [
             *(threading.Thread(target=s.run, args=(self.stop_event,), name=f"source-{i}", daemon=True)

@@ -10,6 +10,7 @@ from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SA
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import HANDLER_LOOP, RuntimeStats
+from agent.model.rules import NEWEST, Rules
 from agent.model.valuation import PodValue, reevaluate
 
 __all__ = ["Handler"]
@@ -18,9 +19,10 @@ log = logging.getLogger(__name__)
 
 
 class Handler:
-    def __init__(self, state: NodeState, stats: RuntimeStats) -> None:
+    def __init__(self, state: NodeState, stats: RuntimeStats, rules: Rules = NEWEST) -> None:
         self._state = state
         self._stats = stats
+        self._rules = rules
 
     def handle(self, event: Event) -> None:
         if event.kind == "pod":
@@ -31,14 +33,14 @@ class Handler:
             self._state.set_usage(event.usage)
         elif event.type in (ADDED, MODIFIED) and event.pod is not None:
             previous = self._state.get(event.pod.uid)
-            value = reevaluate(event.pod, previous)
+            value = reevaluate(event.pod, previous, self._rules)
             self._state.upsert(value)
             self._report_problems(value, previous)
         elif event.type == DELETED and event.pod is not None:
             self._state.remove(event.pod.uid)
         elif event.type == RELIST:
             known = {v.uid: v for v in self._state.pods()}
-            values = [reevaluate(p, known.get(p.uid)) for p in event.pods]
+            values = [reevaluate(p, known.get(p.uid), self._rules) for p in event.pods]
             removed = self._state.replace(values)
             for value in values:
                 self._report_problems(value, known.get(value.uid))
