@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--procfs", metavar="PATH",
                      help="the host's /proc for the used series (env HOST_PROC; default /host/proc if present, else /proc; 'off')")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
+    run.add_argument("--kubernetes-version", metavar="X.Y",
+                     help="count requests with this Kubernetes release's rules (default: the API server's own version "
+                          "from /version, re-read after every relist; the newest supported with --replay)")
 
     explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",
                              description="Read a Pod, PodList, `kubectl get -o json` List or a watch capture "
@@ -134,7 +137,7 @@ class Agent:
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
             sources.append(self.host_usage)
-        self.handler = Handler(self.state, self.stats)
+        self.handler = Handler(self.state, self.stats, self._kubernetes_info())
         self.telemetry = build_telemetry(self.state, self.stats, build_exporter(config.exporter, config.otlp_protocol),
                                          interval=float("inf") if config.once else config.export_interval,
                                          timeout=config.export_timeout, service_version=__version__)
@@ -168,8 +171,32 @@ class Agent:
             raise ConfigError(str(exc)) from None
         settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
                                      max_watch_timeout=config.watch_timeout[1])
-        return [Reflector(self.api, target(config.node_name), self.queue, self.stats, settings)
-                for target in (pods_of_node, node_object)]
+        version = None
+        if config.kubernetes_version is None:
+            from agent.source.server_version import ServerVersionSource
+
+            version = ServerVersionSource(self.api, self.queue, self.stats)
+        pods = Reflector(self.api, pods_of_node(config.node_name), self.queue, self.stats, settings,
+                         on_list=version.relisted if version is not None else None)
+        node = Reflector(self.api, node_object(config.node_name), self.queue, self.stats, settings)
+        return [pods, node] + ([version] if version is not None else [])
+
+    def _kubernetes_info(self):
+        """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""
+        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
+        from agent.model.rules import rules_for
+
+        version = self.config.kubernetes_version
+        if version is None:
+            if self.config.replay:
+                log.info("replay: pod requests follow the Kubernetes %s rules (the newest supported; "
+                         "--kubernetes-version chooses another)", DEFAULT_KUBERNETES.rules)
+            return DEFAULT_KUBERNETES
+        rules, warning = rules_for(version)
+        if warning:
+            log.warning("%s", warning)
+        log.info("--kubernetes-version %s: pod requests follow the Kubernetes %s rules", version, rules)
+        return KubernetesInfo(rules, "", "flag", warning)
 
     def _host_usage_source(self):
         if not self.config.procfs:

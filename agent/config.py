@@ -44,6 +44,8 @@ class Config:
     # The host's /proc for the "used" series; None turns them off.
     procfs: str | None = None
     log_level: str = "INFO"
+    # --kubernetes-version: whose request rules to use; None reads the API server's /version.
+    kubernetes_version: KubernetesVersion | None = None
 
 
 def _seconds(value: str | float | None, name: str, default: float, millis: bool = False) -> float:
@@ -125,4 +127,5 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=debug_address,
         procfs=procfs,
         log_level=level,
+        kubernetes_version=kubernetes_version(args.get("kubernetes_version")),
     )

@@ -35,6 +35,7 @@ def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     (["--node-name", "n", "--once"], {}, "--replay"),
     (["--node-name", "n", "--kubeconfig", "/nonexistent/kubeconfig"], {}, "Kubernetes configuration"),
     (["--node-name", "n", "--replay", "/nonexistent/capture.json"], {}, "capture"),
+    (["--node-name", "n", "--kubernetes-version", "latest"], {}, "--kubernetes-version: not a Kubernetes version"),
 ])
 def test_invalid_configuration_exits_2_with_one_line(args, env, words):
     result = run("run", *args, env=env)
