@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -217,15 +218,35 @@ class Agent:
             self.api.close()
 
 
-def run(config: Config) -> int:
-    agent = Agent(config)
+def _install_signal_handlers(agent: Agent) -> None:
+    """TERM and INT: final export, exit 0. QUIT: the same, after dumping every thread's stack (a daemon's
+    "what are you doing?"). HUP: nothing to reload, so it is logged and ignored rather than killing the agent."""
 
-    def on_signal(signum, frame):
+    def stop(signum, frame):
         log.info("received %s; exporting once more and exiting", signal.Signals(signum).name)
         agent.stop_event.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def quit_with_stacks(signum, frame):
+        try:
+            faulthandler.dump_traceback(all_threads=True)
+        except (OSError, ValueError):  # stderr closed
+            pass
+        stop(signum, frame)
+
+    def ignore(signum, frame):
+        log.info("received SIGHUP; nothing to reload (configuration comes from flags and environment), ignoring it")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGQUIT, quit_with_stacks)
+    signal.signal(signal.SIGHUP, ignore)
+
+
+def run(config: Config) -> int:
+    # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
+    logging.raiseExceptions = False
+    agent = Agent(config)
+    _install_signal_handlers(agent)
     agent.start()
     if config.once:
         if agent.host_usage is not None:
