@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -119,7 +120,8 @@ class Agent:
     """The wired pipeline: sources -> queue -> handler -> state -> exporters."""
 
     def __init__(self, config: Config) -> None:
-        from agent.export.provider import build_exporter, build_telemetry
+        from agent.export.otlp import otlp_settings
+        from agent.export.provider import build_telemetry
         from agent.pipeline.handler import Handler
         from agent.pipeline.queue import EventQueue
         from agent.pipeline.state import NodeState
@@ -138,7 +140,13 @@ class Agent:
         if self.host_usage is not None:
             sources.append(self.host_usage)
         self.handler = Handler(self.state, self.stats, self._kubernetes_info())
-        self.telemetry = build_telemetry(self.state, self.stats, build_exporter(config.exporter, config.otlp_protocol),
+        otlp = config.otlp
+        if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
+            try:
+                otlp = otlp_settings(os.environ, config.otlp_protocol)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        self.telemetry = build_telemetry(self.state, self.stats, config.exporter, otlp,
                                          interval=float("inf") if config.once else config.export_interval,
                                          timeout=config.export_timeout, service_version=__version__)
         self.debug = self._debug_server()
@@ -250,15 +258,35 @@ class Agent:
             self.api.close()
 
 
-def run(config: Config) -> int:
-    agent = Agent(config)
+def _install_signal_handlers(agent: Agent) -> None:
+    """TERM and INT: final export, exit 0. QUIT: the same, after dumping every thread's stack (a daemon's
+    "what are you doing?"). HUP: nothing to reload, so it is logged and ignored rather than killing the agent."""
 
-    def on_signal(signum, frame):
+    def stop(signum, frame):
         log.info("received %s; exporting once more and exiting", signal.Signals(signum).name)
         agent.stop_event.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def quit_with_stacks(signum, frame):
+        try:
+            faulthandler.dump_traceback(all_threads=True)
+        except (OSError, ValueError):  # stderr closed
+            pass
+        stop(signum, frame)
+
+    def ignore(signum, frame):
+        log.info("received SIGHUP; nothing to reload (configuration comes from flags and environment), ignoring it")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGQUIT, quit_with_stacks)
+    signal.signal(signal.SIGHUP, ignore)
+
+
+def run(config: Config) -> int:
+    # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
+    logging.raiseExceptions = False
+    agent = Agent(config)
+    _install_signal_handlers(agent)
     agent.start()
     if config.once:
         if agent.host_usage is not None:

@@ -21,7 +21,9 @@ API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/u
 
 Fault knobs for the tests: failing the next N requests with a status (and
 Retry-After), dropping every open watch, hanging new watches (a half-open
-peer: headers sent, then silence), compaction, and stop/start (an outage).
+peer: headers sent, then silence), compaction, stop/start (an outage),
+ignoring field selectors (a broken proxy), and raw bytes injected into
+watch streams or LIST answers (poison input).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class FakeApiServer:
         self._compacted = 0
         self._fail: dict[str, list[tuple[int, float | None]]] = {}
         self._hang_watches = False
+        self.ignore_field_selector = False
+        self.raw_list_items: list[str] = []  # JSON text spliced into every LIST's items, as sent
         self._generation = 0  # bumped by drop_watches()
         self.requests: list[tuple[float, str, dict[str, list[str]]]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -165,6 +169,13 @@ class FakeApiServer:
             obj = self._objects[kind].get((namespace, name))
             if obj is not None:
                 self._record(kind, "DELETED", obj)
+
+    def inject_raw(self, payload: bytes, kind: str = "pods") -> None:
+        """Send ``payload`` verbatim as one watch line to every watcher (after the changes before it)."""
+        with self._lock:
+            self._rv += 1
+            self._history[kind].append(_Change(self._rv, "RAW", payload))  # type: ignore[arg-type]
+            self._lock.notify_all()
 
     def objects(self, kind: str = "pods") -> list[dict[str, Any]]:
         with self._lock:
@@ -282,6 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._send_json(400, _status(400, "BadRequest", f'field label not supported: {field}'))
                 selector.append((field, value.lstrip("=")))
 
+            if fake.ignore_field_selector:
+                selector = []
+
             def matches(obj: dict[str, Any]) -> bool:
                 return all(_field(obj, f) == v for f, v in selector)
 
@@ -291,13 +305,27 @@ class _Handler(BaseHTTPRequestHandler):
                 items = [copy.deepcopy(o) for o in fake._objects[kind].values() if matches(o)]
                 rv = fake._rv
             items.sort(key=lambda o: (_field(o, "metadata.namespace"), _field(o, "metadata.name")))
-            self._send_json(200, {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",
-                                  "metadata": {"resourceVersion": str(rv)}, "items": items})
+            body = {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(rv)}, "items": items}
+            if kind == "pods" and fake.raw_list_items:
+                text = json.dumps(body)
+                cut = text.rindex("]")
+                raw = ", ".join(fake.raw_list_items)
+                data = (text[:cut] + (", " if items else "") + raw + text[cut:]).encode("utf-8", "surrogateescape")
+                return self._send_raw(200, data)
+            self._send_json(200, body)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
             with fake._lock:
                 fake._open.discard(self.connection)
+
+    def _send_raw(self, code: int, data: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _chunk(self, payload: bytes) -> None:
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
@@ -324,7 +352,9 @@ class _Handler(BaseHTTPRequestHandler):
         last_bookmark = time.monotonic()
         while True:
             for change in pending:
-                if matches(change.obj):
+                if change.type == "RAW":
+                    self._chunk(change.obj + b"\n")  # type: ignore[operator]
+                elif matches(change.obj):
                     self._chunk(json.dumps({"type": change.type, "object": change.obj}).encode() + b"\n")
             with fake._lock:
                 why = self._wait_for_news(fake, kind, generation, cursor, deadline,

@@ -86,7 +86,7 @@ def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
     for name, value in data.items():
         if isinstance(value, Mapping):
             data[name] = dict(value)
-    for name in ("pod_problems", "watch_starts", "requests_failed"):
+    for name in ("pod_problems", "watch_starts", "requests_failed", "skipped"):
         data[name] = {f"{a}/{b}": n for (a, b), n in getattr(s, name).items()}
     for name in ("queue_duration", "work_duration", "export_duration"):
         h = getattr(s, name)

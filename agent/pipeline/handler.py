@@ -41,7 +41,10 @@ class Handler:
         elif event.type in (ADDED, MODIFIED) and event.pod is not None:
             previous = self._state.get(event.pod.uid)
             value = reevaluate(event.pod, previous, self._rules)
-            self._state.upsert(value)
+            for gone in self._state.upsert(value):
+                if gone.uid != value.uid:
+                    log.info("pod %s/%s is now uid %s; dropping its old uid %s (its DELETED event was missed)",
+                             value.namespace, value.name, value.uid, gone.uid)
             self._report_problems(value, previous)
         elif event.type == DELETED and event.pod is not None:
             self._state.remove(event.pod.uid)

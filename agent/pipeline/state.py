@@ -57,6 +57,7 @@ class NodeState:
         self.node_name = node_name
         self._lock = threading.Lock()
         self._pods: dict[str, PodValue] = {}
+        self._by_name: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
         self._node: NodeRecord | None = None
         self._usage: Usage | None = None
         self._synced = False
@@ -84,23 +85,46 @@ class NodeState:
         with self._lock:
             self._usage = usage
 
-    def upsert(self, value: PodValue) -> PodValue | None:
-        """Store ``value``; return the value it replaced."""
+    def upsert(self, value: PodValue) -> list[PodValue]:
+        """Store ``value``; return what it replaced: the same uid, or an older pod of the same namespace/name.
+
+        A pod deleted and recreated under the same name while the watch missed
+        the DELETED event arrives as a new uid; one name is one pod on a node,
+        so the newer uid replaces the older at once instead of both counting
+        until the next relist.
+        """
+        key = (value.namespace, value.name)
         with self._lock:
-            previous = self._pods.get(value.uid)
+            replaced = []
+            if (previous := self._pods.get(value.uid)) is not None:
+                replaced.append(previous)
+            older = self._by_name.get(key)
+            if older is not None and older != value.uid:
+                replaced.append(self._pods.pop(older))
             self._pods[value.uid] = value
-            return previous
+            self._by_name[key] = value.uid
+            return replaced
 
     def remove(self, uid: str) -> PodValue | None:
         with self._lock:
-            return self._pods.pop(uid, None)
+            value = self._pods.pop(uid, None)
+            if value is not None and self._by_name.get((value.namespace, value.name)) == uid:
+                del self._by_name[(value.namespace, value.name)]
+            return value
 
     def replace(self, values: Iterable[PodValue]) -> list[PodValue]:
-        """Make the state exactly ``values``; return the pods it no longer holds."""
-        fresh = {v.uid: v for v in values}
+        """Make the state exactly ``values`` (one pod per namespace/name, the later wins); return what went."""
+        by_name: dict[tuple[str, str], str] = {}
+        fresh: dict[str, PodValue] = {}
+        for v in values:
+            key = (v.namespace, v.name)
+            if (older := by_name.get(key)) is not None and older != v.uid:
+                del fresh[older]
+            fresh[v.uid] = v
+            by_name[key] = v.uid
         with self._lock:
             previous = self._pods
-            self._pods = fresh
+            self._pods, self._by_name = fresh, by_name
             self._synced = True
         return [v for uid, v in previous.items() if uid not in fresh]
 

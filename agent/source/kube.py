@@ -190,6 +190,8 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
         buffer += chunk
         start = 0
         while (newline := buffer.find(b"\n", scanned)) >= 0:
+            if newline - start > max_line:
+                raise LineTooLong(f"watch line longer than {max_line} bytes")
             line = bytes(buffer[start:newline])
             if line.strip():
                 yield line

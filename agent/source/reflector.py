@@ -36,7 +36,7 @@ from agent.model.node import decode_node
 from agent.model.pod import decode_pod
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import NODES, PODS, UNDECODABLE, RuntimeStats, source_loop
+from agent.pipeline.stats import NODES, OTHER_NODE, PODS, UNDECODABLE, RuntimeStats, source_loop
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import Unparsable, iter_list
@@ -63,20 +63,23 @@ class Resource:
     decode: Callable[[Any], Any]  # raises DecodeError for an unidentifiable object
     event: Callable[[str, Any], Event]
     relist: Callable[[tuple, str], Event]
+    accept: Callable[[Any], bool]  # the field selector, checked again on our side
 
 
 def pods_of_node(node_name: str) -> Resource:
     """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache)."""
     return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", decode_pod,
                     lambda kind, pod: Event(kind, pod=pod, resource_version=pod.resource_version),
-                    lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv))
+                    lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv),
+                    lambda pod: pod.node_name == node_name)
 
 
 def node_object(node_name: str) -> Resource:
     """The agent's own Node object."""
     return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", decode_node,
                     lambda kind, node: Event(kind, kind="node", node=node, resource_version=node.resource_version),
-                    lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv))
+                    lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv),
+                    lambda node: node.name == node_name)
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ class Reflector:
         self._clock = clock
         self._wait = wait
         self._loop = source_loop(resource.name)
+        self._warned_other_node = False
         self.resource_version = ""
 
     # -- resourceVersion accessors (client-go: relistResourceVersion, LastSyncResourceVersion) ------------
@@ -254,16 +258,26 @@ class Reflector:
     def _decode(self, obj: Any) -> Any:
         """The record for one object, or None (counted) when it cannot be identified."""
         if isinstance(obj, Unparsable):
-            self._stats.handler_error(UNDECODABLE)
+            self._stats.skipped(UNDECODABLE, self._resource.name)
             log.warning("skipping unparsable %s item at offset %d of the LIST (%s)", self._resource.name, obj.offset,
                         obj.reason)
             return None
         try:
-            return self._resource.decode(obj)
+            record = self._resource.decode(obj)
         except (DecodeError, RecursionError) as exc:
-            self._stats.handler_error(UNDECODABLE)
+            self._stats.skipped(UNDECODABLE, self._resource.name)
             log.warning("skipping unidentifiable %s object: %s", self._resource.name, exc)
             return None
+        if not self._resource.accept(record):
+            # The field selector is the server's promise, not ours to trust: a proxy or an
+            # API server that ignores it must not make other nodes' pods count here.
+            self._stats.skipped(OTHER_NODE, self._resource.name)
+            if not self._warned_other_node:
+                log.warning("the API server sent a %s object outside %s; dropping such objects (counted)",
+                            self._resource.name, self._resource.field_selector)
+                self._warned_other_node = True
+            return None
+        return record
 
     def _watch(self, stop: threading.Event) -> str:
         """Watch until the stream ends; return why, as the next start's reason."""
@@ -286,7 +300,7 @@ class Reflector:
                 except UndecodableEvent as exc:
                     # Skipped, counted, and the watch goes on: resuming from the
                     # same version would read the same poison line forever.
-                    self._stats.request_failed("undecodable_event", self._resource.name)
+                    self._stats.skipped(UNDECODABLE, self._resource.name)
                     log.warning("skipping undecodable %s watch event: %s", self._resource.name, exc)
                 if stop.is_set():
                     return "stopped"
@@ -297,6 +311,7 @@ class Reflector:
         if received == 0 and self._clock() - started < s.short_watch:
             raise ShortWatch("watch ended at once with nothing received")
         self._backoff.reset()
+        self._stats.progressed(self._resource.name)
         return "stream_end"
 
     def _dispatch(self, raw: dict[str, Any]) -> None:

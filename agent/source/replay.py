@@ -54,7 +54,7 @@ class ReplaySource:
         try:
             pod = decode_pod(obj)
         except DecodeError as exc:
-            self._stats.handler_error(UNDECODABLE)
+            self._stats.skipped(UNDECODABLE)
             log.warning("skipping unidentifiable object in capture: %s", exc)
             return None
         # The field selector the live source would have applied.
@@ -65,7 +65,7 @@ class ReplaySource:
             try:
                 node = decode_node(obj)
             except DecodeError as exc:
-                self._stats.handler_error(UNDECODABLE)
+                self._stats.skipped(UNDECODABLE)
                 log.warning("skipping unidentifiable node in capture: %s", exc)
                 continue
             if node.name == self._node:
