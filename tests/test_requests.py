@@ -223,6 +223,11 @@ DIVERGENCES = [
              statuses=[status("app", {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})],
              pod_actual={"cpu": "2"}, infeasible=True),
         ("2", "0"), ("2", "1Gi"), id="pod-level infeasible"),
+    pytest.param(  # the same with cpu, as the real 1.36.3 scheduler counts it (tests/test_cluster_requests.py): 0 cpu
+        make([c("c1", "1", "64Mi")], pod_level={"cpu": "4", "memory": "1Gi"},
+             statuses=[status("c1", {"cpu": "1", "memory": "64Mi"}, {"cpu": "1", "memory": "64Mi"})],
+             pod_actual={"memory": "1Gi"}, infeasible=True),
+        ("0", "1Gi"), ("1", "1Gi"), id="pod-level infeasible, cpu missing from status"),
     pytest.param(  # a regular init container's status: only 1.37 consults it
         make([c("app", "100m")], [c("init", "1")], statuses=[status("app", {"cpu": "100m"}, {"cpu": "100m"})],
              init_statuses=[status("init", {"cpu": "3"}, {"cpu": "3"})]),
