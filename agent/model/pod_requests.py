@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from agent.model.fields import Requests
-from agent.model.pod import RESOURCES, ContainerRequests, PodRecord, StatusRequests
+from agent.model.pod import RESOURCES, PodRecord, StatusRequests
 from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
@@ -206,25 +206,31 @@ def _containers_1_36(pod: PodRecord, containers: list[_Container],
     return _aggregate(effective), contributions
 
 
+def _pod_level(pod: PodRecord, status: StatusRequests | None,
+               problems: list[Problem]) -> tuple[Resources, Resources | None]:
+    """spec.resources.requests, and, when the pod status has a ``resources`` object, the max of spec (left out
+    when Infeasible), pod status requests and pod status allocated; else None."""
+    level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
+    if status is None or not status.resources:
+        return level, None
+    values = _status_values(status, "pod status", problems)
+    return level, _maximum(None if pod.resize_infeasible else level, values.actual, values.allocated)
+
+
+def _apply_pod_level(total: Resources, level: Resources, applied: Resources) -> Contribution | None:
+    total.update(applied)
+    note = "replaces the container aggregate" + ("; resize: max of spec and pod status" if applied != level else "")
+    return _contribution("spec.resources", "pod-level", applied, note) if applied else None
+
+
 def _pod_level_1_36(pod: PodRecord, status: StatusRequests | None, total: Resources,
                     problems: list[Problem]) -> Contribution | None:
-    """The resources named in spec.resources.requests replace the aggregate.
-
-    With a pod-level status ``resources`` object, each takes the max of spec,
-    status requests and status allocated (spec dropped when Infeasible); a
-    resource the status then lacks becomes 0, as v0.36's map lookup gives.
-    """
-    level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
-    note = "replaces the container aggregate"
-    if status is not None and status.resources:
-        values = _status_values(status, "pod status", problems)
-        effective = _maximum(None if pod.resize_infeasible else level, values.actual, values.allocated)
-        resized = {resource: effective.get(resource, 0) for resource in level}
-        if resized != level:
-            note = "replaces the container aggregate; resize: max of spec and pod status"
-        level = resized
-    total.update(level)
-    return _contribution("spec.resources", "pod-level", level, note) if level else None
+    """The resources named in spec.resources.requests replace the aggregate, each with its resized value;
+    a resource the pod status then lacks becomes 0, as v0.36's map lookup gives."""
+    level, effective = _pod_level(pod, status, problems)
+    if effective is not None:
+        effective = {resource: effective.get(resource, 0) for resource in level}
+    return _apply_pod_level(total, level, level if effective is None else effective)
 
 
 # -- 1.37 --------------------------------------------------------------------------------
@@ -264,22 +270,10 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
 
 def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resources,
                     problems: list[Problem]) -> Contribution | None:
-    """Every resource of max(spec, pod status requests, pod status allocated) replaces the aggregate.
-
-    The status joins only when the pod status has a ``resources`` object;
-    spec is left out when Infeasible, so a resource only spec names then
-    keeps the container aggregate.
-    """
-    level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
-    note = "replaces the container aggregate"
-    if status is not None and status.resources:
-        values = _status_values(status, "pod status", problems)
-        effective = _maximum(None if pod.resize_infeasible else level, values.actual, values.allocated)
-        if effective != level:
-            note = "replaces the container aggregate; resize: max of spec and pod status"
-        level = effective
-    total.update(level)
-    return _contribution("spec.resources", "pod-level", level, note) if level else None
+    """Every resource of the resized value replaces the aggregate; when Infeasible spec is left out, so a
+    resource only spec names keeps the container aggregate."""
+    level, effective = _pod_level(pod, status, problems)
+    return _apply_pod_level(total, level, level if effective is None else effective)
 
 
 _Aggregate = Callable[[PodRecord, list[_Container], list[Problem]], tuple[Resources, list[Contribution]]]
