@@ -16,8 +16,9 @@ AGENT = [sys.executable, "-m", "agent"]
 
 
 def run(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "NODE_NAME", "KUBE"))}
-    full_env.update(env or {})
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "NODE_NAME", "KUBE", "DEBUG_ADDRESS"))}
+    # Never the default :9808: something else on the machine may hold it.
+    full_env.update({"DEBUG_ADDRESS": "127.0.0.1:0", **(env or {})})
     return subprocess.run([*AGENT, *args], input=input, capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
@@ -129,7 +130,7 @@ def test_signal_flushes_a_final_export_and_exits_promptly(tmp_path, signame):
     try:
         api.create(pod("p", node="n1"))
         proc = subprocess.Popen([*AGENT, "run", "--node-name", "n1", "--kubeconfig", api.kubeconfig(tmp_path / "kc"),
-                                 "--export-interval", "3600"],
+                                 "--export-interval", "3600", "--debug-address", "127.0.0.1:0"],
                                 env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         from tests.conftest import wait_until
