@@ -98,7 +98,10 @@ def test_explain_table_reads_yaml_and_shows_why(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "sidecar" in result.stdout and "proxy" in result.stdout
     assert "problem: usage: vm.neon.tech/usage ignored" in result.stdout
-    assert "TOTAL (2 pods reported)" in result.stdout
+    assert "NODE node-a  2 pods" in result.stdout
+    sidecars = next(line for line in result.stdout.splitlines() if line.startswith("default/sidecars"))
+    # init 2 beats app 500m + sidecar 100m; nobody asks for memory
+    assert sidecars.split()[-2:] == ["2", "0"] and "cpu: init init peak; memory: nothing requested" in sidecars
 
 
 def test_explain_applies_a_watch_capture_in_order():
@@ -162,4 +165,8 @@ def test_explain_prints_the_node_comparisons_from_a_node_in_the_dump(tmp_path):
     node_file = tmp_path / "node.yaml"
     node_file.write_text(yaml.safe_dump(node))
     table = run("explain", "--node-file", str(node_file), input=dump(*pods)).stdout
-    assert "NODE node-a" in table and "pod_or_vm_to_allocatable" in table and "allocatable        3500m" in table
+    assert "NODE node-a  2 pods  cpu 86%, memory 43% of allocatable" in table  # 3 / 3.5 cores, 6Gi / 14Gi
+    assert [line.split() for line in table.splitlines() if line.startswith("  cpu")] == [
+        ["cpu", "3.5", "1", "3", "500m", "86%"]]  # allocatable, scheduled, pod_or_vm, headroom, ratio
+    wide = run("explain", "-o", "wide", "--node-file", str(node_file), input=dump(*pods)).stdout
+    assert "pod_or_vm_to_allocatable" in wide and "capacity" in wide

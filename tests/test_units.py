@@ -37,7 +37,7 @@ def test_negative_values_keep_their_sign_for_headroom():
 
 
 def test_percent():
-    assert (percent(1.11), percent(0.004), percent(None)) == ("111%", "0%", "-")
+    assert (percent(1.11), percent(0.004), percent(0.125), percent(None)) == ("111%", "0%", "13%", "-")
 
 
 @given(st.integers(min_value=1, max_value=10**6 * NANO))

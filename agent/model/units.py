@@ -10,6 +10,8 @@ next unit is shown in it (``999.6m`` is ``1``).
 
 from __future__ import annotations
 
+import math
+
 from agent.model.quantity import NANO, to_bytes
 
 __all__ = ["cores", "memory", "percent"]
@@ -59,5 +61,5 @@ def memory(nanos: int) -> str:
 
 
 def percent(ratio: float | None) -> str:
-    """A ratio as a whole percentage (``111%``), ``-`` when unknown."""
-    return "-" if ratio is None else f"{ratio:.0%}"
+    """A ratio as a whole percentage, half up like the quantities (``12.5 %`` is ``13%``); ``-`` when unknown."""
+    return "-" if ratio is None else f"{math.floor(ratio * 100 + 0.5)}%"
