@@ -170,3 +170,50 @@ def test_explain_prints_the_node_comparisons_from_a_node_in_the_dump(tmp_path):
         ["cpu", "3.5", "1", "3", "500m", "86%"]]  # allocatable, scheduled, pod_or_vm, headroom, ratio
     wide = run("explain", "-o", "wide", "--node-file", str(node_file), input=dump(*pods)).stdout
     assert "pod_or_vm_to_allocatable" in wide and "capacity" in wide
+
+
+def test_no_kubeconfig_names_what_was_tried_and_what_to_do(tmp_path):
+    home = tmp_path / "home"
+    result = run("run", "--node-name", "n", env={"HOME": str(home)})
+    assert result.returncode == 2, result.stderr
+    assert str(home / ".kube" / "config") in result.stderr and "KUBERNETES_SERVICE_HOST" in result.stderr
+    assert "--kubeconfig" in result.stderr and "--replay sample" in result.stderr
+    listed = run("run", "--node-name", "n", env={"KUBECONFIG": f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"})
+    assert f"{tmp_path / 'a'}, {tmp_path / 'b'}" in listed.stderr
+
+
+def test_debug_port_in_use_exits_2_naming_the_address():
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        result = run("run", "--node-name", "sample-node", "--replay", "sample", "--exporter", "none",
+                     "--debug-address", address, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert address in result.stderr and "probes" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_version_on_every_command():
+    for args in (["--version"], ["run", "--version"], ["explain", "--version"]):
+        result = run(*args)
+        assert result.returncode == 0 and result.stdout.startswith("node-requests-agent 0."), (args, result.stderr)
+
+
+def test_a_mistyped_command_is_reported_as_such():
+    result = run("explian", "pods.json")
+    assert result.returncode == 2
+    assert "unknown command 'explian'" in result.stderr and "did you mean 'explain'" in result.stderr
+    assert "unrecognized arguments" not in result.stderr
+
+
+def test_every_option_has_help_text():
+    from agent.cli import _parser
+
+    parser = _parser()
+    commands = [a for a in parser._actions if a.dest == "command"][0].choices  # argparse's own registry of subparsers
+    for name, sub in [("", parser), *commands.items()]:
+        for action in sub._actions:
+            if action.dest not in ("help", "command"):
+                assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
