@@ -217,3 +217,16 @@ def test_every_option_has_help_text():
         for action in sub._actions:
             if action.dest not in ("help", "command"):
                 assert action.help, f"{name} {action.option_strings or action.dest} has no help text"
+
+
+def test_replay_of_a_capture_without_the_nodes_pods_warns_once(tmp_path):
+    result = run("run", "--node-name", "other-node", "--replay", "sample", "--exporter", "none", "--once")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "no pod bound to node other-node" in line]
+    assert len(warnings) == 1 and "sample-node" in warnings[0] and "--node-name" in warnings[0]
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": []}))
+    result = run("run", "--node-name", "n", "--replay", str(empty), "--exporter", "none", "--once")
+    assert result.returncode == 0 and result.stderr.count("the capture has no pod at all") == 1
+    fine = run("run", "--node-name", "sample-node", "--replay", "sample", "--exporter", "none", "--once")
+    assert "no pod" not in fine.stderr
