@@ -302,6 +302,10 @@ def run(config: Config) -> int:
         if agent.host_usage is not None:
             agent.host_usage.sample_now()  # a CPU delta since start, so the one export has a used cpu
         agent.drain()
+        if config.exporter == "table":  # the demo: a person reads this first, then the metric lines
+            from agent.export.cluster_table import agent_summary
+
+            print(agent_summary(agent.state.snapshot()) + "\n", flush=True)
         agent.telemetry.flush()
         agent.shutdown(final_export=False)
         return 0

@@ -62,6 +62,24 @@ def test_demo_runs_the_pipeline_on_the_bundled_sample():
     assert values["compute-odd-fog-2k9d1"] == 0.0 and "invalid_json" in result.stdout
     assert 'neon.vm.migration.role="target"' in result.stdout
     assert "compute-odd-fog-2k9d1" in result.stderr         # one clear log line for the bad pod
+    # A short summary first: node totals and the top pods, then the metric lines.
+    out = result.stdout.splitlines()
+    assert out[0] == "NODE sample-node  8 pods  cpu 75%, memory 64% of allocatable"
+    first_metric = next(i for i, line in enumerate(out) if line.startswith("# resource:"))
+    summary = out[:first_metric]
+    assert [line.split()[0] for line in summary[2:7]] == [
+        "default/queue-worker-5c8f7", "neon/compute-bold-sun-9kq1z", "neon/compute-swift-lake-4hd8s",
+        "neon/compute-swift-lake-m8v2c", "batch/report-builder-28f1c"]
+    assert ["cpu", "7.91", "2.6", "5.9", "2.01", "75%"] in [line.split() for line in summary]
+
+
+def test_migration_role_is_spelled_the_same_in_json_and_metrics():
+    metrics = run("run", "--node-name", "sample-node", "--replay", "sample", "--exporter", "table", "--once").stdout
+    from_metrics = {line.split('k8s.pod.name="')[1].split('"')[0]: line.split('neon.vm.migration.role="')[1].split('"')[0]
+                    for line in metrics.splitlines() if line.startswith("vm_cpu_usage{")}
+    pods = json.loads(run("explain", "-o", "json", "sample").stdout)["pods"]
+    from_json = {p["name"]: p["vm"]["migration_role"] for p in pods if p["vm"] and p["reported"]}
+    assert from_json == from_metrics and set(from_json.values()) == {"source", "target", "none"}
 
 
 def dump(*pods) -> str:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from agent.export.columns import GAP, Column, clip, fit, row
-from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, sections as shown_sections
+from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, order, sections as shown_sections
 from agent.model.deciding import describe_terms
 from agent.model.node_summary import QUANTITIES, RATIOS, Comparison
 from agent.model.units import cores, memory, percent
 from agent.model.valuation import PodValue
+from agent.pipeline.state import NodeSnapshot
 
-__all__ = ["cluster_table", "node_section", "summary_rows"]
+__all__ = ["cluster_table", "node_section", "summary_rows", "agent_summary"]
 
 POD_COLUMNS = (Column("POD", shrink_to=20, shrink_first=2), Column("PHASE", shrink_to=7, shrink_first=1),
                Column("SOURCE"), Column("DECIDED BY", shrink_to=12), Column("CPU", right=True),
@@ -166,3 +167,15 @@ def _cluster_lines(view: ClusterView, width: int | None) -> list[str]:
     if totals.nodes_without_allocatable:
         lines.append(clip("  not in these sums (no Node object): " + ", ".join(totals.nodes_without_allocatable), width))
     return lines
+
+
+def agent_summary(snapshot: NodeSnapshot, top: int = 5, width: int | None = 120) -> str:
+    """The agent's own node in brief (the demo prints it before the metric lines): totals and the top pods."""
+    group = order(ClusterView((NodeGroup(snapshot.node_name, snapshot.node, snapshot.pods, snapshot.summary()),), ()))
+    g = group.nodes[0]
+    pods = [p for p in g.pods if p.reported][:top]
+    widths = fit(POD_COLUMNS, [_pod_rows(p)[0] for p in pods], width)
+    lines = node_section(g, pods, widths, width, details=False)
+    reported = sum(1 for p in g.pods if p.reported)
+    lines.append(f"  (top {len(pods)} of {reported} pods; `node-requests-agent explain` shows each one and why)")
+    return "\n".join(lines)
