@@ -180,7 +180,8 @@ class Agent:
     """The wired pipeline: sources -> queue -> handler -> state -> exporters."""
 
     def __init__(self, config: Config) -> None:
-        from agent.export.provider import build_exporter, build_telemetry
+        from agent.export.otlp import otlp_settings
+        from agent.export.provider import build_telemetry
         from agent.pipeline.handler import Handler
         from agent.pipeline.queue import EventQueue
         from agent.pipeline.state import NodeState
@@ -198,7 +199,13 @@ class Agent:
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
             sources.append(self.host_usage)
-        self.telemetry = build_telemetry(self.state, self.stats, build_exporter(config.exporter, config.otlp_protocol),
+        otlp = config.otlp
+        if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
+            try:
+                otlp = otlp_settings(os.environ, config.otlp_protocol)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        self.telemetry = build_telemetry(self.state, self.stats, config.exporter, otlp,
                                          interval=float("inf") if config.once else config.export_interval,
                                          timeout=config.export_timeout, service_version=__version__)
         self.handler = Handler(self.state, self.stats)

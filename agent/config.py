@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agent.export.debug import parse_address
+from agent.export.otlp import OtlpSettings, otlp_settings
 
 __all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources"]
 
@@ -33,6 +34,8 @@ class Config:
     once: bool = False
     exporter: str = "otlp"
     otlp_protocol: str = "http/protobuf"
+    # Endpoint, headers, compression, TLS from OTEL_EXPORTER_OTLP_*; None for other exporters.
+    otlp: OtlpSettings | None = None
     export_interval: float = 15.0
     export_timeout: float = 10.0
     read_timeout: float = 120.0
@@ -66,8 +69,12 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     if exporter not in EXPORTERS:
         raise ConfigError(f"exporter must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
     protocol = (env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
-    if exporter == "otlp" and protocol not in ("grpc", "http/protobuf"):
-        raise ConfigError(f"OTLP protocol must be grpc or http/protobuf, got {protocol!r}")
+    otlp = None
+    if exporter == "otlp":
+        try:
+            otlp = otlp_settings(env, protocol)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     interval_flag = args.get("export_interval")
     interval = (_seconds(interval_flag, "--export-interval", 15.0) if interval_flag is not None
                 else _seconds(env.get("OTEL_METRIC_EXPORT_INTERVAL"), "OTEL_METRIC_EXPORT_INTERVAL", 15.0, millis=True))
@@ -108,6 +115,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         once=once,
         exporter=exporter,
         otlp_protocol=protocol,
+        otlp=otlp,
         export_interval=interval,
         export_timeout=timeout,
         read_timeout=read_timeout,

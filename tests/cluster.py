@@ -14,6 +14,7 @@ and all state lives under ``workdir`` so parallel sessions do not collide.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import re
 import shutil
@@ -183,7 +184,6 @@ def _cryptography_pki(pki: Pki) -> None:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    import ipaddress
 
     now = dt.datetime.now(dt.timezone.utc)
 
@@ -305,11 +305,16 @@ def parse_prometheus_text(text: str, metric: str) -> list[dict]:
 
 
 class Cluster:
-    """etcd + kube-apiserver + kube-scheduler (+ kube-controller-manager) of one Kubernetes version, on loopback."""
+    """etcd + kube-apiserver + kube-scheduler (+ kube-controller-manager) of one Kubernetes version, on loopback.
+
+    A version built without a controller-manager (see components.kubernetes.KUBERNETES) runs without one, since a
+    newer controller-manager than apiserver is outside the skew policy; such a cluster has no ServiceAccounts, so
+    it admits no pods and serves /version and scheduler checks only.
+    """
 
     def __init__(self, workdir: Path, version: str = NEWEST) -> None:
         self.workdir = Path(workdir)
-        self.version = version
+        self.release = version  # "version" is the /version call
         self.logs_dir = self.workdir / "logs"
         self.components: list[Component] = []
         self.ports: dict[str, int] = {}
@@ -338,23 +343,29 @@ class Cluster:
                 self._wait_healthy(component)
             if self.has_controller_manager:
                 # Pods cannot be admitted until the service-account controller made the namespace's default SA.
-                self._wait(lambda: self._exists("/api/v1/namespaces/default/serviceaccounts/default"),
+                self._wait(lambda: self.exists("/api/v1/namespaces/default/serviceaccounts/default"),
                            "default ServiceAccount created by kube-controller-manager")
             self._heartbeats = threading.Thread(target=self._renew_leases, name="node-leases", daemon=True)
             self._heartbeats.start()
-        except BaseException as error:
+        except Exception as error:
             tail = self.logs_tail()
             self.stop()
-            raise RuntimeError(f"cluster {self.version} did not start: {error}\n{tail}") from error
+            raise RuntimeError(f"cluster {self.release} did not start: {error}\n{tail}") from error
+        except BaseException:  # Ctrl-C while waiting: still leave no processes behind
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
-        """Stop in reverse start order so the apiserver never outlives etcd's clients uncleanly; never raises."""
+        """Clients before the servers they talk to (reverse start order); one stubborn process never spares the rest."""
         self._stop_heartbeats.set()
         if self._heartbeats is not None:
             self._heartbeats.join(timeout=LEASE_RENEW_SECONDS + 5)
         for component in reversed(self.components):
-            component.stop()
+            try:
+                component.stop()
+            except (OSError, subprocess.SubprocessError) as error:
+                print(f"cluster: could not stop {component.name} (pid {component.proc.pid}): {error}")
 
     def _prepare(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -370,9 +381,9 @@ class Cluster:
 
     def _binaries(self) -> dict[str, Path]:
         """Paths per binary name; the controller-manager only when this version has one (it must not be newer than the apiserver)."""
-        own = kubernetes_bin(self.version)
-        bins = {name: own / name for name in KUBERNETES[self.version]}
-        bins["kubectl"] = (own if "kubectl" in KUBERNETES[self.version] else kubernetes_bin(NEWEST)) / "kubectl"
+        own = kubernetes_bin(self.release)
+        bins = {name: own / name for name in KUBERNETES[self.release]}
+        bins["kubectl"] = (own if "kubectl" in KUBERNETES[self.release] else kubernetes_bin(NEWEST)) / "kubectl"
         bins["etcd"] = etcd_bin() / "etcd"
         return bins
 
@@ -403,6 +414,11 @@ class Cluster:
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             f"--tls-cert-file={pki.crt('apiserver')}", f"--tls-private-key-file={pki.key('apiserver')}",
             f"--client-ca-file={pki.crt('ca')}",
+            # Published in extension-apiserver-authentication so delegating components stop logging a missing
+            # bundle; the allowed name is one no certificate here carries, so nobody can use the headers.
+            f"--requestheader-client-ca-file={pki.crt('ca')}", "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--authorization-mode=Node,RBAC",
             # added to the default set, which already has ServiceAccount and PodSecurity; listed to state the dependency
             "--enable-admission-plugins=NodeRestriction,PodSecurity,ServiceAccount",
@@ -510,7 +526,7 @@ class Cluster:
             raise ApiError(method, path, error.code, error.read().decode(errors="replace")) from None
         return json.loads(raw) if raw else {}
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         try:
             self.api("GET", path)
             return True
@@ -552,7 +568,7 @@ class Cluster:
         node = self.api("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
             "capacity": resources, "allocatable": resources, "conditions": conditions,
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": f"v{self.version}", "operatingSystem": "linux", "architecture": "amd64",
+            "nodeInfo": {"kubeletVersion": f"v{self.release}", "operatingSystem": "linux", "architecture": "amd64",
                          "containerRuntimeVersion": "none://0", "kubeProxyVersion": "", "machineID": name,
                          "systemUUID": name, "bootID": name, "kernelVersion": "", "osImage": ""},
         }})

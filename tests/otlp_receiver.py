@@ -58,6 +58,10 @@ class _Store:
         self.requests: list[tuple[float, metrics_service_pb2.ExportMetricsServiceRequest]] = []
         self.fail = False
         self.encodings: list[str] = []
+        # A broken or hostile Collector: None (well-behaved), "redirect", "html", "reject_all",
+        # "reject_some", "trickle" (answers one byte every `trickle_seconds`), "hang" (gRPC: never answers).
+        self.mode: str | None = None
+        self.trickle_seconds = 0.5
 
     def add(self, req, encoding: str = "") -> None:
         with self.cond:
@@ -114,9 +118,42 @@ class HttpReceiver(_Store):
                 req = metrics_service_pb2.ExportMetricsServiceRequest()
                 req.ParseFromString(body)
                 store.add(req, encoding)
+                if store.mode is not None:
+                    return self._misbehave(store.mode, len(points_of(req)))
                 data = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _misbehave(self, mode: str, points: int) -> None:
+                if mode == "redirect":
+                    self.send_response(302)
+                    self.send_header("Location", "/elsewhere")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if mode == "html":
+                    data = b"<html><body>Log in to the proxy</body></html>"
+                    content_type = "text/html"
+                elif mode in ("reject_all", "reject_some"):
+                    response = metrics_service_pb2.ExportMetricsServiceResponse()
+                    response.partial_success.rejected_data_points = points if mode == "reject_all" else 1
+                    response.partial_success.error_message = "out of order sample"
+                    data, content_type = response.SerializeToString(), "application/x-protobuf"
+                else:  # trickle: a valid answer, one byte at a time
+                    data = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n"
+                    for i in range(len(data)):
+                        try:
+                            self.wfile.write(data[i:i + 1])
+                            self.wfile.flush()
+                        except OSError:
+                            return
+                        time.sleep(store.trickle_seconds)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -145,9 +182,14 @@ class GrpcReceiver(_Store):
                 if store.fail:
                     context.abort(grpc.StatusCode.UNAVAILABLE, "down")
                 store.add(request)
-                return metrics_service_pb2.ExportMetricsServiceResponse()
+                if store.mode == "hang":
+                    time.sleep(30)
+                response = metrics_service_pb2.ExportMetricsServiceResponse()
+                if store.mode == "reject_all":
+                    response.partial_success.rejected_data_points = len(points_of(request))
+                return response
 
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Service(), self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()

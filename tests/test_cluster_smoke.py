@@ -22,7 +22,7 @@ def make_namespace(cluster: Cluster) -> str:
     name = f"smoke-{uuid.uuid4().hex[:8]}"
     cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     # Pods are rejected until the service-account controller made the namespace's default ServiceAccount.
-    wait_until(lambda: cluster._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
+    wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
                what=f"default ServiceAccount in {name}")
     return name
 
@@ -76,7 +76,7 @@ def test_pod_status_and_graceful_deletion_as_kubelet(cluster: Cluster, bound_pod
     cluster.api("DELETE", path)
     assert cluster.api("GET", path)["metadata"]["deletionTimestamp"]  # a bound pod waits for its kubelet
     assert f"{meta['namespace']}/{meta['name']}" in cluster.finish_deletions()
-    assert not cluster._exists(path)
+    assert not cluster.exists(path)
 
 
 def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None:

@@ -1,5 +1,6 @@
 """The agent's product metrics: one table of names and units, and one function
-turning state into points. The OTLP exporter and ``/metrics`` both consume them.
+turning state into points. The OTLP request (``otlp_encode``) and ``/metrics``
+both consume them, so the two paths cannot disagree.
 """
 
 from __future__ import annotations
@@ -7,13 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from opentelemetry.metrics import Meter
-
 from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary
 from agent.model.valuation import PodValue
 
-__all__ = ["Gauge", "Point", "GAUGES", "state_points", "StateMetrics", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
+__all__ = ["Gauge", "Point", "GAUGES", "state_points", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
            "NODE_CPU", "NODE_MEM", "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS"]
 
 POD_CPU = "pod_or_vm_cpu_requests"
@@ -93,14 +92,3 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None) -> Itera
         yield Point(NODE_PODS_BY_SOURCE, {"source": source}, n)
     for quantity, n in summary.pod_slots.items():
         yield Point(NODE_POD_SLOTS, {"quantity": quantity}, n)
-
-
-class StateMetrics:
-    """The product gauges over OTLP, set from ``state_points`` right before each collection."""
-
-    def __init__(self, meter: Meter) -> None:
-        self._gauges = {name: meter.create_gauge(name, unit=g.unit, description=g.description) for name, g in GAUGES.items()}
-
-    def publish(self, pods: Iterable[PodValue], summary: NodeSummary | None) -> None:
-        for point in state_points(pods, summary):
-            self._gauges[point.metric].set(point.value, point.attributes)

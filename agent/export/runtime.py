@@ -10,6 +10,8 @@ same table natively. Every attribute is bounded.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -100,6 +102,11 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
                   "Pods bound to this node that the agent tracks, terminal ones included", _of_node(lambda n: len(n.pods))),
     RuntimeMetric("synced", "gauge", "1", "1 once the initial LIST has been handled", _of_node(lambda n: int(n.synced))),
     RuntimeMetric("exports_total", "counter", "{export}", "OTLP exports, by result", _by("result", lambda s: s.exports)),
+    RuntimeMetric("export_failures_total", "counter", "{export}",
+                  "Failed OTLP exports by bounded reason (http_503, http_3xx, unexpected_body, rejected, timeout, transport, ...)",
+                  _by("reason", lambda s: s.export_failures)),
+    RuntimeMetric("export_rejected_points_total", "counter", "{point}",
+                  "Points the Collector reported as rejected (OTLP partial success)", _one(lambda s: s.rejected_points)),
     RuntimeMetric("last_export_success_timestamp_seconds", "gauge", "s",
                   "Unix time of the last successful OTLP export", _one(lambda s: s.last_export_success_unixtime)),
     RuntimeMetric("export_duration_seconds", "histogram", "s", "Time one OTLP export takes", _histogram(lambda s: s.export_duration)),
@@ -127,10 +134,18 @@ def _histogram_parts(h: HistogramSnapshot | None) -> dict[str, Points]:
 class RuntimeMetrics:
     """OTel observable instruments over the table; ``refresh()`` takes the snapshot they read."""
 
-    def __init__(self, meter: Meter, stats: RuntimeStats, state: NodeState) -> None:
+    # Callbacks within one collection run microseconds apart: they share one pair of snapshots,
+    # so the numbers of one export agree with each other.
+    _FRESH_FOR = 0.05
+
+    def __init__(self, meter: Meter, stats: RuntimeStats, state: NodeState,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._stats = stats
         self._state = state
+        self._clock = clock
+        self._lock = threading.Lock()
         self._readings = Readings(stats.snapshot(), state.snapshot())
+        self._taken = -float("inf")
         for metric in RUNTIME_METRICS:
             if metric.kind == "histogram":
                 for suffix, unit in (("_bucket", "{event}"), ("_sum", metric.unit), ("_count", "{event}")):
@@ -145,7 +160,12 @@ class RuntimeMetrics:
                                               callbacks=[self._callback(metric.read)])
 
     def _callback(self, read: Callable[[Readings], Points]) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        return lambda options: [Observation(value, attrs) for attrs, value in read(self._readings)]
+        return lambda options: [Observation(value, attrs) for attrs, value in read(self.readings())]
 
-    def refresh(self) -> None:
-        self._readings = Readings(self._stats.snapshot(), self._state.snapshot())
+    def readings(self) -> Readings:
+        with self._lock:
+            now = self._clock()
+            if now - self._taken > self._FRESH_FOR:
+                self._readings = Readings(self._stats.snapshot(), self._state.snapshot())
+                self._taken = now
+            return self._readings

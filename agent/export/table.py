@@ -1,58 +1,63 @@
-"""A metric exporter that prints each export as a compact table.
+"""Local sinks for the export request: a compact table (the demo) or OTLP JSON (the console).
 
-Used by the demo and for eyeballing a capture: the points printed are what
-the OTLP exporter would send, because they come through the same SDK path.
+What they print is the very request the OTLP exporter would send, built by
+the same ``RequestBuilder``.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from typing import TextIO
 
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from google.protobuf.json_format import MessageToJson
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from agent.export.reader import GAUGE_DELTA
-
-__all__ = ["TableMetricExporter"]
+__all__ = ["render_table", "table_sink", "console_sink"]
 
 
-def _value(point) -> str:
-    value = getattr(point, "value", None)
-    if value is None:
-        return f"count={getattr(point, 'count', '?')}"
+def _any(value: AnyValue) -> str:
+    kind = value.WhichOneof("value")
+    return str(getattr(value, kind)) if kind else ""
+
+
+def _number(dp) -> str:
+    value = dp.as_double if dp.WhichOneof("value") == "as_double" else dp.as_int
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else f"{value:.12g}"
     return str(value)
 
 
-class TableMetricExporter(MetricExporter):
-    def __init__(self, out: TextIO | None = None) -> None:
-        super().__init__(preferred_temporality=GAUGE_DELTA)
-        self._out = out or sys.stdout
+def render_table(request: ExportMetricsServiceRequest) -> str:
+    lines = []
+    for rm in request.resource_metrics:
+        resource = ", ".join(f"{a.key}={_any(a.value)}" for a in sorted(rm.resource.attributes, key=lambda a: a.key)
+                             if a.key.startswith(("service.", "k8s.")))
+        lines.append(f"# resource: {resource}")
+        metrics = sorted((m for sm in rm.scope_metrics for m in sm.metrics), key=lambda m: m.name)
+        for metric in metrics:
+            if metric.name.endswith("_bucket"):
+                # Histogram buckets: dozens of rows a person does not read here.
+                lines.append(f"{metric.name}{{le=...}} ({len(metric.sum.data_points)} buckets not shown)")
+                continue
+            kind = metric.WhichOneof("data")
+            rows = []
+            for dp in getattr(metric, kind).data_points if kind else ():
+                attrs = ",".join(f'{a.key}="{_any(a.value)}"' for a in sorted(dp.attributes, key=lambda a: a.key))
+                rows.append(f"{metric.name}{{{attrs}}} {_number(dp)}")
+            lines.extend(sorted(rows))
+    return "\n".join(lines) + "\n"
 
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
-        lines = []
-        for rm in metrics_data.resource_metrics:
-            resource = ", ".join(f"{k}={v}" for k, v in sorted(rm.resource.attributes.items())
-                                 if k.startswith(("service.", "k8s.")))
-            lines.append(f"# resource: {resource}")
-            for sm in rm.scope_metrics:
-                for metric in sorted(sm.metrics, key=lambda m: m.name):
-                    if metric.name.endswith("_bucket"):
-                        # Histogram buckets: dozens of rows a person does not read here.
-                        lines.append(f"{metric.name}{{le=...}} ({len(metric.data.data_points)} buckets not shown)")
-                        continue
-                    rows = []
-                    for point in metric.data.data_points:
-                        attrs = ",".join(f'{k}="{v}"' for k, v in sorted(point.attributes.items()))
-                        rows.append(f"{metric.name}{{{attrs}}} {_value(point)}")
-                    lines.extend(sorted(rows))
-        self._out.write("\n".join(lines) + "\n")
-        self._out.flush()
-        return MetricExportResult.SUCCESS
 
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
+def table_sink(out: TextIO) -> Callable[[ExportMetricsServiceRequest], None]:
+    def write(request: ExportMetricsServiceRequest) -> None:
+        out.write(render_table(request))
+        out.flush()
+    return write
 
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
-        pass
+
+def console_sink(out: TextIO) -> Callable[[ExportMetricsServiceRequest], None]:
+    def write(request: ExportMetricsServiceRequest) -> None:
+        out.write(MessageToJson(request) + "\n")
+        out.flush()
+    return write

@@ -113,6 +113,8 @@ class StatsSnapshot:
     last_export_success_age_seconds: float | None = None
     last_export_success_unixtime: float | None = None
     export_duration: HistogramSnapshot | None = None
+    export_failures: Mapping[str, int] = field(default_factory=dict)
+    rejected_points: int = 0
     usage_errors: Mapping[str, int] = field(default_factory=dict)
     # Loop liveness: seconds since each loop last showed progress.
     loop_idle_seconds: Mapping[str, float] = field(default_factory=dict)
@@ -143,6 +145,8 @@ class RuntimeStats:
         self._last_export_success: float | None = None
         self._last_export_success_wall: float | None = None
         self._export_duration = _Histogram()
+        self._export_failures: Counter[str] = Counter()
+        self._rejected_points = 0
         self._heartbeats: dict[str, float] = {}
         self._usage_errors: Counter[str] = Counter()
 
@@ -205,9 +209,13 @@ class RuntimeStats:
             self._last_event = self._clock()
 
     # -- export --------------------------------------------------------------
-    def export_finished(self, ok: bool, seconds: float) -> None:
+    def export_finished(self, ok: bool, seconds: float, reason: str = "success", rejected_points: int = 0) -> None:
+        """One export ended; ``reason`` is a bounded word (http_503, timeout, rejected, ...) for failures."""
         with self._lock:
             self._exports["success" if ok else "failure"] += 1
+            if not ok:
+                self._export_failures[reason] += 1
+            self._rejected_points += rejected_points
             self._export_duration.observe(seconds)
             if ok:
                 self._last_export_success = self._clock()
@@ -243,6 +251,8 @@ class RuntimeStats:
                     None if self._last_export_success is None else now - self._last_export_success),
                 last_export_success_unixtime=self._last_export_success_wall,
                 export_duration=self._export_duration.snapshot(),
+                export_failures=_frozen(self._export_failures),
+                rejected_points=self._rejected_points,
                 usage_errors=_frozen(self._usage_errors),
                 loop_idle_seconds=MappingProxyType({k: now - v for k, v in self._heartbeats.items()}),
             )
