@@ -57,6 +57,7 @@ def populated() -> Readings:
     stats.relisted(0.1, NODES)
     stats.request_failed("transport", PODS)
     stats.export_finished(True, 0.01)
+    stats.export_finished(False, 0.01, reason="http_503", rejected_points=2)
     stats.usage_error("missing")
     state = NodeState("node-a")
     state.replace([evaluate(decode_pod(pod("p")))])
