@@ -137,6 +137,8 @@ def _explain(args: argparse.Namespace) -> int:
                 raise _Failed("--live reads the cluster: give no input file or --node-file")
             pods, nodes, skipped = _list_live(args)
         else:
+            if args.kubeconfig or args.context:
+                raise _Failed("--kubeconfig and --context read the cluster: add --live")
             documents = read_documents(load_capture(args.file))
             where = "standard input" if args.file == "-" else args.file
             dump = pods_dump(documents, where)

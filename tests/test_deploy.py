@@ -139,6 +139,9 @@ def test_dockerfile_install_steps_give_a_working_console_script(tmp_path):
     script = venv / "bin" / "node-requests-agent"
     version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0 and "0.1.0" in version.stdout
+    plugin = subprocess.run([str(venv / "bin" / "kubectl-node_requests"), "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert plugin.returncode == 0 and plugin.stdout.startswith("usage: kubectl node-requests")
     env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
     missing = subprocess.run([str(script), "run"], capture_output=True, text=True, timeout=60, env=env)
     assert missing.returncode == 2 and "NODE_NAME" in missing.stderr

@@ -74,6 +74,8 @@ def test_live_errors_say_what_to_do(cluster_api, tmp_path):
     result = run("explain", "--live", "--kubeconfig", kubeconfig)
     assert result.returncode == 1 and "403" in result.stderr and "Traceback" not in result.stderr
     assert run("explain", "--live", "dump.json", "--kubeconfig", kubeconfig).returncode == 2
+    no_live = run("explain", "--kubeconfig", kubeconfig, input="{}")
+    assert no_live.returncode == 2 and "add --live" in no_live.stderr
 
 
 def _plugin_env(kubeconfig: str) -> dict[str, str]:
