@@ -498,6 +498,11 @@ def test_image_holds_exactly_the_locked_packages(image):
     assert script and Path(script).is_relative_to(image.root)
     version = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60, env=image.env)
     assert version.returncode == 0 and "0.1.0" in version.stdout
+    # The kubectl plugin is installed beside it: `kubectl node-requests ...` finds it on PATH.
+    plugin = shutil.which("kubectl-node_requests", path=image.env["PATH"])
+    assert plugin and Path(plugin).is_relative_to(image.root)
+    usage = subprocess.run([plugin, "--help"], capture_output=True, text=True, timeout=60, env=image.env)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: kubectl node-requests")
 
 
 def test_daemonset_container_command_runs_the_agent(image, agent_objects):
