@@ -77,6 +77,15 @@ def _managed_fields(p: dict) -> list[dict]:
     ]
 
 
+def free_port() -> int:
+    """A loopback port nothing holds right now (the kernel's choice)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def machine() -> str:
     cpu = "?"
     try:

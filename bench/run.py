@@ -207,6 +207,7 @@ def versus(pods_counts=(110, 500), events: int = 2000) -> None:
     import psutil
 
     from common import ROOT
+    from tests.cluster import free_ports
 
     print(f"\n### Side by side with the kubernetes client's Watch + V1Pod cache ({events:,} MODIFIED events)\n")
     print("| pods | agent RSS MiB | client Watch RSS MiB | RSS ratio | agent CPU s | client Watch CPU s | CPU ratio |")
@@ -292,7 +293,7 @@ def startup(pods: int = 110) -> None:
     import urllib.request
     from pathlib import Path
 
-    from common import ROOT
+    from common import ROOT, free_port
 
     api = FakeApiServer().start()
     try:
@@ -301,14 +302,15 @@ def startup(pods: int = 110) -> None:
         kubeconfig = api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
         results = []
         for _ in range(3):
+            port = free_port()  # a fixed one may be held by anything
             start = time.monotonic()
             proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "bench-node", "--kubeconfig",
-                                     kubeconfig, "--exporter", "none", "--debug-address", "127.0.0.1:19808",
+                                     kubeconfig, "--exporter", "none", "--debug-address", f"127.0.0.1:{port}",
                                      "--log-level", "ERROR"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 while True:
                     try:
-                        with urllib.request.urlopen("http://127.0.0.1:19808/readyz", timeout=1) as r:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
                             if r.status == 200:
                                 break
                     except OSError:

@@ -16,7 +16,7 @@ from typing import Any
 
 import urllib3
 
-__all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "TransportError", "load_configuration",
+__all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "TransportError", "load_configuration", "config_sources",
            "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
         else:
             kube_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
-        raise KubeConfigError(f"cannot load Kubernetes configuration: {exc}") from exc
+        raise KubeConfigError(f"cannot load Kubernetes configuration from {config_sources(kubeconfig, context)}: "
+                              f"{str(exc).rstrip('.')}") from exc
     # client-go's keepalive timings: an idle watch on a dead peer is noticed.
     configuration.keep_alive = True
     # No immediate urllib3 retries: each would be another request at a failing
@@ -201,3 +202,15 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
             raise LineTooLong(f"watch line longer than {max_line} bytes")
     if bytes(buffer).strip():
         yield bytes(buffer)
+
+
+def config_sources(kubeconfig: str | None = None, context: str | None = None,
+                   env: Mapping[str, str] = os.environ) -> str:
+    """What ``load_configuration`` tried, in its order, for a message a person can act on."""
+    if kubeconfig:
+        return f"kubeconfig {kubeconfig}"
+    if context is None and env.get("KUBERNETES_SERVICE_HOST"):
+        return "the in-cluster service account"
+    files = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
+    skipped = "" if context is not None else " (in-cluster skipped: KUBERNETES_SERVICE_HOST is not set)"
+    return f"kubeconfig {', '.join(files)}{skipped}"
