@@ -2,9 +2,10 @@
 PromQL query against real data.
 
 Not executed here (nothing of the kind runs on these machines): kubectl/kustomize against a cluster with a kubelet,
-a container build, the Collector and Prometheus servers. The kustomizations are rendered by a small stand-in that
-follows kustomize's documented semantics for the features used (resources, namespace, configMapGenerator from
-files); the Dockerfile's steps run here, with the image's paths under a temporary folder.
+a container build. The kustomizations are rendered by a small stand-in that follows kustomize's documented semantics
+for the features used (resources, namespace, configMapGenerator from files); the Dockerfile's steps run here, with
+the image's paths under a temporary folder. The Collector and Prometheus themselves run the shipped config, rules
+and dashboard queries in the ``collector`` tests (tests/test_e2e_collector.py).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
         assert {o["metadata"].get("namespace", name) for o in objects.values() if o["kind"] not in CLUSTER_SCOPED} == {name}
     assert namespace_of(agent_objects)["metadata"]["name"] != namespace_of(collector_objects)["metadata"]["name"]
     config = collector_objects[("ConfigMap", "otel-collector-config")]["data"]["collector.yaml"]
-    assert yaml.safe_load(config)["exporters"]["prometheus"]["add_metric_suffixes"] is False
+    assert yaml.safe_load(config)["exporters"]["prometheus"]["translation_strategy"] == "UnderscoreEscapingWithoutSuffixes"
     collector = collector_objects[("Deployment", "otel-collector")]["spec"]["template"]["spec"]
     assert collector["volumes"][0]["configMap"]["name"] == "otel-collector-config"
     # The agents' OTLP endpoint is this Service, by its DNS name in the Collector's namespace.
@@ -263,8 +264,9 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
 
 
 def port_of(endpoint: str) -> int:
-    """The port of a Collector endpoint setting (``0.0.0.0:4317``, ``${env:POD_IP}:13133``)."""
-    return int(endpoint.rsplit(":", 1)[1])
+    """The port of a Collector endpoint setting (``0.0.0.0:4317``, ``${env:POD_IP}:13133``, or the default of
+    ``${env:OTLP_GRPC_ENDPOINT:-0.0.0.0:4317}``)."""
+    return int(endpoint.rstrip("}").rsplit(":", 1)[1])
 
 
 def admitted(policy: dict, port: int) -> list[dict]:
