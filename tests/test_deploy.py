@@ -33,6 +33,7 @@ from packaging.version import Version
 from tests.cluster import ApiError, cluster  # noqa: F401  (cluster is the session fixture)
 from tests.conftest import wait_until
 from tests.factory import container, pod, vm_pod
+from tests.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S_VERSION = "1.36"
@@ -549,23 +550,11 @@ def test_rules_pass_promtool():
 
 
 def _expressions() -> list[tuple[str, str]]:
-    out = []
-    rules = yaml.safe_load((ROOT / "otel-config" / "prometheus" / "rules.yaml").read_text())
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            expr = rule["expr"]
-            if "alert" in rule:
-                # An alert's query returns data only while it fires: check its left-hand side.
-                expr = re.split(r"\s[<>]=?\s", expr)[0]
-            out.append((rule.get("record") or rule["alert"], expr))
-    dashboard = json.loads((ROOT / "otel-config" / "grafana" / "node-requests-agent.json").read_text())
-    for panel in dashboard["panels"]:
-        for target in panel["targets"]:
-            out.append((panel["title"], target["expr"].replace("$node", ".*")))
-    for var in dashboard["templating"]["list"]:
-        if var["type"] == "query":
-            m = re.fullmatch(r"label_values\((\w+), (\w+)\)", var["query"])
-            out.append((f"${var['name']}", f"count by ({m.group(2)}) ({m.group(1)})"))
+    """Every shipped query that has data while nothing is wrong (an alert's left-hand side)."""
+    out = list(recording_rules().items())
+    out += [(name, left_side(rule["expr"])) for name, rule in alerts().items()]
+    out += dashboard_queries()
+    out += [(f"${v.name}", f"count by ({v.label}) ({v.metric})") for v in dashboard_variables()]
     return out
 
 
