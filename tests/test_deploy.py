@@ -539,11 +539,9 @@ def test_prometheus_scrape_config_targets_the_collector(collector_objects):
 
 
 def test_rules_pass_promtool():
-    from tests.victoriametrics import debian_binary
+    from components.prometheus import promtool_bin
 
-    # Trixie's package leaves promtool out; bookworm's (2.42) has it.
-    promtool = debian_binary("prometheus", "usr/bin/promtool", suite="bookworm")
-    result = subprocess.run([str(promtool), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
+    result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 8 rules found" in result.stdout
