@@ -142,8 +142,8 @@ class Collector:
 
     The listen addresses reach the config through the environment variables it
     reads (ENDPOINT_VARS), so the file itself runs unmodified. The ports are
-    chosen on the first start and kept by restart(), so senders configured with
-    the endpoint find the collector again after a fault test. ``overrides`` are
+    chosen once and kept by restart(), so senders configured with the endpoint
+    find the collector again after a fault test. ``overrides`` are
     ``--set key::path=value`` settings (e.g. a tiny memory limit); ``env`` is
     applied last, so it can also point an endpoint variable elsewhere.
     """
@@ -156,7 +156,7 @@ class Collector:
         self.overrides = list(overrides)
         self.binary = binary
         self.log_path = self.workdir / "otelcol.log"
-        self.ports: dict[str, int] = {}
+        self.ports = {var: free_port() for var in [*ENDPOINT_VARS, TELEMETRY_PORT_VAR]}
         self._proc: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
@@ -174,8 +174,6 @@ class Collector:
     def start(self, timeout: float = 30.0) -> Collector:
         """Launch the collector and wait until its health_check reports it ready."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if not self.ports:
-            self.ports = {var: free_port() for var in [*ENDPOINT_VARS, TELEMETRY_PORT_VAR]}
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(self._argv(), env={**os.environ, **self.env(), **self.extra_env}, stdout=log,
                                           stderr=subprocess.STDOUT, cwd=self.workdir)
