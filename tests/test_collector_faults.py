@@ -1,7 +1,7 @@
 """Faults between the agent and the real Collector: a crash and restart, and the memory_limiter refusing data.
 
-The agent is the real command exporting every 0.5 s with a 1 s OTLP timeout (the SDK retries
-within it, then drops the batch); what it did is read from its own /metrics
+The agent is the real command exporting every 0.5 s with a 1 s export timeout (it retries what
+is retryable within it, then drops the export); what it did is read from its own /metrics
 (``node_requests_agent_exports_total{result}``), what arrived from the Collector's exporter.
 """
 
@@ -23,8 +23,11 @@ INTERVAL = 0.5
 OTLP_ENDPOINTS = {"http/protobuf": "otlp_http_endpoint", "grpc": "otlp_grpc_endpoint"}
 
 
+ARGS = ("--export-timeout", "1")
+
+
 def _env(otelcol: Collector, protocol: str) -> dict[str, str]:
-    return {**otlp_env(getattr(otelcol, OTLP_ENDPOINTS[protocol]), protocol), "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    return otlp_env(getattr(otelcol, OTLP_ENDPOINTS[protocol]), protocol)
 
 
 def _exported_value(otelcol: Collector, pod_name: str) -> float | None:
@@ -41,7 +44,7 @@ def _rss_mib(pid: int) -> float:
 def test_collector_crash_and_restart_while_the_agent_runs(protocol, apiserver, tmp_path):
     web = apiserver.create(pod("web", containers=[container("a", "250m", "256Mi")]))
     with Collector(tmp_path / "otelcol") as otelcol, \
-            AgentProcess(apiserver, tmp_path / "agent", "node-a", _env(otelcol, protocol), INTERVAL) as agent:
+            AgentProcess(apiserver, tmp_path / "agent", "node-a", _env(otelcol, protocol), INTERVAL, ARGS) as agent:
         wait_until(lambda: _exported_value(otelcol, "web") == 0.25, timeout=20, message="first export arrives")
         failures_before = agent.exports("failure")
         otelcol.stop(graceful=False)  # a crash: SIGKILL, series and connections gone
@@ -68,7 +71,7 @@ def test_memory_limiter_refusals_are_counted_by_the_agent_and_memory_stays_bound
         apiserver.create(pod(f"p{i}", containers=[container("a", "100m", "128Mi")]))
     refusing = ["processors::memory_limiter::limit_mib=4", "processors::memory_limiter::spike_limit_mib=2"]
     with Collector(tmp_path / "otelcol", overrides=refusing) as otelcol, \
-            AgentProcess(apiserver, tmp_path / "agent", "node-a", _env(otelcol, "http/protobuf"), INTERVAL) as agent:
+            AgentProcess(apiserver, tmp_path / "agent", "node-a", _env(otelcol, "http/protobuf"), INTERVAL, ARGS) as agent:
         wait_until(lambda: agent.exports("failure") >= 3, timeout=30, message="refused exports counted")
         agent_before, collector_before = agent.rss_mib(), _rss_mib(otelcol.pid)
         agent_peak, collector_peak = agent_before, collector_before
