@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from agent.export.metrics import GAUGES, state_points
-from agent.export.runtime import RUNTIME_METRICS, Readings
+from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
 from agent.model.node import decode_node
 from agent.model.node_summary import Usage, summarize
 from agent.model.pod import decode_pod
@@ -73,14 +73,14 @@ def test_agent_metric_table_matches_the_runtime_metrics():
         exported[m.name] = (m.kind, {k for attrs, _ in points for k in attrs})
         assert m.kind == "histogram" or points, f"{m.name} read nothing from populated snapshots"
     documented = {}
-    for cells in table("name (OTLP = Prometheus"):
+    for cells in table("OTLP = Prometheus name"):
         for name in re.findall(r"`([a-z_]+)`", cells[0]):
-            documented[name] = (cells[1], attribute_names(cells[2], set()))
+            documented[name.removeprefix(PREFIX)] = (cells[1], attribute_names(cells[2], set()))
     assert documented == exported
 
 
 def test_workqueue_event_types_are_all_documented():
-    row = next(r for r in table("name (OTLP = Prometheus") if "`workqueue_adds_total`" in r[0])
+    row = next(r for r in table("OTLP = Prometheus name") if f"`{PREFIX}workqueue_adds_total`" in r[0])
     assert set(re.findall(r"`([A-Z]+)`", row[2])) == {ADDED, MODIFIED, DELETED, BOOKMARK, RELIST, SAMPLE, VERSION}
 
 
