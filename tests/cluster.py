@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
-import re
 import shutil
 import socket
 import ssl
@@ -25,22 +24,26 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
+from tests.conftest import wait_until
 
-__all__ = ["ApiError", "Cluster", "cluster", "wait_until"]
+__all__ = ["ApiError", "Cluster", "cluster"]
 
 #: kubectl, and the controller-manager when the tested version has none, come from here.
 NEWEST = "1.37.2"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
-#: The node lifecycle controller marks a node Unknown after --node-monitor-grace-period (default 50 s) without a
-#: renewed Lease; renewing four times as often as the kubelet's default 40 s lease is plenty of margin.
-LEASE_RENEW_SECONDS = 10.0
+#: The node lifecycle controller marks a node Unknown after --node-monitor-grace-period without a renewed Lease.
+#: Shortened from the default 50 s so a test can watch a dead node go Unknown (and a live one stay Ready) in half
+#: a minute; six renewals per grace period leave margin for a loaded machine and for an API server restart.
+NODE_MONITOR_GRACE_SECONDS = 30
+LEASE_RENEW_SECONDS = 5.0
 START_TIMEOUT = 180.0
 
 
@@ -51,18 +54,6 @@ class ApiError(RuntimeError):
         super().__init__(f"{method} {path}: HTTP {status}: {body[:2000]}")
         self.status = status
         self.body = body
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.25, what: str = "") -> object:
-    """The first truthy value of ``predicate()``; control-plane reactions take seconds, not milliseconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what or predicate}")
-        time.sleep(interval)
 
 
 def free_ports(count: int) -> list[int]:
@@ -147,7 +138,9 @@ def make_pki(directory: Path) -> Pki:
         try:
             import cryptography  # noqa: F401
         except ImportError:
-            pytest.skip("cluster tests need the openssl CLI (or the cryptography package) to make certificates")
+            # A failure, not a skip: a missing tool must never quietly turn the real-component tests off.
+            raise RuntimeError("cluster tests need the openssl CLI (or the cryptography package) to make "
+                               "certificates; .ci/run installs openssl") from None
         _cryptography_pki(pki)
     return pki
 
@@ -281,24 +274,10 @@ class Component:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m[1] == "n" else m[1], value)
-
-
 def parse_prometheus_text(text: str, metric: str) -> list[dict]:
-    """Samples of one metric as label dicts with a float ``value`` (enough of the text format for component metrics)."""
-    samples = []
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip())
-        if not match or match["name"] != metric:
-            continue
-        labels = {k: _unescape(v) for k, v in _LABEL.findall(match["labels"] or "")}
-        samples.append({**labels, "value": float(match["value"])})
-    return samples
+    """Samples of one metric as label dicts with a float ``value``, read by prometheus_client's own parser."""
+    return [{**sample.labels, "value": sample.value}
+            for family in text_string_to_metric_families(text) for sample in family.samples if sample.name == metric]
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -312,9 +291,10 @@ class Cluster:
     it admits no pods and serves /version and scheduler checks only.
     """
 
-    def __init__(self, workdir: Path, version: str = NEWEST) -> None:
+    def __init__(self, workdir: Path, version: str = NEWEST, apiserver_flags: Sequence[str] = ()) -> None:
         self.workdir = Path(workdir)
         self.release = version  # "version" is the /version call
+        self.apiserver_flags = tuple(apiserver_flags)  # appended to the fixture's own (a later flag wins)
         self.logs_dir = self.workdir / "logs"
         self.components: list[Component] = []
         self.ports: dict[str, int] = {}
@@ -366,6 +346,34 @@ class Cluster:
                 component.stop()
             except (OSError, subprocess.SubprocessError) as error:
                 print(f"cluster: could not stop {component.name} (pid {component.proc.pid}): {error}")
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> float:
+        """Stop kube-apiserver (SIGTERM, as a rolling control-plane upgrade does), keep it down ``down_seconds``,
+        start it on the same port, and return the monotonic time at which it answered /readyz again."""
+        apiserver = self.component("kube-apiserver")
+        apiserver.stop()
+        if down_seconds:
+            time.sleep(down_seconds)
+        apiserver.start()
+        self._wait_healthy(apiserver)
+        return time.monotonic()
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision: the resourceVersion of the newest write to any object."""
+        return int(self._etcd_post("/v3/maintenance/status", {})["header"]["revision"])
+
+    def etcd_compact(self, revision: int) -> None:
+        """Compact etcd's history up to ``revision`` through its gRPC gateway, as the API server does every 5 min."""
+        self._etcd_post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+
+    def _etcd_post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.ports['etcd']}{path}", data=json.dumps(body).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
 
     def _prepare(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -427,7 +435,7 @@ class Cluster:
             "--service-cluster-ip-range=10.96.0.0/16",
             # the kubernetes Service would point at 127.0.0.1, which Endpoints validation rejects: keep the log clean
             "--endpoint-reconciler-type=none",
-            "--allow-privileged=true", "--profiling=false", "--v=1")
+            "--allow-privileged=true", "--profiling=false", "--v=1", *self.apiserver_flags)
 
     def _delegated_flags(self, user: str, port_name: str) -> list[str]:
         """Secure-port flags for scheduler/controller-manager: CA-signed serving cert, authn/z delegated to the apiserver."""
@@ -450,6 +458,7 @@ class Cluster:
             "kube-controller-manager", "kube-controller-manager",
             *self._delegated_flags("controller-manager", "controller-manager"),
             "--controllers=*", "--use-service-account-credentials=true",
+            f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
             f"--root-ca-file={pki.crt('ca')}", f"--service-account-private-key-file={pki.key('sa')}",
             f"--cluster-signing-cert-file={pki.crt('ca')}", f"--cluster-signing-key-file={pki.key('ca')}",
             "--cluster-name=nra")
@@ -466,7 +475,7 @@ class Cluster:
                 return probe()
             except (OSError, ApiError, ssl.SSLError):
                 return False
-        wait_until(ready, timeout=timeout, interval=0.5, what=what)
+        wait_until(ready, timeout=timeout, interval=0.5, message=what)
 
     def _wait_healthy(self, component: Component) -> None:
         probes = {
@@ -542,6 +551,10 @@ class Cluster:
 
     def version(self) -> dict:
         return self.api("GET", "/version")
+
+    def apiserver_metrics(self, metric: str) -> list[dict]:
+        """Samples of one of kube-apiserver's own metrics (``apiserver_request_total``...), read as the admin."""
+        return parse_prometheus_text(self._get_text(self.server + "/metrics", timeout=30), metric)
 
     def scheduler_resource_metrics(self) -> list[dict]:
         """``kube_pod_resource_request`` samples: the scheduler's own view of each pod's requests, an oracle for the agent."""
