@@ -1,8 +1,10 @@
-"""Deployment files: schema validation, rendering, policy, promtool, and every PromQL query against real data.
+"""Deployment files: schema validation, rendering, policy, the image's install and command, promtool, and every
+PromQL query against real data.
 
-Not executed here (nothing of the kind runs on these machines): kubectl/kustomize, a cluster, a container build,
-the Collector and Prometheus servers. The kustomizations are rendered by a small stand-in that follows kustomize's
-documented semantics for the features used (resources, namespace, configMapGenerator from files).
+Not executed here (nothing of the kind runs on these machines): kubectl/kustomize against a cluster with a kubelet,
+a container build, the Collector and Prometheus servers. The kustomizations are rendered by a small stand-in that
+follows kustomize's documented semantics for the features used (resources, namespace, configMapGenerator from
+files); the Dockerfile's steps run here, with the image's paths under a temporary folder.
 """
 
 from __future__ import annotations
@@ -10,14 +12,21 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
+from typing import NamedTuple
 
 import kubernetes_validate
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from tests.conftest import wait_until
 from tests.factory import container, pod, vm_pod
@@ -123,27 +132,216 @@ def test_daemonset_policy(agent_objects):
     assert "cpu" not in c["resources"]["limits"]  # no CPU throttling of the watch
 
 
-def test_dockerfile_install_steps_give_a_working_console_script(tmp_path):
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    bases = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    # Every base is a fully pinned patch release of the slim image (a digest may be added at build time).
-    assert bases and all(re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+(?:@sha256:[0-9a-f]{64})?", b) for b in bases), bases
-    assert re.search(r"^USER 65532:65532$", dockerfile, re.M)
-    assert 'ENTRYPOINT ["node-requests-agent", "run"]' in dockerfile
-    assert "pip install --no-cache-dir ." in dockerfile
-    # The same steps, here: a fresh virtual environment, `pip install .`, the console script.
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-cache-dir", str(ROOT)], check=True, timeout=600,
-                   capture_output=True)
-    script = venv / "bin" / "node-requests-agent"
-    version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+# --------------------------------------------------------------------------- the image
+
+
+class Instruction(NamedTuple):
+    op: str
+    arg: str
+
+
+def dockerfile_stages(text: str) -> list[list[Instruction]]:
+    """Instructions per stage, each starting with its FROM: continuations joined, comment and blank lines dropped
+    (as Docker does, also inside a continuation), global ARG defaults substituted into FROM."""
+    lines, current = [], ""
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            current += stripped[:-1] + " "
+            continue
+        lines.append(current + stripped)
+        current = ""
+    global_args: dict[str, str] = {}
+    stages: list[list[Instruction]] = []
+    for line in lines:
+        op, _, arg = line.partition(" ")
+        op, arg = op.upper(), arg.strip()
+        if op == "ARG" and not stages:
+            name, _, default = arg.partition("=")
+            global_args[name] = default
+            continue
+        if op == "FROM":
+            arg = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: global_args[m.group(1) or m.group(2)], arg)
+            stages.append([])
+        stages[-1].append(Instruction(op, arg))
+    return stages
+
+
+def exec_form(arg: str) -> list[str]:
+    return json.loads(arg) if arg.startswith("[") else ["/bin/sh", "-c", arg]
+
+
+def image_entrypoint_and_cmd(stage: list[Instruction]) -> tuple[list[str], list[str]]:
+    """The image's ENTRYPOINT and CMD: the last of each wins, and an ENTRYPOINT set in the stage resets the CMD
+    inherited from the base image (Docker's documented rule), so CMD is only what the stage itself sets."""
+    entrypoint = cmd = None
+    for op, arg in stage:
+        if op == "ENTRYPOINT":
+            entrypoint = exec_form(arg)
+        elif op == "CMD":
+            cmd = exec_form(arg)
+    assert entrypoint is not None, "the final stage sets no ENTRYPOINT, so the base image's would run"
+    return entrypoint, cmd or []
+
+
+def container_argv(entrypoint: list[str], cmd: list[str], container: dict) -> list[str]:
+    """What the container runs, by Kubernetes' rules: ``command`` replaces ENTRYPOINT and CMD (``args`` follow it);
+    ``args`` alone replace CMD; neither keeps ENTRYPOINT + CMD."""
+    command, args = container.get("command") or [], container.get("args") or []
+    if command:
+        return [*command, *args]
+    return [*entrypoint, *(args or cmd)]
+
+
+class Image(NamedTuple):
+    root: Path
+    env: dict[str, str]
+    entrypoint: list[str]
+    cmd: list[str]
+
+
+def on_root(root: Path, text: str) -> str:
+    """A Dockerfile argument with the image's absolute paths moved under ``root``."""
+    return re.sub(r"(?:^|(?<=[\s=:]))/(?=\w)", f"{root}/", text)
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Image:
+    """The Dockerfile's stages, run here: COPY from the build context, WORKDIR, ENV and RUN (``sh -c``) of the build
+    stage with the image's paths under a temporary root, then the final stage's copy of the build stage's venv, ENV,
+    ENTRYPOINT and CMD. Not reproduced: the base image itself (this machine's Python 3.11 stands in for it) and USER.
+    """
+    stages = dockerfile_stages((ROOT / "Dockerfile").read_text())
+    root = tmp_path_factory.mktemp("image")
+    shim = tmp_path_factory.mktemp("shim")
+    (shim / "python").symlink_to(sys.executable)  # the base image's `python`
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
+    env.pop("VIRTUAL_ENV", None)
+    (build, final) = stages
+    workdir = root
+    for op, arg in build[1:]:
+        if op == "WORKDIR":
+            workdir = Path(on_root(root, arg))
+            workdir.mkdir(parents=True, exist_ok=True)
+        elif op == "COPY":
+            *sources, dest = shlex.split(arg)
+            target = Path(on_root(root, dest)) if dest.startswith("/") else workdir / dest
+            for source in sources:
+                if (ROOT / source).is_dir():
+                    shutil.copytree(ROOT / source, target, dirs_exist_ok=True,
+                                    ignore=shutil.ignore_patterns("__pycache__"))  # as .dockerignore
+                else:
+                    target.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(ROOT / source, target)
+        elif op == "RUN":
+            done = subprocess.run(["sh", "-c", on_root(root, arg)], cwd=workdir, env=env, capture_output=True,
+                                  text=True, timeout=900)
+            assert done.returncode == 0, f"RUN {arg}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        else:
+            raise AssertionError(f"the build stage uses {op}, which this test does not reproduce")
+    image_env = {"PATH": os.environ["PATH"]}  # the base image's PATH
+    for op, arg in final[1:]:
+        if op == "COPY":
+            # The venv's scripts name their interpreter by absolute path: it must land where it was built.
+            assert re.fullmatch(r"--from=build (\S+) \1", arg), arg
+        elif op == "ENV":
+            for item in shlex.split(arg):
+                key, _, value = item.partition("=")
+                image_env[key] = re.sub(r"\$\{?(\w+)\}?", lambda m: image_env.get(m.group(1), ""), on_root(root, value))
+        else:
+            assert op in ("USER", "EXPOSE", "ENTRYPOINT", "CMD"), f"the final stage uses {op}, not reproduced here"
+    return Image(root, image_env, *image_entrypoint_and_cmd(final))
+
+
+def test_dockerfile_pins_its_base_and_user():
+    text = (ROOT / "Dockerfile").read_text()
+    # One base for both stages, a fully pinned patch release of the slim image; a digest is added at build time.
+    (default,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+(?:@sha256:[0-9a-f]{64})?", default), default
+    assert [stage[0].arg.split()[0] for stage in dockerfile_stages(text)] == [default, default]
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+    assert re.search(r"^USER 65532:65532$", text, re.M)
+
+
+def read_lock(path: Path) -> dict[str, tuple[Version, list[str]]]:
+    """name -> (pinned version, hashes) from a requirements file written with --generate-hashes."""
+    entries: dict[str, tuple[Version, list[str]]] = {}
+    for line in path.read_text().replace("\\\n", " ").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        assert not line.startswith("-"), f"{path.name}: option line {line!r} (a lock names no index or links)"
+        spec, *hashes = line.split(" --hash=")
+        requirement = Requirement(spec)
+        (pin,) = requirement.specifier
+        assert pin.operator == "==" and hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h.strip()) for h in hashes), line
+        entries[canonicalize_name(requirement.name)] = (Version(pin.version), [h.strip() for h in hashes])
+    return entries
+
+
+#: The image's interpreter and platform, for the markers of pyproject's requirements.
+IMAGE_MARKERS = {"python_version": "3.11", "python_full_version": "3.11.7", "sys_platform": "linux",
+                 "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+                 "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+@pytest.mark.parametrize(("lock", "requires"), [
+    ("requirements.lock", lambda p: p["project"]["dependencies"]),
+    ("requirements-build.lock", lambda p: p["build-system"]["requires"]),
+])
+def test_lock_satisfies_pyproject(lock, requires):
+    """Every requirement of pyproject is pinned in its lock at a version its specifier allows, with hashes;
+    completeness (every dependency of every pin) is what --require-hashes checks in the image test."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    text = (ROOT / lock).read_text()
+    assert "://" not in text  # no index or host written into the repo
+    entries = read_lock(ROOT / lock)
+    for line in requires(pyproject):
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate(IMAGE_MARKERS):
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in entries, f"{lock} lacks {line}: regenerate it (README, Dependencies)"
+        assert requirement.specifier.contains(entries[name][0], prereleases=True), \
+            f"{lock} pins {name}=={entries[name][0]}, pyproject asks {line}: regenerate it (README, Dependencies)"
+
+
+def test_image_holds_exactly_the_locked_packages(image):
+    """The build stage installs the locks with --require-hashes (so every dependency is pinned and hashed) and the
+    project with --no-deps: the venv holds the runtime lock and the agent, nothing else, and the agent runs."""
+    venv_python = image.root / "opt" / "agent" / "bin" / "python"
+    listed = subprocess.run([str(venv_python), "-c", "import importlib.metadata as m, json; print(json.dumps("
+                             "[(d.metadata['Name'], d.version) for d in m.distributions()]))"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    installed = {canonicalize_name(n): Version(v) for n, v in json.loads(listed.stdout)}
+    locked = {name: version for name, (version, _) in read_lock(ROOT / "requirements.lock").items()}
+    assert installed == {**locked, "node-requests-agent": Version("0.1.0")}
+    script = shutil.which("node-requests-agent", path=image.env["PATH"])
+    assert script and Path(script).is_relative_to(image.root)
+    version = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60, env=image.env)
     assert version.returncode == 0 and "0.1.0" in version.stdout
-    env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
-    missing = subprocess.run([str(script), "run"], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_daemonset_container_command_runs_the_agent(image, agent_objects):
+    """The DaemonSet's command/args against the image's ENTRYPOINT/CMD, combined as the kubelet does, parse as a run
+    of the agent: with a dry replay appended and NODE_NAME from the (stand-in) downward API it exports and exits 0."""
+    (c,) = agent_objects[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]["containers"]
+    argv = container_argv(image.entrypoint, image.cmd, c)
+    assert not [a for a in argv if "$(" in a], "variable references in command/args: expand them here first"
+    program = shutil.which(argv[0], path=image.env["PATH"])
+    assert program and Path(program).is_relative_to(image.root)
+    env = {**os.environ, **image.env, **{e["name"]: e["value"] for e in c["env"] if "value" in e},
+           "NODE_NAME": "sample-node", "HOST_IP": "127.0.0.1"}
+    done = subprocess.run([program, *argv[1:], "--replay", "sample", "--once", "--exporter", "table"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "pod_or_vm_cpu_requests" in done.stdout
+    # Without NODE_NAME the same command is refused with the documented one-line error.
+    env.pop("NODE_NAME")
+    missing = subprocess.run([program, *argv[1:]], capture_output=True, text=True, timeout=60, env=env)
     assert missing.returncode == 2 and "NODE_NAME" in missing.stderr
-    freeze = subprocess.run([str(venv / "bin" / "pip"), "freeze"], capture_output=True, text=True).stdout.lower()
-    assert "pytest" not in freeze and "hypothesis" not in freeze  # runtime dependencies only
 
 
 def test_prometheus_scrape_config_targets_the_collector():
