@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import uuid
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,6 +29,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from tests.cluster import ApiError, cluster  # noqa: F401  (cluster is the session fixture)
 from tests.conftest import wait_until
 from tests.factory import container, pod, vm_pod
 
@@ -72,22 +74,40 @@ def test_every_manifest_validates_against_the_kubernetes_schemas(agent_objects, 
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
+def workload(objects: dict, kind: str) -> dict:
+    (found,) = [o for o in objects.values() if o["kind"] == kind]
+    return found
+
+
+def namespace_of(objects: dict) -> dict:
+    return workload(objects, "Namespace")
+
+
 def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
     assert set(agent_objects) == {("Namespace", "node-requests-agent"), ("ServiceAccount", "node-requests-agent"),
                                   ("ClusterRole", "node-requests-agent"), ("ClusterRoleBinding", "node-requests-agent"),
                                   ("DaemonSet", "node-requests-agent")}
+    assert set(collector_objects) == {("Namespace", "node-requests-collector"), ("Deployment", "otel-collector"),
+                                      ("Service", "otel-collector"), ("NetworkPolicy", "otel-collector"),
+                                      ("ConfigMap", "otel-collector-config")}
     binding = agent_objects[("ClusterRoleBinding", "node-requests-agent")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "node-requests-agent", "namespace": "node-requests-agent"}]
-    assert agent_objects[("DaemonSet", "node-requests-agent")]["metadata"]["namespace"] == "node-requests-agent"
+    # Each set lives in its own Namespace, created by the same kustomization.
+    for objects in (agent_objects, collector_objects):
+        name = namespace_of(objects)["metadata"]["name"]
+        assert {o["metadata"].get("namespace", name) for o in objects.values() if o["kind"] not in CLUSTER_SCOPED} == {name}
+    assert namespace_of(agent_objects)["metadata"]["name"] != namespace_of(collector_objects)["metadata"]["name"]
     config = collector_objects[("ConfigMap", "otel-collector-config")]["data"]["collector.yaml"]
     assert yaml.safe_load(config)["exporters"]["prometheus"]["add_metric_suffixes"] is False
     collector = collector_objects[("Deployment", "otel-collector")]["spec"]["template"]["spec"]
     assert collector["volumes"][0]["configMap"]["name"] == "otel-collector-config"
-    # The agents' OTLP endpoint is this Service.
+    # The agents' OTLP endpoint is this Service, by its DNS name in the Collector's namespace.
     ds_env = {e["name"]: e.get("value") for e in agent_objects[("DaemonSet", "node-requests-agent")]
               ["spec"]["template"]["spec"]["containers"][0]["env"]}
     service = collector_objects[("Service", "otel-collector")]
-    assert ds_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://{service['metadata']['name']}.node-requests-agent.svc:4318"
+    (http,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "otlp-http"]
+    assert ds_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == \
+        f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{http}"
 
 
 def test_rbac_is_exactly_read_only_pods_and_nodes(agent_objects):
@@ -104,24 +124,13 @@ def test_daemonset_policy(agent_objects):
     assert spec["priorityClassName"] == "system-node-critical"
     assert ds["spec"]["updateStrategy"]["type"] == "RollingUpdate"
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
-    for forbidden in ("hostNetwork", "hostPID", "hostIPC"):
-        assert not spec.get(forbidden)
     env = {e["name"]: e for e in c["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_COMPRESSION"} <= set(env)
-    # Restricted Pod Security Standard, container and pod level.
-    pod_sc, sc = spec["securityContext"], c["securityContext"]
-    assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] > 0
-    assert pod_sc["seccompProfile"]["type"] == "RuntimeDefault"
-    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
-    assert sc["capabilities"]["drop"] == ["ALL"] and "add" not in sc["capabilities"]
-    assert not sc.get("privileged")
-    # Host /proc read-only at /host/proc.
-    (mount,) = c["volumeMounts"]
-    (volume,) = spec["volumes"]
-    assert mount == {"name": volume["name"], "mountPath": "/host/proc", "readOnly": True}
-    assert volume["hostPath"]["path"] == "/proc"
+    # Nothing from the host: `used` comes from the container's own /proc (host-wide stat and meminfo).
+    assert "HOST_PROC" not in env and "volumes" not in spec and "volumeMounts" not in c
+    assert restricted_violations(spec) == []
     # Probes on the debug port.
     (port,) = c["ports"]
     assert port["containerPort"] == 9808 and port["name"] == "debug"
@@ -130,6 +139,173 @@ def test_daemonset_policy(agent_objects):
     # Sized from the measured footprint (README, Benchmarks): ~52-59 MiB RSS at 110-500 pods.
     assert c["resources"]["requests"]["memory"] == "80Mi" and c["resources"]["limits"]["memory"] == "160Mi"
     assert "cpu" not in c["resources"]["limits"]  # no CPU throttling of the watch
+
+
+# --------------------------------------------------------------------------- Pod Security "restricted"
+
+#: The volume types "restricted" allows (kubernetes.io, Pod Security Standards).
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+
+
+def restricted_violations(spec: dict) -> list[str]:
+    """The Pod Security Standard "restricted" (baseline included) as checks on a pod spec, by the published table.
+
+    kube-apiserver's own PodSecurity admission judges the same specs in the cluster test below.
+    """
+    out = [f"{key} is set" for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key)]
+    out += [f"volume {v['name']} is {sorted(set(v) - {'name'})}" for v in spec.get("volumes", [])
+            if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    pod_sc = spec.get("securityContext", {})
+    if pod_sc.get("runAsUser") == 0:
+        out.append("the pod runs as uid 0")
+    for c in [*spec.get("initContainers", []), *spec.get("containers", []), *spec.get("ephemeralContainers", [])]:
+        sc, name = c.get("securityContext", {}), c["name"]
+        caps = sc.get("capabilities", {})
+        checks = {
+            "is privileged": sc.get("privileged") is True,
+            "may escalate privileges (allowPrivilegeEscalation must be false)": sc.get("allowPrivilegeEscalation") is not False,
+            "does not drop ALL capabilities": "ALL" not in caps.get("drop", []),
+            "adds capabilities other than NET_BIND_SERVICE": bool(set(caps.get("add", [])) - {"NET_BIND_SERVICE"}),
+            "may run as root (runAsNonRoot must be true)": sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is not True,
+            "runs as uid 0": sc.get("runAsUser") == 0,
+            "has no RuntimeDefault or Localhost seccomp profile":
+                sc.get("seccompProfile", pod_sc.get("seccompProfile", {})).get("type") not in ("RuntimeDefault", "Localhost"),
+            "uses a host port": any(p.get("hostPort") for p in c.get("ports", [])),
+            "mounts an unmasked /proc": sc.get("procMount", "Default") != "Default",
+        }
+        out += [f"container {name} {what}" for what, failed in checks.items() if failed]
+    return out
+
+
+HOST_PROC_VOLUME = {"name": "host-proc", "hostPath": {"path": "/proc", "type": "Directory"}}
+
+
+def with_host_proc(spec: dict) -> dict:
+    """The agent's previous pod spec: the host's /proc mounted read-only at /host/proc."""
+    old = json.loads(json.dumps(spec))
+    old["volumes"] = [HOST_PROC_VOLUME]
+    old["containers"][0]["volumeMounts"] = [{"name": "host-proc", "mountPath": "/host/proc", "readOnly": True}]
+    return old
+
+
+def test_both_namespaces_enforce_restricted_and_both_pods_meet_it(agent_objects, collector_objects):
+    for objects in (agent_objects, collector_objects):
+        labels = namespace_of(objects)["metadata"]["labels"]
+        assert {mode: labels[f"pod-security.kubernetes.io/{mode}"] for mode in ("enforce", "audit", "warn")} == \
+            dict.fromkeys(("enforce", "audit", "warn"), "restricted")
+        # Enforcement pinned to the tested Kubernetes version; audit and warn at the newest policy.
+        assert labels["pod-security.kubernetes.io/enforce-version"] == f"v{K8S_VERSION}"
+        assert labels["pod-security.kubernetes.io/audit-version"] == labels["pod-security.kubernetes.io/warn-version"] == "latest"
+    for objects, kind in ((agent_objects, "DaemonSet"), (collector_objects, "Deployment")):
+        assert restricted_violations(workload(objects, kind)["spec"]["template"]["spec"]) == []
+
+
+@pytest.mark.parametrize(("change", "violation"), [
+    (with_host_proc, "volume host-proc is ['hostPath']"),
+    (lambda s: {**s, "hostPID": True}, "hostPID is set"),
+    (lambda s: {**s, "securityContext": {**s["securityContext"], "runAsNonRoot": False}}, "may run as root"),
+    (lambda s: {**s, "securityContext": {k: v for k, v in s["securityContext"].items() if k != "seccompProfile"}},
+     "no RuntimeDefault or Localhost seccomp"),
+    (lambda s: {**s, "containers": [{**s["containers"][0], "securityContext": {
+        **s["containers"][0]["securityContext"], "capabilities": {"drop": ["NET_RAW"]}}}]}, "does not drop ALL"),
+    (lambda s: {**s, "containers": [{**s["containers"][0], "securityContext": {
+        k: v for k, v in s["containers"][0]["securityContext"].items() if k != "allowPrivilegeEscalation"}}]},
+     "may escalate privileges"),
+])
+def test_restricted_checks_catch_each_rule(agent_objects, change, violation):
+    spec = agent_objects[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
+    assert [v for v in restricted_violations(change(spec)) if violation in v], restricted_violations(change(spec))
+
+
+@pytest.mark.cluster
+def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mount(cluster, agent_objects,
+                                                                                    collector_objects):
+    """The real PodSecurity admission (kube-apiserver 1.37) in namespaces labelled as shipped: each workload applies
+    without a PodSecurity warning and its pod is admitted (server-side dry run); the old hostPath pod is refused."""
+    from tests.cluster import wait_until as cluster_wait
+
+    def pod_from(template: dict) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-security", **template["metadata"]},
+                "spec": template["spec"]}
+
+    for objects, kind in ((agent_objects, "DaemonSet"), (collector_objects, "Deployment")):
+        name = f"psa-{uuid.uuid4().hex[:8]}"
+        shipped = namespace_of(objects)
+        cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": name, "labels": shipped["metadata"]["labels"]}})
+        try:
+            cluster_wait(lambda: cluster.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
+                         what=f"default ServiceAccount in {name}")
+            for account in (o for o in objects.values() if o["kind"] == "ServiceAccount"):
+                cluster.api("POST", f"/api/v1/namespaces/{name}/serviceaccounts",
+                            {**account, "metadata": {"name": account["metadata"]["name"]}})
+            work = workload(objects, kind)
+            work = {**work, "metadata": {**work["metadata"], "namespace": name}}
+            applied = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(work))
+            assert applied.returncode == 0 and "PodSecurity" not in applied.stderr, applied.stderr
+            template = work["spec"]["template"]
+            cluster.api("POST", f"/api/v1/namespaces/{name}/pods?dryRun=All", pod_from(template))
+            if kind == "DaemonSet":
+                old = {**template, "spec": with_host_proc(template["spec"])}
+                warned = cluster.kubectl("apply", "--dry-run=server", "-f", "-",
+                                         input=json.dumps({**work, "spec": {**work["spec"], "template": old}}))
+                assert warned.returncode == 0 and "would violate PodSecurity" in warned.stderr, warned.stderr
+                with pytest.raises(ApiError) as refused:
+                    cluster.api("POST", f"/api/v1/namespaces/{name}/pods?dryRun=All", pod_from(old))
+                assert refused.value.status == 403 and "violates PodSecurity" in refused.value.body
+                assert "hostPath" in refused.value.body
+        finally:
+            cluster.api("DELETE", f"/api/v1/namespaces/{name}")
+
+
+# --------------------------------------------------------------------------- who may reach the Collector
+
+
+def port_of(endpoint: str) -> int:
+    """The port of a Collector endpoint setting (``0.0.0.0:4317``, ``${env:POD_IP}:13133``)."""
+    return int(endpoint.rsplit(":", 1)[1])
+
+
+def admitted(policy: dict, port: int) -> list[dict]:
+    """The peers a NetworkPolicy's ingress rules admit to a TCP ``port``; a rule without ports or peers admits all."""
+    peers: list[dict] = []
+    for rule in policy["spec"].get("ingress", []):
+        ports = rule.get("ports")
+        if ports is None or any(p.get("port") == port and p.get("protocol", "TCP") == "TCP" for p in ports):
+            peers += rule.get("from") or [{}]
+    return peers
+
+
+def test_network_policy_admits_only_agents_to_otlp_and_only_prometheus_to_metrics(agent_objects, collector_objects):
+    policy = collector_objects[("NetworkPolicy", "otel-collector")]
+    deployment = collector_objects[("Deployment", "otel-collector")]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    for rule in policy["spec"]["ingress"]:  # a rule without peers or ports would admit every source or port
+        assert rule.get("from") and rule.get("ports") and all(isinstance(p["port"], int) for p in rule["ports"])
+    config = yaml.safe_load((ROOT / "otel-config" / "collector.yaml").read_text())
+    otlp_ports = {port_of(p["endpoint"]) for p in config["receivers"]["otlp"]["protocols"].values()}
+    metrics_port = port_of(config["exporters"]["prometheus"]["endpoint"])
+    # The health_check extension's port; 13133 is its documented default.
+    health_port = port_of(config.get("extensions", {}).get("health_check", {}).get("endpoint", ":13133"))
+    assert otlp_ports == {4317, 4318}
+    # OTLP: only the agent's pods in the agent's namespace, both selectors in one peer (AND, not OR).
+    ds = agent_objects[("DaemonSet", "node-requests-agent")]
+    agent_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ds["metadata"]["namespace"]}},
+                  "podSelector": {"matchLabels": ds["spec"]["template"]["metadata"]["labels"]}}
+    for port in otlp_ports:
+        assert admitted(policy, port) == [agent_peer]
+    # Metrics: only Prometheus pods, by a pod label and a namespace name the operator adapts.
+    (prometheus,) = admitted(policy, metrics_port)
+    assert prometheus["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+    assert set(prometheus["namespaceSelector"]["matchLabels"]) == {"kubernetes.io/metadata.name"}
+    # Health: any pod in the cluster (kubelet's probes come from the node, README says why).
+    assert admitted(policy, health_port) == [{"namespaceSelector": {}}]
+    # Every port the Collector's pod declares has its rule; any other port admits nobody.
+    declared = {p["containerPort"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+    assert declared <= otlp_ports | {metrics_port, health_port}
+    assert admitted(policy, 9808) == []
 
 
 # --------------------------------------------------------------------------- the image
@@ -344,10 +520,12 @@ def test_daemonset_container_command_runs_the_agent(image, agent_objects):
     assert missing.returncode == 2 and "NODE_NAME" in missing.stderr
 
 
-def test_prometheus_scrape_config_targets_the_collector():
+def test_prometheus_scrape_config_targets_the_collector(collector_objects):
     scrape = yaml.safe_load((ROOT / "otel-config" / "prometheus" / "scrape.yaml").read_text())
     (job,) = scrape["scrape_configs"]
     assert job["honor_labels"] is True
+    (sd,) = job["kubernetes_sd_configs"]
+    assert sd["namespaces"]["names"] == [collector_objects[("Service", "otel-collector")]["metadata"]["namespace"]]
     assert job["relabel_configs"][0]["regex"] == "otel-collector;prometheus"
     assert scrape["rule_files"] == ["rules.yaml"]
 
