@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="read-only debug endpoint and probes (env DEBUG_ADDRESS; default :9808, 'off' to disable; "
                           "off by default with --once)")
     run.add_argument("--procfs", metavar="PATH",
-                     help="the host's /proc for the used series (env HOST_PROC; default /host/proc if present, else /proc; 'off')")
+                     help="the /proc to read the used series from (env HOST_PROC; default /proc, whose stat and meminfo "
+                          "are host-wide inside a container; 'off')")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
 
     explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",

@@ -1,10 +1,15 @@
-"""Host usage read with psutil from a fixture procfs folder."""
+"""Host usage read with psutil: from a fixture procfs folder, and from a container's own /proc."""
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
+from agent.config import from_sources
 from agent.model.quantity import NANO
 from agent.pipeline.stats import RuntimeStats
 from agent.source.host_usage import UsageSampler, set_procfs
@@ -78,3 +83,69 @@ def test_malformed_files_are_reported_not_raised(procfs: Path):
     sampler = UsageSampler(on_error=stats.usage_error)
     assert sampler.sample() is None
     assert stats.snapshot().usage_errors == {"malformed": 1}
+
+
+# Memory moves while a test reads it twice; another source of `used` (a cgroup's usage, MemTotal - MemFree)
+# is off by hundreds of MiB or more.
+DRIFT = 32 * 1024 * 1024
+
+
+def meminfo_used_and_total() -> tuple[int, int]:
+    """MemTotal - MemAvailable and MemTotal in bytes, read straight from /proc/meminfo."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    total, available = (int(fields[k].split()[0]) * 1024 for k in ("MemTotal", "MemAvailable"))
+    return total - available, total
+
+
+def test_default_procfs_is_proc_and_used_memory_is_meminfos():
+    """No flag, no HOST_PROC: `used` memory is MemTotal - MemAvailable of the process's own /proc/meminfo."""
+    config = from_sources({"node_name": "node-a"}, {})
+    assert config.procfs == "/proc"
+    old = psutil.PROCFS_PATH
+    try:
+        set_procfs(config.procfs)
+        before, _ = meminfo_used_and_total()
+        usage = UsageSampler().sample()
+        after, _ = meminfo_used_and_total()
+    finally:
+        set_procfs(old)
+    assert min(before, after) - DRIFT <= usage.memory / NANO <= max(before, after) + DRIFT
+
+
+SAMPLE_IN_NAMESPACES = """
+import json, os
+from agent.source.host_usage import UsageSampler, set_procfs
+set_procfs("/proc")
+stat = open("/proc/stat").read().splitlines()
+print(json.dumps({
+    "pids": [int(p) for p in os.listdir("/proc") if p.isdigit()],
+    "memtotal": open("/proc/meminfo").readline(),
+    "cpus": [line.split()[0] for line in stat if line.startswith("cpu")],
+    "btime": [line for line in stat if line.startswith("btime")],
+    "used": UsageSampler().sample().memory,
+}))
+"""
+
+
+def test_a_fresh_pid_namespace_with_its_own_proc_reads_the_hosts_memory():
+    """What a container runtime gives the agent: new PID and mount namespaces and a procfs mounted in them.
+
+    Its process list is the namespace's own; /proc/meminfo and /proc/stat are still the whole host's, so the
+    sampler inside reads the same `used` as outside.
+    """
+    unshare = ["unshare", "--user", "--map-root-user", "--pid", "--mount", "--fork", "--mount-proc"]
+    if not shutil.which("unshare") or subprocess.run([*unshare, "true"], capture_output=True).returncode != 0:
+        pytest.skip("this machine cannot create user, PID and mount namespaces")
+    before, total = meminfo_used_and_total()
+    done = subprocess.run([*unshare, sys.executable, "-c", SAMPLE_IN_NAMESPACES], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    after, _ = meminfo_used_and_total()
+    assert done.returncode == 0, done.stderr
+    inside = json.loads(done.stdout)
+    stat = Path("/proc/stat").read_text().splitlines()
+    assert 1 in inside["pids"] and len(inside["pids"]) < 5  # a namespaced process list: python is pid 1
+    assert inside["memtotal"] == Path("/proc/meminfo").read_text().splitlines()[0] + "\n"
+    assert int(inside["memtotal"].split()[1]) * 1024 == total
+    assert inside["cpus"] == [line.split()[0] for line in stat if line.startswith("cpu")]
+    assert inside["btime"] == [line for line in stat if line.startswith("btime")]
+    assert min(before, after) - DRIFT <= inside["used"] / NANO <= max(before, after) + DRIFT
