@@ -14,6 +14,7 @@ and all state lives under ``workdir`` so parallel sessions do not collide.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 import json
 import shutil
@@ -24,6 +25,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,13 +226,14 @@ def _cryptography_pki(pki: Pki) -> None:
                                                            serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
-def write_kubeconfig(path: Path, server: str, pki: Pki, user: str) -> Path:
-    """A kubeconfig for one client identity; JSON is valid YAML, so no YAML library is needed."""
+def write_kubeconfig(path: Path, server: str, pki: Pki, user: str, token: str | None = None) -> Path:
+    """A kubeconfig for one client identity (its certificate, or a bearer ``token``); JSON is valid YAML."""
+    credentials = ({"token": token} if token is not None else
+                   {"client-certificate": str(pki.crt(user)), "client-key": str(pki.key(user))})
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": user, "preferences": {},
         "clusters": [{"name": "nra", "cluster": {"server": server, "certificate-authority": str(pki.crt("ca"))}}],
-        "users": [{"name": user, "user": {"client-certificate": str(pki.crt(user)),
-                                          "client-key": str(pki.key(user))}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": user, "context": {"cluster": "nra", "user": user}}],
     }
     path.write_text(json.dumps(config, indent=2))
@@ -305,6 +308,7 @@ class Cluster:
         self._heartbeats: threading.Thread | None = None
         self._bins: dict[str, Path] = {}
         self._context: ssl.SSLContext | None = None
+        self._token_context: ssl.SSLContext | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -520,20 +524,38 @@ class Cluster:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
             return response.read().decode()
 
+    def _tls_anonymous(self) -> ssl.SSLContext:
+        """Verifies the server, presents no certificate: for requests that authenticate with a bearer token."""
+        if self._token_context is None:
+            self._token_context = ssl.create_default_context(cafile=str(self.pki.crt("ca")))
+        return self._token_context
+
     def api(self, method: str, path: str, body: object = None, content_type: str | None = None,
-            timeout: float = 30.0) -> dict:
-        """JSON over HTTPS as the admin; PATCH defaults to a merge patch, errors raise ApiError with the Status."""
+            timeout: float = 30.0, token: str | None = None) -> dict:
+        """JSON over HTTPS as the admin, or as whoever ``token`` belongs to; PATCH defaults to a merge patch,
+        errors raise ApiError with the Status."""
         data = None if body is None else json.dumps(body).encode()
         if content_type is None:
             content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        request = urllib.request.Request(self.server + path, data=data, method=method,
-                                         headers={"Content-Type": content_type, "Accept": "application/json"})
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
+        context = self._tls() if token is None else self._tls_anonymous()
         try:
-            with urllib.request.urlopen(request, timeout=timeout, context=self._tls()) as response:
+            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
             raise ApiError(method, path, error.code, error.read().decode(errors="replace")) from None
         return json.loads(raw) if raw else {}
+
+    def create_namespace(self, prefix: str) -> str:
+        """A fresh namespace, returned once pods can be created in it (its default ServiceAccount exists)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        wait_until(lambda: self.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60, interval=0.25,
+                   message=f"default ServiceAccount in {name} (made by kube-controller-manager)")
+        return name
 
     def exists(self, path: str) -> bool:
         try:
@@ -544,9 +566,15 @@ class Cluster:
                 return False
             raise
 
-    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess:
-        """The built kubectl as admin; callers check returncode so failures can be asserted on too."""
-        return subprocess.run([str(self._bins["kubectl"]), f"--kubeconfig={self.admin_kubeconfig}", *args],
+    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60.0,
+                token: str | None = None) -> subprocess.CompletedProcess:
+        """The built kubectl as admin, or with a bearer ``token`` only; callers check returncode so failures can be
+        asserted on too."""
+        kubeconfig = self.admin_kubeconfig
+        if token is not None:
+            kubeconfig = write_kubeconfig(self.workdir / f"token-{hashlib.sha256(token.encode()).hexdigest()[:12]}.kubeconfig", self.server,
+                                          self.pki, "bearer", token=token)
+        return subprocess.run([str(self._bins["kubectl"]), f"--kubeconfig={kubeconfig}", *args],
                               input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
 
     def version(self) -> dict:

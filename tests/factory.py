@@ -83,3 +83,11 @@ def vm_pod(name: str, vm: str, cpu: str, memory: str, overcommit: dict[str, str]
         labels={"app.kubernetes.io/name": "NeonVM", "vm.neon.tech/name": vm},
         owner_references=refs, **kw,
     )
+
+
+def for_create(p: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """``p`` as a client POSTs it to a real API server: what the server, scheduler and kubelet set is left out
+    (uid, resourceVersion, status, nodeName; owner references, whose owners do not exist there), ``spec`` added."""
+    meta = {k: v for k, v in p["metadata"].items() if k in ("name", "labels", "annotations")}
+    body = {k: v for k, v in p["spec"].items() if k != "nodeName"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {**body, **spec}}

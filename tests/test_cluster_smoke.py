@@ -8,38 +8,22 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import uuid
 
 import pytest
 
 from tests.cluster import LEASE_RENEW_SECONDS, NODE_MONITOR_GRACE_SECONDS, Cluster, cluster  # noqa: F401
 from tests.conftest import wait_until
+from tests.factory import container, for_create, pod
 
 pytestmark = pytest.mark.cluster
-
-
-def make_namespace(cluster: Cluster) -> str:
-    """A namespace per test, so tests sharing the session cluster never see each other's pods."""
-    name = f"smoke-{uuid.uuid4().hex[:8]}"
-    cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # Pods are rejected until the service-account controller made the namespace's default ServiceAccount.
-    wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
-               interval=0.25, message=f"default ServiceAccount in {name}")
-    return name
-
-
-def pod_manifest(name: str, cpu: str, memory: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1",
-                                     "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}
 
 
 @pytest.fixture(scope="module")
 def bound_pod(cluster: Cluster) -> dict:
     """A pod with requests that the real scheduler has bound to a registered node."""
     cluster.register_node("smoke-node-a", cpu="4", memory="8Gi")
-    namespace = make_namespace(cluster)
-    cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod_manifest("web", "250m", "64Mi"))
+    namespace = cluster.create_namespace("smoke")
+    cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", for_create(pod("web", containers=[container("app", "250m", "64Mi")])))
     path = f"/api/v1/namespaces/{namespace}/pods/web"
     return wait_until(lambda: (pod := cluster.api("GET", path))["spec"].get("nodeName") and pod, 60,
                       interval=0.25, message="pod bound by kube-scheduler")
@@ -82,7 +66,7 @@ def test_pod_status_and_graceful_deletion_as_kubelet(cluster: Cluster, bound_pod
 
 def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None:
     cluster.register_node("smoke-node-b", cpu="2", memory="4Gi")
-    namespace = make_namespace(cluster)
+    namespace = cluster.create_namespace("smoke")
     labels = {"app": "agent"}
     cluster.api("POST", f"/apis/apps/v1/namespaces/{namespace}/daemonsets", {
         "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
@@ -96,8 +80,8 @@ def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None
     def placed() -> dict[str, int]:
         pods = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
         per_node: dict[str, int] = {}
-        for pod in pods:
-            node = pod["spec"].get("nodeName")
+        for item in pods:
+            node = item["spec"].get("nodeName")
             if node:
                 per_node[node] = per_node.get(node, 0) + 1
         return per_node if set(per_node) == nodes else {}
@@ -107,7 +91,7 @@ def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None
 
 
 def test_token_request_issues_a_valid_service_account_token(cluster: Cluster) -> None:
-    namespace = make_namespace(cluster)
+    namespace = cluster.create_namespace("smoke")
     cluster.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}})
     token = cluster.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/agent/token", {
