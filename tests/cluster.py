@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
 from tests.conftest import wait_until
 
-__all__ = ["ApiError", "Cluster", "cluster"]
+__all__ = ["ApiError", "Cluster", "cluster", "free_ports", "parse_prometheus_text"]
 
 #: kubectl, and the controller-manager when the tested version has none, come from here.
 NEWEST = "1.37.2"
@@ -580,9 +580,13 @@ class Cluster:
     def version(self) -> dict:
         return self.api("GET", "/version")
 
+    def apiserver_metrics_text(self) -> str:
+        """kube-apiserver's own /metrics, read as the admin (one scrape, for several metrics at one instant)."""
+        return self._get_text(self.server + "/metrics", timeout=30)
+
     def apiserver_metrics(self, metric: str) -> list[dict]:
-        """Samples of one of kube-apiserver's own metrics (``apiserver_request_total``...), read as the admin."""
-        return parse_prometheus_text(self._get_text(self.server + "/metrics", timeout=30), metric)
+        """Samples of one of kube-apiserver's own metrics (``apiserver_request_total``...)."""
+        return parse_prometheus_text(self.apiserver_metrics_text(), metric)
 
     def scheduler_resource_metrics(self) -> list[dict]:
         """``kube_pod_resource_request`` samples: the scheduler's own view of each pod's requests, an oracle for the agent."""
