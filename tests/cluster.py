@@ -36,7 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
 from tests.conftest import wait_until
 
-__all__ = ["ApiError", "Cluster", "cluster", "free_ports", "parse_prometheus_text"]
+__all__ = ["ApiError", "Cluster", "cluster", "free_ports", "parse_prometheus_text", "terminate"]
 
 #: kubectl, and the controller-manager when the tested version has none, come from here.
 NEWEST = "1.37.2"
@@ -243,6 +243,18 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, user: str, token: str | 
 # --------------------------------------------------------------------------- processes
 
 
+def terminate(proc: subprocess.Popen, timeout: float = 15.0) -> int:
+    """SIGTERM by pid, SIGKILL if it has not gone after ``timeout``; the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+    return proc.returncode
+
+
 @dataclass
 class Component:
     """One control-plane process and the log it writes, so failures can show what it said."""
@@ -261,15 +273,8 @@ class Component:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM by pid, SIGKILL if it has not gone after ``timeout``."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout)
+        if self.proc is not None:
+            terminate(self.proc, timeout)
 
     def tail(self, lines: int) -> str:
         if not self.log.exists():

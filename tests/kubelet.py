@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -32,12 +31,12 @@ import pytest
 import yaml
 
 from agent.source.kube import SERVICEACCOUNT_DIR, SERVICEACCOUNT_DIR_ENV
-from tests.cluster import Cluster, free_ports
+from tests.cluster import Cluster, free_ports, terminate
 from tests.conftest import wait_until
+from tests.image import container_argv, dockerfile_stages, expand, image_entrypoint_and_cmd, image_env
 
-__all__ = ["AgentContainer", "Deployment", "ImageConfig", "ServiceAccountVolume", "container_argv",
-           "container_env", "daemon_pods", "deploy", "deployed", "expand", "image_config", "prepare_agent_pod",
-           "start_agent_pod", "wait_for_daemon_pod"]
+__all__ = ["AgentContainer", "Deployment", "ImageConfig", "ServiceAccountVolume", "container_env", "daemon_pods",
+           "deploy", "deployed", "image_config", "prepare_agent_pod", "start_agent_pod", "wait_for_daemon_pod"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -52,111 +51,14 @@ AGENT_CONTAINER = "agent"
 class ImageConfig:
     """What the image itself contributes to a container's process: ENTRYPOINT, CMD and ENV of its last stage."""
 
-    entrypoint: tuple[str, ...]
-    cmd: tuple[str, ...]
+    entrypoint: list[str]
+    cmd: list[str]
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-def _instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, rest) pairs with comments dropped and backslash continuations joined."""
-    out: list[tuple[str, str]] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not pending and (not line or line.startswith("#")):
-            continue
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        line, pending = pending + line, ""
-        word, _, rest = line.partition(" ")
-        out.append((word.upper(), rest.strip()))
-    return out
-
-
-def _command_form(rest: str) -> tuple[str, ...]:
-    """Exec form (a JSON array) as is; shell form runs under /bin/sh -c, as Docker documents."""
-    if rest.startswith("["):
-        value = json.loads(rest)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"exec form must be a JSON array of strings: {rest}")
-        return tuple(value)
-    return ("/bin/sh", "-c", rest)
-
-
 def image_config(dockerfile: Path = DOCKERFILE) -> ImageConfig:
-    """The final stage's ENTRYPOINT, CMD and ENV.
-
-    Docker's rule: an ENTRYPOINT set in a stage resets the CMD inherited from the base image, so CMD is what this
-    stage sets, or nothing. A stage without ENTRYPOINT would inherit the base image's, which a Dockerfile does not
-    show; that is refused rather than guessed.
-    """
-    stage: list[tuple[str, str]] = []
-    for word, rest in _instructions(dockerfile.read_text()):
-        if word == "FROM":
-            stage = []
-        else:
-            stage.append((word, rest))
-    entrypoint = cmd = None
-    env: dict[str, str] = {}
-    for word, rest in stage:
-        if word == "ENTRYPOINT":
-            entrypoint = _command_form(rest)
-        elif word == "CMD":
-            cmd = _command_form(rest)
-        elif word == "ENV":
-            for item in shlex.split(rest):
-                key, sep, value = item.partition("=")
-                if not sep:
-                    raise ValueError(f"ENV in the legacy 'KEY value' form is not read here: {rest}")
-                env[key] = value
-    if entrypoint is None:
-        raise ValueError(f"{dockerfile}: the final stage sets no ENTRYPOINT (the base image's is not known here)")
-    return ImageConfig(entrypoint, cmd or (), env)
-
-
-# --------------------------------------------------------------------------- the container's process
-
-
-def expand(text: str, variables: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion (third_party/forked/golang/expansion): ``$$`` is a literal ``$``, an
-    undefined or unterminated reference stays as written."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        if text[i] != "$" or i + 1 == len(text):
-            out.append(text[i])
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "$":
-            out.append("$")
-            i += 2
-        elif nxt == "(" and (close := text.find(")", i + 2)) >= 0:
-            name = text[i + 2:close]
-            out.append(variables.get(name, f"$({name})"))
-            i = close + 1
-        else:
-            out.append("$" + nxt)
-            i += 2
-    return "".join(out)
-
-
-def container_argv(image: ImageConfig, container: Mapping, variables: Mapping[str, str]) -> list[str]:
-    """The process a container runtime starts (containerd's CRI ``WithProcessArgs``, from moby's rule).
-
-    ``command`` replaces ENTRYPOINT and CMD; ``args`` alone replace CMD and keep ENTRYPOINT; neither keeps both.
-    An empty list counts as absent. Both are ``$(VAR)``-expanded first (kubelet's ExpandContainerCommandAndArgs).
-    """
-    command = [expand(c, variables) for c in container.get("command") or ()]
-    args = [expand(a, variables) for a in container.get("args") or ()]
-    if not command:
-        if not args:
-            args = list(image.cmd)
-        command = list(image.entrypoint)
-    if not command and not args:
-        raise ValueError("no command specified")
-    return command + args
+    final = dockerfile_stages(dockerfile.read_text())[-1]
+    return ImageConfig(*image_entrypoint_and_cmd(final), image_env(final, {}))
 
 
 def _field(pod: Mapping, path: str) -> str:
@@ -344,16 +246,7 @@ class AgentContainer:
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM as the kubelet sends it, SIGKILL after ``timeout``; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
-        return self.proc.returncode
+        return None if self.proc is None else terminate(self.proc, timeout)
 
 
 def start_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoint: str,
@@ -392,11 +285,12 @@ def prepare_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoi
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "HOSTNAME": meta["name"],
         **services, **env_from_spec,
-        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint,
-        "DEBUG_ADDRESS": f"127.0.0.1:{debug_port}",
-        SERVICEACCOUNT_DIR_ENV: str(volume.folder),
     }
-    argv = container_argv(image, container, {**services, **env_from_spec})
+    overrides = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, "DEBUG_ADDRESS": f"127.0.0.1:{debug_port}",
+                 SERVICEACCOUNT_DIR_ENV: str(volume.folder)}
+    assert overrides.keys() == TEST_OVERRIDES.keys()
+    env.update(overrides)
+    argv = container_argv(image.entrypoint, image.cmd, container, {**services, **env_from_spec})
     return AgentContainer(argv, env, workdir / "agent.log", debug_port, volume, pod)
 
 

@@ -1,12 +1,14 @@
-"""The kubelet stand-in's rules (tests/kubelet.py), checked against the documented behaviour they copy."""
+"""The rules the kubelet stand-in applies (tests/image.py, tests/kubelet.py), checked against the documented
+behaviour they copy."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.kubelet import ImageConfig, container_argv, container_env, expand, image_config
+from tests.image import container_argv, expand
+from tests.kubelet import ImageConfig, container_env, image_config
 
-IMAGE = ImageConfig(entrypoint=("node-requests-agent",), cmd=("run",))
+IMAGE = (["node-requests-agent"], ["run"])
 
 
 @pytest.mark.parametrize("container,argv", [
@@ -18,13 +20,12 @@ IMAGE = ImageConfig(entrypoint=("node-requests-agent",), cmd=("run",))
     ({"args": ["--node-name", "$(NODE_NAME)", "$$(NODE_NAME)"]}, ["node-requests-agent", "--node-name", "n1", "$(NODE_NAME)"]),
 ])
 def test_command_line_follows_the_runtime_rule(container, argv):
-    assert container_argv(IMAGE, container, {"NODE_NAME": "n1"}) == argv
+    assert container_argv(*IMAGE, container, {"NODE_NAME": "n1"}) == argv
 
 
 def test_the_old_image_and_daemonset_pair_gives_run_run():
     """The defect this stand-in guards against: ENTRYPOINT [agent, run] plus args [run]."""
-    old = ImageConfig(entrypoint=("node-requests-agent", "run"), cmd=())
-    assert container_argv(old, {"args": ["run"]}, {}) == ["node-requests-agent", "run", "run"]
+    assert container_argv(["node-requests-agent", "run"], [], {"args": ["run"]}) == ["node-requests-agent", "run", "run"]
 
 
 @pytest.mark.parametrize("text,expanded", [
@@ -51,8 +52,8 @@ def test_env_expands_against_earlier_variables_and_resolves_the_downward_api():
 def test_image_config_reads_the_final_stage(tmp_path):
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text('ARG BASE=python:3\nFROM ${BASE} AS build\nENTRYPOINT ["builder"]\nCMD ["x"]\n'
-                          "FROM ${BASE}\n# comment\nENV A=1 \\\n    B=2\nENTRYPOINT agent --flag\n")
-    assert image_config(dockerfile) == ImageConfig(("/bin/sh", "-c", "agent --flag"), (), {"A": "1", "B": "2"})
+                          "FROM ${BASE}\n# comment\nENV A=1 \\\n    B=$A-2\nENTRYPOINT agent --flag\n")
+    assert image_config(dockerfile) == ImageConfig(["/bin/sh", "-c", "agent --flag"], [], {"A": "1", "B": "1-2"})
     dockerfile.write_text("FROM python:3\nCMD [\"python3\"]\n")
     with pytest.raises(ValueError, match="no ENTRYPOINT"):
         image_config(dockerfile)
