@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|memory|churn|idle|versus|export|startup|all]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|memory|churn|idle|versus|export|startup|all|cluster-scale]
 
 Each prints a Markdown table row set; README's figures come from this script.
 """
@@ -324,17 +324,29 @@ def startup(pods: int = 110) -> None:
         api.stop()
 
 
+def cluster_scale() -> None:
+    """20 Nodes x 110 pods in a real API server and 20 agents (bench/cluster_scale.py)."""
+    import cluster_scale as bench
+
+    bench.main()
+
+
 BENCHMARKS = {"throughput": throughput, "memory": memory, "churn": churn, "idle": idle,
               "versus": versus, "export": export_cycle, "startup": startup}
+#: Not part of "all": it builds and runs a control plane and takes about 20 minutes.
+SEPARATE = {"cluster-scale": cluster_scale}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("which", nargs="*", default=["all"], choices=[*BENCHMARKS, "all"])
+    parser.add_argument("which", nargs="*", default=["all"], choices=[*BENCHMARKS, *SEPARATE, "all"])
     args = parser.parse_args()
     print(f"machine: {machine()}")
     for name, bench in BENCHMARKS.items():
         if name in args.which or "all" in args.which:
+            bench()
+    for name, bench in SEPARATE.items():
+        if name in args.which:
             bench()
     sys.stdout.flush()
 

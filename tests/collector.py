@@ -18,13 +18,15 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+from tests.conftest import wait_until  # re-exported: the suite's one polling helper
 
 __all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "free_port", "gauge",
            "http_get", "otlp_request", "post_otlp", "prometheus_config", "sum_metric", "wait_until"]
@@ -44,19 +46,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.05,
-               message: str = "") -> object:
-    """Poll ``predicate`` until it returns something truthy; return that, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {message or predicate}")
-        time.sleep(interval)
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:

@@ -32,6 +32,7 @@ from packaging.version import Version
 
 from tests.cluster import ApiError, cluster  # noqa: F401  (cluster is the session fixture)
 from tests.conftest import wait_until
+from tests.image import container_argv, dockerfile_stages, image_entrypoint_and_cmd, image_env
 from tests.factory import container, pod, vm_pod
 from tests.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
@@ -225,7 +226,6 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
                                                                                     collector_objects):
     """The real PodSecurity admission (kube-apiserver 1.37) in namespaces labelled as shipped: each workload applies
     without a PodSecurity warning and its pod is admitted (server-side dry run); the old hostPath pod is refused."""
-    from tests.cluster import wait_until as cluster_wait
 
     def pod_from(template: dict) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-security", **template["metadata"]},
@@ -237,8 +237,8 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
         cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                    "metadata": {"name": name, "labels": shipped["metadata"]["labels"]}})
         try:
-            cluster_wait(lambda: cluster.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
-                         what=f"default ServiceAccount in {name}")
+            wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
+                       interval=0.25, message=f"default ServiceAccount in {name}")
             for account in (o for o in objects.values() if o["kind"] == "ServiceAccount"):
                 cluster.api("POST", f"/api/v1/namespaces/{name}/serviceaccounts",
                             {**account, "metadata": {"name": account["metadata"]["name"]}})
@@ -314,66 +314,6 @@ def test_network_policy_admits_only_agents_to_otlp_and_only_prometheus_to_metric
 # --------------------------------------------------------------------------- the image
 
 
-class Instruction(NamedTuple):
-    op: str
-    arg: str
-
-
-def dockerfile_stages(text: str) -> list[list[Instruction]]:
-    """Instructions per stage, each starting with its FROM: continuations joined, comment and blank lines dropped
-    (as Docker does, also inside a continuation), global ARG defaults substituted into FROM."""
-    lines, current = [], ""
-    for raw in text.splitlines():
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            current += stripped[:-1] + " "
-            continue
-        lines.append(current + stripped)
-        current = ""
-    global_args: dict[str, str] = {}
-    stages: list[list[Instruction]] = []
-    for line in lines:
-        op, _, arg = line.partition(" ")
-        op, arg = op.upper(), arg.strip()
-        if op == "ARG" and not stages:
-            name, _, default = arg.partition("=")
-            global_args[name] = default
-            continue
-        if op == "FROM":
-            arg = re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: global_args[m.group(1) or m.group(2)], arg)
-            stages.append([])
-        stages[-1].append(Instruction(op, arg))
-    return stages
-
-
-def exec_form(arg: str) -> list[str]:
-    return json.loads(arg) if arg.startswith("[") else ["/bin/sh", "-c", arg]
-
-
-def image_entrypoint_and_cmd(stage: list[Instruction]) -> tuple[list[str], list[str]]:
-    """The image's ENTRYPOINT and CMD: the last of each wins, and an ENTRYPOINT set in the stage resets the CMD
-    inherited from the base image (Docker's documented rule), so CMD is only what the stage itself sets."""
-    entrypoint = cmd = None
-    for op, arg in stage:
-        if op == "ENTRYPOINT":
-            entrypoint = exec_form(arg)
-        elif op == "CMD":
-            cmd = exec_form(arg)
-    assert entrypoint is not None, "the final stage sets no ENTRYPOINT, so the base image's would run"
-    return entrypoint, cmd or []
-
-
-def container_argv(entrypoint: list[str], cmd: list[str], container: dict) -> list[str]:
-    """What the container runs, by Kubernetes' rules: ``command`` replaces ENTRYPOINT and CMD (``args`` follow it);
-    ``args`` alone replace CMD; neither keeps ENTRYPOINT + CMD."""
-    command, args = container.get("command") or [], container.get("args") or []
-    if command:
-        return [*command, *args]
-    return [*entrypoint, *(args or cmd)]
-
-
 class Image(NamedTuple):
     root: Path
     env: dict[str, str]
@@ -420,18 +360,15 @@ def image(tmp_path_factory) -> Image:
             assert done.returncode == 0, f"RUN {arg}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         else:
             raise AssertionError(f"the build stage uses {op}, which this test does not reproduce")
-    image_env = {"PATH": os.environ["PATH"]}  # the base image's PATH
     for op, arg in final[1:]:
         if op == "COPY":
             # The venv's scripts name their interpreter by absolute path: it must land where it was built.
             assert re.fullmatch(r"--from=build (\S+) \1", arg), arg
-        elif op == "ENV":
-            for item in shlex.split(arg):
-                key, _, value = item.partition("=")
-                image_env[key] = re.sub(r"\$\{?(\w+)\}?", lambda m: image_env.get(m.group(1), ""), on_root(root, value))
         else:
-            assert op in ("USER", "EXPOSE", "ENTRYPOINT", "CMD"), f"the final stage uses {op}, not reproduced here"
-    return Image(root, image_env, *image_entrypoint_and_cmd(final))
+            assert op in ("USER", "EXPOSE", "ENV", "ENTRYPOINT", "CMD"), f"the final stage uses {op}, not reproduced here"
+    # The base image's PATH, then the final stage's ENV with the image's paths under the temporary root.
+    return Image(root, image_env(final, {"PATH": os.environ["PATH"]}, lambda value: on_root(root, value)),
+                 *image_entrypoint_and_cmd(final))
 
 
 def test_dockerfile_pins_its_base_and_user():

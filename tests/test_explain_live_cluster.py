@@ -16,7 +16,7 @@ import pytest
 from components.kubernetes import kubernetes_bin
 from tests.cluster import NEWEST, Cluster, cluster, wait_until  # noqa: F401  (cluster is the session fixture)
 from tests.test_cli import run
-from tests.test_cluster_smoke import make_namespace
+
 from tests.test_explain_live import PLUGIN
 
 pytestmark = pytest.mark.cluster
@@ -37,7 +37,7 @@ def bound(name: str, node: str, cpu: str, memory: str, init_cpu: str | None = No
 def live(cluster: Cluster) -> tuple[Cluster, str]:
     cluster.register_node("explain-a", cpu="2", memory="4Gi")
     cluster.register_node("explain-b", cpu="1", memory="8Gi")
-    namespace = make_namespace(cluster)
+    namespace = cluster.create_namespace("explain")
     for manifest in (bound("web", "explain-a", "500m", "1Gi"), bound("api", "explain-a", "1", "2Gi"),
                      bound("batch", "explain-b", "500m", "1Gi", init_cpu="1200m")):
         cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", manifest)
