@@ -52,7 +52,7 @@ def control_plane(request, tmp_path_factory) -> Cluster:
         cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
                     {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
     wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60,
-               what="default ServiceAccount")
+               message="default ServiceAccount")
     yield cluster
     if request.session.testsfailed:
         print(f"\ncontrol-plane {version} logs:\n{cluster.logs_tail()}")
@@ -110,7 +110,7 @@ def create_bound(cluster: Cluster, body: dict) -> dict:
     cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
     name = body["metadata"]["name"]
     return wait_until(lambda: (p := cluster.api("GET", pod_path(name)))["spec"].get("nodeName") and p, 60,
-                      what=f"{name} bound by kube-scheduler")
+                      message=f"{name} bound by kube-scheduler")
 
 
 def cores(value: int) -> Fraction:
@@ -126,7 +126,7 @@ def value_of(agent: Agent, name: str):
 def test_the_agent_picks_the_api_servers_release_by_itself(control_plane, agent_on):
     agent = agent_on(new_node(control_plane))
     expected = RULES[control_plane.release]
-    wait_until(lambda: agent.state.kubernetes.source == "apiserver", 30, what="the agent read /version")
+    wait_until(lambda: agent.state.kubernetes.source == "apiserver", 30, message="the agent read /version")
     info = agent.state.kubernetes
     assert (info.server_version, info.rules, info.warning) == (f"v{control_plane.release}", expected, None)
 
@@ -164,8 +164,8 @@ def test_ordinary_pods_equal_the_schedulers_resource_metrics(control_plane, agen
                 view.setdefault(s["pod"], {})[s["resource"]] = s["value"]
         return view if set(view) == names - {f"bare-{suffix}"} else {}
 
-    view = wait_until(scheduler_view, 60, what="kube_pod_resource_request for every pod")
-    wait_until(lambda: {v.name for v in agent.state.pods()} == names, 30, what="the agent sees every pod")
+    view = wait_until(scheduler_view, 60, message="kube_pod_resource_request for every pod")
+    wait_until(lambda: {v.name for v in agent.state.pods()} == names, 30, message="the agent sees every pod")
     for name in names:
         v = value_of(agent, name)
         assert v.source == "pod_requests" and v.rules is RULES[cluster.release]
@@ -291,10 +291,10 @@ def probe(cluster: Cluster, node: str, cpu: Fraction) -> str:
                 return "unschedulable"
         return None
 
-    verdict = wait_until(decided, 60, interval=0.2, what=f"the scheduler's verdict on {name} ({cpu} cpu)")
+    verdict = wait_until(decided, 60, interval=0.2, message=f"the scheduler's verdict on {name} ({cpu} cpu)")
     if verdict == "unschedulable":
         cluster.api("DELETE", pod_path(name))  # never bound: gone at once, and out of the way of the next probe
-        wait_until(lambda: not cluster.exists(pod_path(name)), 30, what=f"{name} deleted")
+        wait_until(lambda: not cluster.exists(pod_path(name)), 30, message=f"{name} deleted")
     return verdict
 
 
@@ -310,7 +310,7 @@ def test_the_schedulers_accounting_equals_the_agents_value(control_plane, agent_
 
     # The agent's value for the pod's final state (it re-evaluates on every change of the pod).
     wait_until(lambda: (v := value_of(agent, name)) is not None and cores(v.cpu) == own, 30,
-               what=f"agent value {own} cpu for {name} (got {getattr(value_of(agent, name), 'cpu', None)})")
+               message=f"agent value {own} cpu for {name} (got {getattr(value_of(agent, name), 'cpu', None)})")
     assert agent.state.kubernetes.rules is RULES[cluster.release]
     remaining = Fraction(int(NODE_CPU)) - own
 
