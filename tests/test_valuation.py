@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from agent.model.fields import DecodeError
 from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
+from agent.model.pod_requests import pod_requests
 from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 
@@ -183,3 +184,23 @@ def test_any_json_value_as_a_pod(obj):
         evaluate(decode_pod(obj))
     except DecodeError:
         pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(messy_pods(), st.lists(st.tuples(st.sampled_from(["c0", "c1", "i0", "i1", "x"]),
+                                        st.sampled_from([None, {}, {"cpu": "1"}, {"cpu": "250m", "memory": "1Gi"}]),
+                                        st.sampled_from([None, {}, {"cpu": "1"}, {"cpu": "250m", "memory": "1Gi"}])),
+                              max_size=4))
+def test_the_spec_only_sum_is_always_the_spec_only_pass(p, statuses):
+    """evaluate() skips the spec-only pass when statuses repeat the spec; the sum must not change."""
+    from agent.model.pod import ContainerStatusRequests
+
+    try:
+        record = decode_pod(p)
+    except DecodeError:
+        return
+    record = record._replace(statuses=tuple(ContainerStatusRequests(n, a or {}, r) for n, a, r in statuses))
+    spec_only = pod_requests(record, use_status=False)
+    v = evaluate(record)
+    if v.source == "pod_requests":
+        assert (v.spec_cpu, v.spec_memory) == (spec_only.cpu, spec_only.memory)
