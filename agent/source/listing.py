@@ -153,6 +153,7 @@ _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 _WS_BYTES = frozenset(b" \t\n\r")
 # The API server writes kind, apiVersion and metadata before items: a few hundred bytes.
 _HEADER_LIMIT = 1 << 20
+_SKIP = msgspec.json.Decoder(msgspec.Raw)
 
 
 def _text(data: bytes | bytearray) -> str:
@@ -238,7 +239,7 @@ def _stream_items(buf: _Chunks, pos: int, fields: dict[str, Any]) -> Iterator[An
             for item in _items(buf.rest(pos), 0, fields):
                 yield Unparsable(base + item.offset, item.reason) if isinstance(item, Unparsable) else item
             return
-        yield bytes(buf.data[pos:end])
+        yield bytes(memoryview(buf.data)[pos:end])  # one copy of the item; the view is gone at once
         pos = _skip_bytes(buf, end)
         separator = buf.data[pos] if pos >= 0 else None
         if separator == 0x2C:  # ","
@@ -273,7 +274,7 @@ def _item_end(buf: _Chunks, pos: int) -> int:
     while True:
         view = memoryview(buf.data)[pos:]
         try:
-            msgspec.json.decode(view, type=msgspec.Raw)
+            _SKIP.decode(view)
             message = ""  # the buffer ends right after a complete value: what follows is not read yet
         except msgspec.DecodeError as exc:
             message = str(exc)
