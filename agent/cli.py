@@ -12,7 +12,8 @@ import threading
 from collections.abc import Sequence
 
 from agent import __version__
-from agent.config import EXPORTERS, Config, ConfigError, from_sources
+from agent.config import EXPORTERS, Config, ConfigError, from_sources, kubernetes_version
+from agent.model.rules import NEWEST
 
 log = logging.getLogger("agent")
 
@@ -48,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--procfs", metavar="PATH",
                      help="the host's /proc for the used series (env HOST_PROC; default /host/proc if present, else /proc; 'off')")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
+    run.add_argument("--kubernetes-version", metavar="X.Y",
+                     help="count requests with this Kubernetes release's rules (default: the API server's own version "
+                          "from /version, re-read after every relist; the newest supported with --replay)")
 
     explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",
                              description="Read a Pod, PodList, `kubectl get -o json` List or a watch capture "
@@ -56,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
     explain.add_argument("--node-file", metavar="FILE",
                          help="a Node object (JSON or YAML) for the node comparisons; a Node inside the input works too")
+    explain.add_argument("--kubernetes-version", metavar="X.Y",
+                         help=f"count requests with this Kubernetes release's rules (default {NEWEST}, the newest supported)")
     return parser
 
 
@@ -65,7 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "run")
     args = _parser().parse_args(argv)
     if args.command == "explain":
-        return _explain(args.file, args.output, args.node_file)
+        try:
+            version = kubernetes_version(args.kubernetes_version)
+        except ConfigError as exc:
+            print(f"node-requests-agent explain: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        return _explain(args.file, args.output, args.node_file, version)
     try:
         config = from_sources(vars(args), os.environ)
     except ConfigError as exc:
@@ -79,9 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
 
-def _explain(path: str, output: str, node_file: str | None = None) -> int:
+def _explain(path: str, output: str, node_file: str | None = None, version=None) -> int:
     from agent.source.documents import DumpError, read_documents
     from agent.explain import explain_json, explain_table, node_from_documents, records_from_documents
+    from agent.model.rules import rules_for
+
+    rules, warning = (NEWEST, None) if version is None else rules_for(version)
+    if warning:
+        print(f"node-requests-agent explain: {warning}", file=sys.stderr)
 
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
@@ -96,7 +112,7 @@ def _explain(path: str, output: str, node_file: str | None = None) -> int:
         return EXIT_CONFIG
     for reason in skipped:
         print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
-    print(explain_json(records, node) if output == "json" else explain_table(records, node))
+    print(explain_json(records, rules, node) if output == "json" else explain_table(records, rules, node))
     return 0
 
 
@@ -123,6 +139,7 @@ class Agent:
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
             sources.append(self.host_usage)
+        self.handler = Handler(self.state, self.stats, self._kubernetes_info())
         otlp = config.otlp
         if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
             try:
@@ -132,7 +149,6 @@ class Agent:
         self.telemetry = build_telemetry(self.state, self.stats, config.exporter, otlp,
                                          interval=float("inf") if config.once else config.export_interval,
                                          timeout=config.export_timeout, service_version=__version__)
-        self.handler = Handler(self.state, self.stats)
         self.debug = self._debug_server()
         self._threads = [
             *(threading.Thread(target=s.run, args=(self.stop_event,), name=f"source-{i}", daemon=True)
@@ -163,8 +179,32 @@ class Agent:
             raise ConfigError(str(exc)) from None
         settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
                                      max_watch_timeout=config.watch_timeout[1])
-        return [Reflector(self.api, target(config.node_name), self.queue, self.stats, settings)
-                for target in (pods_of_node, node_object)]
+        version = None
+        if config.kubernetes_version is None:
+            from agent.source.server_version import ServerVersionSource
+
+            version = ServerVersionSource(self.api, self.queue, self.stats)
+        pods = Reflector(self.api, pods_of_node(config.node_name), self.queue, self.stats, settings,
+                         on_list=version.relisted if version is not None else None)
+        node = Reflector(self.api, node_object(config.node_name), self.queue, self.stats, settings)
+        return [pods, node] + ([version] if version is not None else [])
+
+    def _kubernetes_info(self):
+        """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""
+        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
+        from agent.model.rules import rules_for
+
+        version = self.config.kubernetes_version
+        if version is None:
+            if self.config.replay:
+                log.info("replay: pod requests follow the Kubernetes %s rules (the newest supported; "
+                         "--kubernetes-version chooses another)", DEFAULT_KUBERNETES.rules)
+            return DEFAULT_KUBERNETES
+        rules, warning = rules_for(version)
+        if warning:
+            log.warning("%s", warning)
+        log.info("--kubernetes-version %s: pod requests follow the Kubernetes %s rules", version, rules)
+        return KubernetesInfo(rules, "", "flag", warning)
 
     def _host_usage_source(self):
         if not self.config.procfs:

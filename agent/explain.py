@@ -1,6 +1,7 @@
 """``explain``: what the agent would export for a dump of pods, and why.
 
-Pure rendering on top of ``valuation.evaluate``; the CLI does the reading.
+Pure rendering on top of ``valuation.evaluate``; the CLI does the reading and
+chooses the rules (``--kubernetes-version``, else the newest supported).
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ from typing import Any
 
 from agent.export.views import pods_report, sorted_values, summary_report
 from agent.model.fields import DecodeError
-from agent.model.node import NodeRecord, decode_node
+from agent.model.node import NodeRecord
 from agent.model.node_summary import QUANTITIES, RATIOS, pod_totals, summarize
-from agent.model.pod import PodRecord, decode_pod
+from agent.model.pod import PodRecord
 from agent.model.quantity import format_bytes, format_cores
+from agent.model.rules import Rules
 from agent.model.valuation import evaluate
+from agent.source.typed_decode import node_record, pod_record
 from agent.source.documents import DumpError, nodes_of, pods_of
 
-__all__ = ["records_from_documents", "node_from_documents", "explain_json", "explain_table"]
+__all__ = ["records_from_documents", "node_from_documents", "explain_json", "explain_table", "rules_line"]
 
 
 def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], list[str]]:
@@ -29,7 +32,7 @@ def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], l
         deleted = isinstance(doc, dict) and doc.get("type") == "DELETED" and "object" in doc
         for obj in pods_of(doc):
             try:
-                record = decode_pod(obj)
+                record = pod_record(obj)
             except DecodeError as exc:
                 skipped.append(str(exc))
                 continue
@@ -46,7 +49,7 @@ def node_from_documents(documents: Iterable[Any], records: list[PodRecord]) -> N
     for doc in documents:
         for obj in nodes_of(doc):
             try:
-                nodes.append(decode_node(obj))
+                nodes.append(node_record(obj))
             except DecodeError as exc:
                 raise DumpError(f"unusable Node object: {exc}") from None
     bound = {r.node_name for r in records if r.node_name}
@@ -56,9 +59,14 @@ def node_from_documents(documents: Iterable[Any], records: list[PodRecord]) -> N
     return None
 
 
-def explain_json(records: Iterable[PodRecord], node: NodeRecord | None = None) -> str:
-    values = [evaluate(r) for r in records]
-    report = pods_report(values)
+def rules_line(rules: Rules) -> str:
+    return (f"Pod requests follow the Kubernetes {rules} rules (k8s.io/component-helpers v0.{rules.minor} PodRequests); "
+            "--kubernetes-version X.Y chooses another supported release.")
+
+
+def explain_json(records: Iterable[PodRecord], rules: Rules, node: NodeRecord | None = None) -> str:
+    values = [evaluate(r, rules) for r in records]
+    report = {"kubernetes_rules": rules.name, **pods_report(values)}
     if node is not None:
         report["node"] = summary_report(summarize(node.name, node, values, None))
     return json.dumps(report, indent=2)
@@ -70,10 +78,10 @@ def _q(value: int | None, cores: bool) -> str:
     return format_cores(value) if cores else format_bytes(value)
 
 
-def explain_table(records: Iterable[PodRecord], node: NodeRecord | None = None) -> str:
-    values = sorted_values(evaluate(r) for r in records)
+def explain_table(records: Iterable[PodRecord], rules: Rules, node: NodeRecord | None = None) -> str:
+    values = sorted_values(evaluate(r, rules) for r in records)
     header = f"{'POD':<48} {'PHASE':<10} {'SOURCE':<13} {'CPU':>9} {'MEMORY':>10}"
-    lines = [header]
+    lines = [rules_line(rules), "", header]
     for v in values:
         pod = f"{v.namespace}/{v.name}"
         source = v.source if v.reported else "not reported"

@@ -16,6 +16,8 @@ API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/u
 - Every object change bumps one global resourceVersion; deletion is a
   DELETED event carrying the last state with a new version.
 - Bearer-token authentication (401 Unauthorized Status otherwise).
+- ``/version`` answers like kube-apiserver's version.Info; the version is
+  settable (``set_version``), as an upgrade of the control plane would change it.
 
 Fault knobs for the tests: failing the next N requests with a status (and
 Retry-After), dropping every open watch, hanging new watches (a half-open
@@ -71,8 +73,9 @@ _SELECTABLE = {
 
 
 class FakeApiServer:
-    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0) -> None:
+    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0, version: str = "v1.37.2") -> None:
         self.token = token
+        self.version = version
         self.bookmark_interval = bookmark_interval
         self._lock = threading.Condition()
         self._rv = 100
@@ -188,6 +191,20 @@ class FakeApiServer:
             self._compacted = oldest_kept - 1
             self._lock.notify_all()
 
+    def set_version(self, git_version: str) -> None:
+        """What /version reports from now on (an upgraded or downgraded control plane)."""
+        with self._lock:
+            self.version = git_version
+
+    def version_info(self) -> dict[str, Any]:
+        with self._lock:
+            git_version = self.version
+        major, _, rest = git_version.lstrip("v").partition(".")
+        minor = rest.split(".")[0].split("-")[0]
+        return {"major": major, "minor": minor, "gitVersion": git_version, "gitCommit": "0" * 40,
+                "gitTreeState": "clean", "buildDate": "2026-11-01T00:00:00Z", "goVersion": "go1.26.0",
+                "compiler": "gc", "platform": "linux/amd64"}
+
     # -- faults --------------------------------------------------------------
     def fail_next(self, count: int, status: int = 500, retry_after: float | None = None, path: str = "/api/v1/pods") -> None:
         with self._lock:
@@ -263,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 410: "Expired"}.get(code, "InternalError")
                 headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else None
                 return self._send_json(code, _status(code, reason, "injected failure"), headers)
+            if url.path == "/version":
+                return self._send_json(200, fake.version_info())
             kind = {"/api/v1/pods": "pods", "/api/v1/nodes": "nodes"}.get(url.path)
             if kind is None:
                 return self._send_json(404, _status(404, "NotFound", f"the server could not find the requested resource {url.path}"))

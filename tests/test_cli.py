@@ -35,6 +35,7 @@ def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     (["--node-name", "n", "--once"], {}, "--replay"),
     (["--node-name", "n", "--kubeconfig", "/nonexistent/kubeconfig"], {}, "Kubernetes configuration"),
     (["--node-name", "n", "--replay", "/nonexistent/capture.json"], {}, "capture"),
+    (["--node-name", "n", "--kubernetes-version", "latest"], {}, "--kubernetes-version: not a Kubernetes version"),
 ])
 def test_invalid_configuration_exits_2_with_one_line(args, env, words):
     result = run("run", *args, env=env)
@@ -162,3 +163,32 @@ def test_explain_prints_the_node_comparisons_from_a_node_in_the_dump(tmp_path):
     node_file.write_text(yaml.safe_dump(node))
     table = run("explain", "--node-file", str(node_file), input=dump(*pods)).stdout
     assert "NODE node-a" in table and "pod_or_vm_to_allocatable" in table and "allocatable        3500m" in table
+
+
+def resizing_pod() -> dict:
+    """4 cpu under 1.36 (per-container maxima summed), 3 under 1.37 (the max of whole-pod sums)."""
+    return pod("resizing", containers=[container("c1", "2"), container("c2", "1")], container_statuses=[
+        {"name": "c1", "allocatedResources": {"cpu": "1"}, "resources": {"requests": {"cpu": "1"}}},
+        {"name": "c2", "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}])
+
+
+def test_explain_applies_the_newest_rules_unless_told_and_says_which():
+    newest = run("explain", input=dump(resizing_pod()))
+    assert newest.returncode == 0, newest.stderr
+    assert newest.stdout.splitlines()[0].startswith("Pod requests follow the Kubernetes 1.37 rules")
+    older = json.loads(run("explain", "-o", "json", "--kubernetes-version", "1.36", input=dump(resizing_pod())).stdout)
+    newer = json.loads(run("explain", "-o", "json", input=dump(resizing_pod())).stdout)
+    assert (older["kubernetes_rules"], older["pods"][0]["cpu_cores"]) == ("1.36", 4.0)
+    assert (newer["kubernetes_rules"], newer["pods"][0]["cpu_cores"]) == ("1.37", 3.0)
+
+
+def test_explain_outside_the_supported_releases_warns_and_uses_the_nearest():
+    result = run("explain", "-o", "json", "--kubernetes-version", "v1.35.4", input=dump(resizing_pod()))
+    assert result.returncode == 0
+    assert "older than the oldest supported release 1.36" in result.stderr
+    assert json.loads(result.stdout)["kubernetes_rules"] == "1.36"
+
+
+def test_explain_unparsable_version_exits_2():
+    result = run("explain", "--kubernetes-version", "one.thirty-seven", input=dump(resizing_pod()))
+    assert result.returncode == 2 and "not a Kubernetes version" in result.stderr and "Traceback" not in result.stderr

@@ -38,7 +38,8 @@ def running(apiserver, make_agent):
     apiserver.create(vm_pod("vm-pod", "vm-1", "2", "4Gi", overcommit={"cpu": "2", "memory": "1"}, node="node-a"))
     apiserver.create(pod("done", phase="Succeeded"))
     agent = make_agent(debug_address="127.0.0.1:0")
-    wait_until(lambda: agent.state.synced and agent.state.node_listed and len(agent.state) == 3)
+    wait_until(lambda: agent.state.synced and agent.state.node_listed and len(agent.state) == 3
+               and agent.state.kubernetes.source == "apiserver")
     return agent
 
 

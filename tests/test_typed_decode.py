@@ -82,7 +82,8 @@ def test_messy_pods_decode_alike(p):
 # tolerant decoder has a rule for them, so the typed path's own handling is what is compared.
 maybe_str = st.one_of(st.none(), st.just(""), st.sampled_from(["a", "Always", "Never", "Infeasible",
                                                                "PodResizePending", "vm.neon.tech/v1"]))
-quantity_map = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "memory", "ephemeral-storage", "pods"]),
+quantity_map = st.one_of(st.none(), st.dictionaries(st.sampled_from(["cpu", "memory", "ephemeral-storage", "pods",
+                                                                     "hugepages-2Mi"]),
                                                     st.sampled_from(["1", "250m", "1Gi", "", "x"]), max_size=3))
 resources = st.one_of(st.none(), st.fixed_dictionaries({}, optional={"requests": quantity_map, "limits": quantity_map}))
 containers = st.lists(st.fixed_dictionaries({}, optional={"name": maybe_str, "resources": resources,
@@ -112,7 +113,7 @@ well_typed_pods = _optional(
                                         initContainers=st.one_of(st.none(), containers), resources=resources,
                                         overhead=quantity_map)),
     status=st.one_of(st.none(), _optional(
-        phase=maybe_str, containerStatuses=st.one_of(st.none(), statuses), initContainerStatuses=st.one_of(st.none(), statuses),
+        phase=maybe_str, resources=resources, allocatedResources=quantity_map, containerStatuses=st.one_of(st.none(), statuses), initContainerStatuses=st.one_of(st.none(), statuses),
         conditions=st.one_of(st.none(), st.lists(_optional(type=maybe_str, reason=maybe_str, status=st.just("True")), max_size=3)))),
 )
 
@@ -170,3 +171,22 @@ def test_lines_that_are_not_plain_object_events_go_the_tolerant_way(line):
 def test_a_bad_byte_in_a_list_item_is_read_as_a_replacement_character():
     data = json.dumps(pod("bad-byte-X")).encode().replace(b"X", b"\xff")
     assert pod_record(data).name == "bad-byte-\ufffd"
+
+
+@pytest.mark.parametrize("spec, status", [
+    ({"resources": {"requests": {"hugepages-2Mi": "2Mi"}}}, {}),
+    ({"resources": {"requests": {"ephemeral-storage": "1Gi"}}}, {}),
+    ({"resources": {"requests": {}}}, {}),
+    ({"resources": {"requests": {"cpu": "2", "memory": "2Gi"}}},
+     {"allocatedResources": {"cpu": "1"}, "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}),
+    ({}, {"allocatedResources": {"ephemeral-storage": "1Gi"}}),
+    ({}, {"resources": {}}),
+    ({}, {"containerStatuses": [{"name": "c", "allocatedResources": {}, "resources": {"requests": {"pods": "1"}}},
+                                {"name": "d", "allocatedResources": {"ephemeral-storage": "1"}}]}),
+], ids=["pod-level-hugepages-only", "pod-level-other-only", "pod-level-empty", "pod-status-totals",
+        "pod-status-other-only", "pod-status-empty-resources", "statuses-empty-and-other-maps"])
+def test_absent_empty_and_untracked_maps_are_told_apart_alike(spec, status):
+    p = pod("maps")
+    p["spec"].update(spec)
+    p["status"].update(status)
+    assert_same(p, must_be_typed=True)

@@ -78,8 +78,11 @@ def summary_report(s: NodeSummary) -> dict[str, Any]:
 def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
     """The agent's own signals; tuple keys joined with '/', histograms as cumulative buckets."""
     data = {f.name: getattr(s, f.name) for f in fields(s)}
+    k = node.kubernetes
     data.update(synced=node.synced, node_listed=node.node_listed, pods_cached=len(node.pods),
-                resource_version=node.resource_version)
+                resource_version=node.resource_version,
+                kubernetes={"server_version": k.server_version or None, "rules": k.rules.name, "source": k.source,
+                            "warning": k.warning})
     for name, value in data.items():
         if isinstance(value, Mapping):
             data[name] = dict(value)

@@ -2,7 +2,9 @@
 
 ``evaluate`` is the one place that combines a pod's requests with a NeonVM's
 usage annotation. It is pure: the handler, ``explain`` and the benchmarks all
-call it, so what is exported and what is explained cannot disagree.
+call it, so what is exported and what is explained cannot disagree. Which
+release's request arithmetic applies is the ``rules`` argument; callers pass
+it through without looking inside.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.model.neon import AnnotationError, VmResources, parse_vm_resources
+from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
 from agent.model.problems import Problem
 from agent.model.pod_requests import Contribution, pod_requests
+from agent.model.rules import Rules
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
@@ -51,8 +54,11 @@ class PodValue:
     # `kubectl describe node` ("Allocated resources"); nano-units.
     spec_cpu: int = 0
     spec_memory: int = 0
-    # The PodRecord.value_inputs this value was computed from.
-    inputs: tuple = field(default=(), compare=False, repr=False)
+    # The release whose arithmetic gave cpu and memory.
+    rules: Rules | None = None
+    # The pod this value was computed from: a newer version with the same
+    # value_inputs reuses the value, and a change of rules re-evaluates it.
+    record: PodRecord | None = field(default=None, compare=False, repr=False)
 
     @property
     def reported(self) -> bool:
@@ -62,10 +68,10 @@ class PodValue:
     def with_status(self, pod: PodRecord) -> "PodValue":
         """This value for a newer version of the same pod whose inputs are unchanged."""
         if pod.phase == self.phase:
-            return self
+            return self  # the record kept differs only in fields no value depends on
         return PodValue(self.uid, self.namespace, self.name, pod.phase, self.source, self.cpu,
                         self.memory, self.vm, self.contributions, self.problems, self.spec_cpu, self.spec_memory,
-                        self.inputs)
+                        self.rules, pod)
 
 
 def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | None, VmResources | None]:
@@ -73,14 +79,14 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
     if pod.usage_annotation is None:
         return None, None
     try:
-        usage = parse_vm_resources(pod.usage_annotation)
+        usage = parse_vm_usage(pod.usage_annotation)
     except AnnotationError as exc:
         problems.append(Problem("usage", exc.reason, f"vm.neon.tech/usage ignored: {exc}"))
         return None, None
     if pod.overcommit_annotation is None:
         return usage, usage
     try:
-        factors = parse_vm_resources(pod.overcommit_annotation, factors=True)
+        factors = parse_overcommit(pod.overcommit_annotation)
     except AnnotationError as exc:
         problems.append(Problem("overcommit", exc.reason,
                                 f"vm.neon.tech/overcommit invalid, so vm.neon.tech/usage is not applied: {exc}"))
@@ -88,34 +94,38 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
     return usage, usage.divided_by(factors)
 
 
-def reevaluate(pod: PodRecord, previous: PodValue | None) -> PodValue:
-    """``evaluate(pod)``, reusing ``previous`` when only the pod's status moved."""
-    if previous is not None and previous.uid == pod.uid and previous.inputs == pod.value_inputs:
+def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodValue:
+    """``evaluate(pod, rules)``, reusing ``previous`` when only the pod's status moved."""
+    if (previous is not None and previous.rules is rules and previous.record is not None
+            and previous.uid == pod.uid and previous.record.value_inputs == pod.value_inputs):
         return previous.with_status(pod)
-    return evaluate(pod)
+    return evaluate(pod, rules)
 
 
 def _status_changes_nothing(pod: PodRecord) -> bool:
-    """Every status a container's requests would read repeats that container's spec exactly.
+    """Every container status repeats its container's spec exactly, and the pod reports no totals of its own.
 
-    Then the status-aware requests are the spec-only ones, and the second
-    pass ``evaluate`` makes for the spec-only sum (kubectl's "Allocated
+    Then both releases' status-aware requests are the spec-only ones, and the
+    second pass ``evaluate`` makes for the spec-only sum (kubectl's "Allocated
     resources") can be skipped: the kubelet reports the spec back for almost
-    every running pod, and that pass was a third of the cost of an event
-    that changes a request.
+    every running pod, and that pass was a third of the cost of an event that
+    changes a request. (Infeasible resizes drop the spec in both rule sets:
+    never skipped then.)
     """
+    if pod.pod_status is not None or pod.resize_infeasible:
+        return False
     if not pod.statuses:
         return True
     statuses = {s.name: s for s in pod.statuses}  # the lookup pod_requests does
-    for c in (*pod.containers, *(c for c in pod.init_containers if c.restartable)):
+    for c in (*pod.containers, *pod.init_containers):
         status = statuses.get(c.name)
-        if status is not None and status.requests is not None and (
-                status.requests != c.requests or (status.allocated and status.allocated != c.requests)):
+        if status is not None and ((status.allocated is not None and status.allocated != c.requests)
+                                   or (status.requests is not None and status.requests != c.requests)):
             return False
     return True
 
 
-def evaluate(pod: PodRecord) -> PodValue:
+def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
     problems = [Problem("pod", "malformed_pod", p) for p in pod.problems]
     raw_usage, applied = _vm_usage(pod, problems)
     override = None
@@ -124,9 +134,9 @@ def evaluate(pod: PodRecord) -> PodValue:
             override = {"cpu": applied.cpu, "memory": applied.memory}
         else:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
-    result = pod_requests(pod, override)
+    result = pod_requests(pod, rules, override)
     problems.extend(result.problems)
-    spec = result if override is None and _status_changes_nothing(pod) else pod_requests(pod, use_status=False)
+    spec = result if override is None and _status_changes_nothing(pod) else pod_requests(pod, rules, use_status=False)
     vm = None
     if raw_usage is not None:
         vm = VmUsage(pod.vm_name or pod.name, pod.migration_role, raw_usage.cpu, raw_usage.memory)
@@ -143,5 +153,6 @@ def evaluate(pod: PodRecord) -> PodValue:
         problems=tuple(problems),
         spec_cpu=spec.cpu,
         spec_memory=spec.memory,
-        inputs=pod.value_inputs,
+        rules=rules,
+        record=pod,
     )

@@ -13,9 +13,26 @@ from dataclasses import dataclass
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
+from agent.model.rules import NEWEST, Rules
 from agent.model.valuation import PodValue
 
-__all__ = ["NodeState", "NodeSnapshot"]
+__all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo"]
+
+
+@dataclass(frozen=True)
+class KubernetesInfo:
+    """Whose request arithmetic the values follow, and why."""
+
+    rules: Rules
+    # The API server's gitVersion; "" until read, and always with --kubernetes-version or a replay.
+    server_version: str = ""
+    # "apiserver" (read from /version), "flag" (--kubernetes-version) or "default" (the newest, nothing read yet).
+    source: str = "default"
+    # The one line said when the version is outside the supported releases.
+    warning: str | None = None
+
+
+DEFAULT_KUBERNETES = KubernetesInfo(NEWEST)
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,7 @@ class NodeSnapshot:
     node_listed: bool
     # The newest pod resourceVersion handled (event, bookmark or LIST).
     resource_version: str = ""
+    kubernetes: KubernetesInfo = DEFAULT_KUBERNETES
 
     def summary(self) -> NodeSummary:
         return summarize(self.node_name, self.node, self.pods, self.usage)
@@ -45,6 +63,7 @@ class NodeState:
         self._synced = False
         self._node_listed = False
         self._resource_version = ""
+        self._kubernetes = DEFAULT_KUBERNETES
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
@@ -57,6 +76,10 @@ class NodeState:
         if resource_version:
             with self._lock:
                 self._resource_version = resource_version
+
+    def set_kubernetes(self, info: KubernetesInfo) -> None:
+        with self._lock:
+            self._kubernetes = info
 
     def set_usage(self, usage: Usage | None) -> None:
         with self._lock:
@@ -116,7 +139,7 @@ class NodeState:
     def snapshot(self) -> NodeSnapshot:
         with self._lock:
             return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
-                                self._synced, self._node_listed, self._resource_version)
+                                self._synced, self._node_listed, self._resource_version, self._kubernetes)
 
     def __len__(self) -> int:
         with self._lock:
@@ -131,6 +154,11 @@ class NodeState:
     def synced(self) -> bool:
         with self._lock:
             return self._synced
+
+    @property
+    def kubernetes(self) -> KubernetesInfo:
+        with self._lock:
+            return self._kubernetes
 
     @property
     def node_listed(self) -> bool:

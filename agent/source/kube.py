@@ -160,6 +160,11 @@ class KubeApi:
                 response.close()
             response.release_conn()
 
+    def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
+        """A small answer (such as /version), parsed; a bad UTF-8 byte is read as a replacement character."""
+        data = b"".join(self.get_chunks(path, params, read_timeout))
+        return json.loads(data.decode("utf-8", errors="replace"))
+
     def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float,
                      max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
         """Yield the newline-delimited lines of a streaming (watch) response.

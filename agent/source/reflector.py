@@ -172,7 +172,9 @@ class Reflector:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[threading.Event, float], object] = threading.Event.wait,
+        on_list: Callable[[], object] | None = None,
     ) -> None:
+        self._on_list = on_list  # called after every successful LIST (the version source reads /version again)
         self._api = api
         self._resource = resource
         self._queue = queue
@@ -230,10 +232,7 @@ class Reflector:
                         "; relisting" if retry.relist else "")
 
     def _pause(self, stop: threading.Event, retry_after: float | None = None) -> None:
-        delay = self._backoff.next_delay()
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self._backoff.maximum))
-        self._wait(stop, delay)
+        self._wait(stop, self._backoff.next_delay(retry_after))
 
     def _list(self) -> None:
         started = self._clock()
@@ -251,6 +250,8 @@ class Reflector:
         self._stats.relisted(self._clock() - started, self._resource.name)
         log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource.name,
                  self.resource_version, self._clock() - started)
+        if self._on_list is not None:
+            self._on_list()
 
     def _decode(self, obj: Any) -> Any:
         """The record for one object, or None (counted) when it cannot be identified."""

@@ -24,8 +24,8 @@ import msgspec
 
 from agent.model.fields import NO_REQUESTS, DecodeError, Requests
 from agent.model.node import NodeRecord, decode_node
-from agent.model.pod import (OVERCOMMIT_ANNOTATION, USAGE_ANNOTATION, VM_NAME_LABEL, ContainerRequests,
-                             ContainerStatusRequests, PodRecord, decode_pod)
+from agent.model.pod import (OVERCOMMIT_ANNOTATION, USAGE_ANNOTATION, VM_NAME_LABEL, ContainerRequests, PodRecord,
+                             StatusRequests, decode_pod)
 from agent.pipeline.events import ADDED, DELETED, MODIFIED
 
 __all__ = ["pod_record", "node_record", "pod_event", "node_event", "loads"]
@@ -101,6 +101,9 @@ class _Condition(_S):
 
 class _PodStatus(_S):
     phase: str | None = None
+    # The pod's own totals (in-place pod-level resize).
+    resources: _Resources | None = None
+    allocated_resources: dict[str, str] | None = None
     container_statuses: list[_ContainerStatus] | None = None
     init_container_statuses: list[_ContainerStatus] | None = None
     conditions: list[_Condition] | None = None
@@ -189,16 +192,40 @@ def _containers(items: list[_Container] | None, init: bool) -> tuple[ContainerRe
     return tuple(out)
 
 
-def _statuses(status: _PodStatus) -> tuple[ContainerStatusRequests, ...]:
+def _present(raw: dict[str, str] | None) -> Requests | None:
+    """A status resource map, None when absent or empty (nil to Kubernetes), as agent.model.pod reads it."""
+    return _requests(raw) if raw else None
+
+
+def _status(name: str, resources: _Resources | None, allocated: dict[str, str] | None) -> StatusRequests:
+    return StatusRequests(name, _present(allocated), resources is not None,
+                          None if resources is None else _present(resources.requests))
+
+
+def _statuses(status: _PodStatus) -> tuple[StatusRequests, ...]:
     out = []
     for items in (status.container_statuses, status.init_container_statuses):
         for cs in items or ():
             resources, allocated = cs.resources, cs.allocated_resources
             if (resources is None and not allocated) or not cs.name:
                 continue  # nothing the value depends on, or no container to apply it to
-            out.append(ContainerStatusRequests(cs.name, _requests(allocated),
-                                               None if resources is None else _requests(resources.requests)))
+            out.append(_status(cs.name, resources, allocated))
     return tuple(out)
+
+
+def _pod_status(status: _PodStatus) -> StatusRequests | None:
+    if status.resources is None and not status.allocated_resources:
+        return None
+    return _status("", status.resources, status.allocated_resources)
+
+
+def _pod_level_requests(spec: _Spec) -> Requests | None:
+    """``spec.resources.requests`` when it names cpu, memory or hugepages-* (see agent.model.pod), else None."""
+    raw = spec.resources.requests if spec.resources is not None else None
+    if raw is None:
+        return None
+    requests = _requests(raw)
+    return requests if requests or any(k.startswith("hugepages-") for k in raw) else None
 
 
 def _resize_infeasible(conditions: list[_Condition] | None) -> bool:
@@ -227,7 +254,6 @@ def _pod(p: _Pod) -> PodRecord:
         uid = f"{namespace}/{name}"
     annotations, labels = meta.annotations, meta.labels
     vm_name = labels.vm_name if labels is not None else None
-    pod_resources = spec.resources
     return PodRecord(
         uid=uid,
         namespace=namespace,
@@ -237,10 +263,10 @@ def _pod(p: _Pod) -> PodRecord:
         resource_version=meta.resource_version or "",
         containers=_containers(spec.containers, init=False),
         init_containers=_containers(spec.init_containers, init=True),
-        pod_requests=None if pod_resources is None or pod_resources.requests is None
-        else _requests(pod_resources.requests),
+        pod_requests=_pod_level_requests(spec),
         overhead=_requests(spec.overhead),
         statuses=_statuses(status),
+        pod_status=_pod_status(status),
         resize_infeasible=_resize_infeasible(status.conditions),
         usage_annotation=annotations.usage if annotations is not None else None,
         overcommit_annotation=annotations.overcommit if annotations is not None else None,
