@@ -15,7 +15,7 @@ from typing import Literal
 from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
 from agent.model.problems import Problem
-from agent.model.pod_requests import Contribution, pod_requests
+from agent.model.pod_requests import Contribution, pod_requests, statuses_repeat_spec
 from agent.model.rules import Rules
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
@@ -102,29 +102,6 @@ def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodVa
     return evaluate(pod, rules)
 
 
-def _status_changes_nothing(pod: PodRecord) -> bool:
-    """Every container status repeats its container's spec exactly, and the pod reports no totals of its own.
-
-    Then both releases' status-aware requests are the spec-only ones, and the
-    second pass ``evaluate`` makes for the spec-only sum (kubectl's "Allocated
-    resources") can be skipped: the kubelet reports the spec back for almost
-    every running pod, and that pass was a third of the cost of an event that
-    changes a request. (Infeasible resizes drop the spec in both rule sets:
-    never skipped then.)
-    """
-    if pod.pod_status is not None or pod.resize_infeasible:
-        return False
-    if not pod.statuses:
-        return True
-    statuses = {s.name: s for s in pod.statuses}  # the lookup pod_requests does
-    for c in (*pod.containers, *pod.init_containers):
-        status = statuses.get(c.name)
-        if status is not None and ((status.allocated is not None and status.allocated != c.requests)
-                                   or (status.requests is not None and status.requests != c.requests)):
-            return False
-    return True
-
-
 def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
     problems = [Problem("pod", "malformed_pod", p) for p in pod.problems]
     raw_usage, applied = _vm_usage(pod, problems)
@@ -136,7 +113,9 @@ def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
     result = pod_requests(pod, rules, override)
     problems.extend(result.problems)
-    spec = result if override is None and _status_changes_nothing(pod) else pod_requests(pod, rules, use_status=False)
+    # The spec-only sum (kubectl's "Allocated resources") is the result itself when statuses repeat the spec:
+    # a second pass was a third of the cost of an event that changes a request.
+    spec = result if override is None and statuses_repeat_spec(pod) else pod_requests(pod, rules, use_status=False)
     vm = None
     if raw_usage is not None:
         vm = VmUsage(pod.vm_name or pod.name, pod.migration_role, raw_usage.cpu, raw_usage.memory)
