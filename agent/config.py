@@ -7,7 +7,6 @@ stderr and exit code 2, before anything starts.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -44,7 +43,7 @@ class Config:
     watch_timeout: tuple[int, int] = (300, 600)
     # HOST:PORT of the debug endpoint; None turns it off.
     debug_address: str | None = None
-    # The host's /proc for the "used" series; None turns them off.
+    # The /proc the "used" series are read from; None turns them off.
     procfs: str | None = None
     log_level: str = "INFO"
     # --kubernetes-version: whose request rules to use; None reads the API server's /version.
@@ -111,12 +110,10 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         except ValueError:
             raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
         debug_address = debug
-    procfs = args.get("procfs") or env.get("HOST_PROC")
-    if procfs is None:
-        # /proc/stat and /proc/meminfo are not namespaced, so the container's
-        # own /proc also shows the host; /host/proc is what the DaemonSet mounts.
-        procfs = "/host/proc" if os.path.isdir("/host/proc") else "/proc"
-    procfs = None if str(procfs).lower() == "off" else str(procfs)
+    # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
+    # shows the whole host, so no host mount is needed (README, Deployment).
+    procfs = str(args.get("procfs") or env.get("HOST_PROC") or "/proc")
+    procfs = None if procfs.lower() == "off" else procfs
     level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")

@@ -110,6 +110,15 @@ def load() -> str:
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
 
 
+def free_port() -> int:
+    """A loopback port nothing holds right now (the kernel's choice)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def machine() -> str:
     cpu = "?"
     try:

@@ -14,9 +14,9 @@ and all state lives under ``workdir`` so parallel sessions do not collide.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 import json
-import re
 import shutil
 import socket
 import ssl
@@ -25,22 +25,27 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
+from tests.conftest import wait_until
 
-__all__ = ["ApiError", "Cluster", "cluster", "wait_until"]
+__all__ = ["ApiError", "Cluster", "cluster", "free_ports", "parse_prometheus_text", "terminate"]
 
 #: kubectl, and the controller-manager when the tested version has none, come from here.
 NEWEST = "1.37.2"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
-#: The node lifecycle controller marks a node Unknown after --node-monitor-grace-period (default 50 s) without a
-#: renewed Lease; renewing four times as often as the kubelet's default 40 s lease is plenty of margin.
-LEASE_RENEW_SECONDS = 10.0
+#: The node lifecycle controller marks a node Unknown after --node-monitor-grace-period without a renewed Lease.
+#: Shortened from the default 50 s so a test can watch a dead node go Unknown (and a live one stay Ready) in half
+#: a minute; six renewals per grace period leave margin for a loaded machine and for an API server restart.
+NODE_MONITOR_GRACE_SECONDS = 30
+LEASE_RENEW_SECONDS = 5.0
 START_TIMEOUT = 180.0
 
 
@@ -51,18 +56,6 @@ class ApiError(RuntimeError):
         super().__init__(f"{method} {path}: HTTP {status}: {body[:2000]}")
         self.status = status
         self.body = body
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 60.0, interval: float = 0.25, what: str = "") -> object:
-    """The first truthy value of ``predicate()``; control-plane reactions take seconds, not milliseconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what or predicate}")
-        time.sleep(interval)
 
 
 def free_ports(count: int) -> list[int]:
@@ -147,7 +140,9 @@ def make_pki(directory: Path) -> Pki:
         try:
             import cryptography  # noqa: F401
         except ImportError:
-            pytest.skip("cluster tests need the openssl CLI (or the cryptography package) to make certificates")
+            # A failure, not a skip: a missing tool must never quietly turn the real-component tests off.
+            raise RuntimeError("cluster tests need the openssl CLI (or the cryptography package) to make "
+                               "certificates; .ci/run installs openssl") from None
         _cryptography_pki(pki)
     return pki
 
@@ -231,13 +226,14 @@ def _cryptography_pki(pki: Pki) -> None:
                                                            serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
-def write_kubeconfig(path: Path, server: str, pki: Pki, user: str) -> Path:
-    """A kubeconfig for one client identity; JSON is valid YAML, so no YAML library is needed."""
+def write_kubeconfig(path: Path, server: str, pki: Pki, user: str, token: str | None = None) -> Path:
+    """A kubeconfig for one client identity (its certificate, or a bearer ``token``); JSON is valid YAML."""
+    credentials = ({"token": token} if token is not None else
+                   {"client-certificate": str(pki.crt(user)), "client-key": str(pki.key(user))})
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": user, "preferences": {},
         "clusters": [{"name": "nra", "cluster": {"server": server, "certificate-authority": str(pki.crt("ca"))}}],
-        "users": [{"name": user, "user": {"client-certificate": str(pki.crt(user)),
-                                          "client-key": str(pki.key(user))}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [{"name": user, "context": {"cluster": "nra", "user": user}}],
     }
     path.write_text(json.dumps(config, indent=2))
@@ -245,6 +241,18 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, user: str) -> Path:
 
 
 # --------------------------------------------------------------------------- processes
+
+
+def terminate(proc: subprocess.Popen, timeout: float = 15.0) -> int:
+    """SIGTERM by pid, SIGKILL if it has not gone after ``timeout``; the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout)
+    return proc.returncode
 
 
 @dataclass
@@ -265,15 +273,8 @@ class Component:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM by pid, SIGKILL if it has not gone after ``timeout``."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout)
+        if self.proc is not None:
+            terminate(self.proc, timeout)
 
     def tail(self, lines: int) -> str:
         if not self.log.exists():
@@ -281,24 +282,10 @@ class Component:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\d+)?$')
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m[1] == "n" else m[1], value)
-
-
 def parse_prometheus_text(text: str, metric: str) -> list[dict]:
-    """Samples of one metric as label dicts with a float ``value`` (enough of the text format for component metrics)."""
-    samples = []
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip())
-        if not match or match["name"] != metric:
-            continue
-        labels = {k: _unescape(v) for k, v in _LABEL.findall(match["labels"] or "")}
-        samples.append({**labels, "value": float(match["value"])})
-    return samples
+    """Samples of one metric as label dicts with a float ``value``, read by prometheus_client's own parser."""
+    return [{**sample.labels, "value": sample.value}
+            for family in text_string_to_metric_families(text) for sample in family.samples if sample.name == metric]
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -312,9 +299,10 @@ class Cluster:
     it admits no pods and serves /version and scheduler checks only.
     """
 
-    def __init__(self, workdir: Path, version: str = NEWEST) -> None:
+    def __init__(self, workdir: Path, version: str = NEWEST, apiserver_flags: Sequence[str] = ()) -> None:
         self.workdir = Path(workdir)
         self.release = version  # "version" is the /version call
+        self.apiserver_flags = tuple(apiserver_flags)  # appended to the fixture's own (a later flag wins)
         self.logs_dir = self.workdir / "logs"
         self.components: list[Component] = []
         self.ports: dict[str, int] = {}
@@ -325,6 +313,7 @@ class Cluster:
         self._heartbeats: threading.Thread | None = None
         self._bins: dict[str, Path] = {}
         self._context: ssl.SSLContext | None = None
+        self._token_context: ssl.SSLContext | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -366,6 +355,34 @@ class Cluster:
                 component.stop()
             except (OSError, subprocess.SubprocessError) as error:
                 print(f"cluster: could not stop {component.name} (pid {component.proc.pid}): {error}")
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> float:
+        """Stop kube-apiserver (SIGTERM, as a rolling control-plane upgrade does), keep it down ``down_seconds``,
+        start it on the same port, and return the monotonic time at which it answered /readyz again."""
+        apiserver = self.component("kube-apiserver")
+        apiserver.stop()
+        if down_seconds:
+            time.sleep(down_seconds)
+        apiserver.start()
+        self._wait_healthy(apiserver)
+        return time.monotonic()
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision: the resourceVersion of the newest write to any object."""
+        return int(self._etcd_post("/v3/maintenance/status", {})["header"]["revision"])
+
+    def etcd_compact(self, revision: int) -> None:
+        """Compact etcd's history up to ``revision`` through its gRPC gateway, as the API server does every 5 min."""
+        self._etcd_post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+
+    def _etcd_post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.ports['etcd']}{path}", data=json.dumps(body).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
 
     def _prepare(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -427,7 +444,7 @@ class Cluster:
             "--service-cluster-ip-range=10.96.0.0/16",
             # the kubernetes Service would point at 127.0.0.1, which Endpoints validation rejects: keep the log clean
             "--endpoint-reconciler-type=none",
-            "--allow-privileged=true", "--profiling=false", "--v=1")
+            "--allow-privileged=true", "--profiling=false", "--v=1", *self.apiserver_flags)
 
     def _delegated_flags(self, user: str, port_name: str) -> list[str]:
         """Secure-port flags for scheduler/controller-manager: CA-signed serving cert, authn/z delegated to the apiserver."""
@@ -450,6 +467,7 @@ class Cluster:
             "kube-controller-manager", "kube-controller-manager",
             *self._delegated_flags("controller-manager", "controller-manager"),
             "--controllers=*", "--use-service-account-credentials=true",
+            f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
             f"--root-ca-file={pki.crt('ca')}", f"--service-account-private-key-file={pki.key('sa')}",
             f"--cluster-signing-cert-file={pki.crt('ca')}", f"--cluster-signing-key-file={pki.key('ca')}",
             "--cluster-name=nra")
@@ -466,7 +484,7 @@ class Cluster:
                 return probe()
             except (OSError, ApiError, ssl.SSLError):
                 return False
-        wait_until(ready, timeout=timeout, interval=0.5, what=what)
+        wait_until(ready, timeout=timeout, interval=0.5, message=what)
 
     def _wait_healthy(self, component: Component) -> None:
         probes = {
@@ -511,20 +529,38 @@ class Cluster:
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
             return response.read().decode()
 
+    def _tls_anonymous(self) -> ssl.SSLContext:
+        """Verifies the server, presents no certificate: for requests that authenticate with a bearer token."""
+        if self._token_context is None:
+            self._token_context = ssl.create_default_context(cafile=str(self.pki.crt("ca")))
+        return self._token_context
+
     def api(self, method: str, path: str, body: object = None, content_type: str | None = None,
-            timeout: float = 30.0) -> dict:
-        """JSON over HTTPS as the admin; PATCH defaults to a merge patch, errors raise ApiError with the Status."""
+            timeout: float = 30.0, token: str | None = None) -> dict:
+        """JSON over HTTPS as the admin, or as whoever ``token`` belongs to; PATCH defaults to a merge patch,
+        errors raise ApiError with the Status."""
         data = None if body is None else json.dumps(body).encode()
         if content_type is None:
             content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
-        request = urllib.request.Request(self.server + path, data=data, method=method,
-                                         headers={"Content-Type": content_type, "Accept": "application/json"})
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
+        context = self._tls() if token is None else self._tls_anonymous()
         try:
-            with urllib.request.urlopen(request, timeout=timeout, context=self._tls()) as response:
+            with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
             raise ApiError(method, path, error.code, error.read().decode(errors="replace")) from None
         return json.loads(raw) if raw else {}
+
+    def create_namespace(self, prefix: str) -> str:
+        """A fresh namespace, returned once pods can be created in it (its default ServiceAccount exists)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        wait_until(lambda: self.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60, interval=0.25,
+                   message=f"default ServiceAccount in {name} (made by kube-controller-manager)")
+        return name
 
     def exists(self, path: str) -> bool:
         try:
@@ -535,13 +571,27 @@ class Cluster:
                 return False
             raise
 
-    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess:
-        """The built kubectl as admin; callers check returncode so failures can be asserted on too."""
-        return subprocess.run([str(self._bins["kubectl"]), f"--kubeconfig={self.admin_kubeconfig}", *args],
+    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60.0,
+                token: str | None = None) -> subprocess.CompletedProcess:
+        """The built kubectl as admin, or with a bearer ``token`` only; callers check returncode so failures can be
+        asserted on too."""
+        kubeconfig = self.admin_kubeconfig
+        if token is not None:
+            kubeconfig = write_kubeconfig(self.workdir / f"token-{hashlib.sha256(token.encode()).hexdigest()[:12]}.kubeconfig", self.server,
+                                          self.pki, "bearer", token=token)
+        return subprocess.run([str(self._bins["kubectl"]), f"--kubeconfig={kubeconfig}", *args],
                               input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
 
     def version(self) -> dict:
         return self.api("GET", "/version")
+
+    def apiserver_metrics_text(self) -> str:
+        """kube-apiserver's own /metrics, read as the admin (one scrape, for several metrics at one instant)."""
+        return self._get_text(self.server + "/metrics", timeout=30)
+
+    def apiserver_metrics(self, metric: str) -> list[dict]:
+        """Samples of one of kube-apiserver's own metrics (``apiserver_request_total``...)."""
+        return parse_prometheus_text(self.apiserver_metrics_text(), metric)
 
     def scheduler_resource_metrics(self) -> list[dict]:
         """``kube_pod_resource_request`` samples: the scheduler's own view of each pod's requests, an oracle for the agent."""

@@ -8,40 +8,25 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import uuid
 
 import pytest
 
-from tests.cluster import Cluster, cluster, wait_until  # noqa: F401  (cluster is the session fixture)
+from tests.cluster import LEASE_RENEW_SECONDS, NODE_MONITOR_GRACE_SECONDS, Cluster, cluster  # noqa: F401
+from tests.conftest import wait_until
+from tests.factory import container, for_create, pod
 
 pytestmark = pytest.mark.cluster
-
-
-def make_namespace(cluster: Cluster) -> str:
-    """A namespace per test, so tests sharing the session cluster never see each other's pods."""
-    name = f"smoke-{uuid.uuid4().hex[:8]}"
-    cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    # Pods are rejected until the service-account controller made the namespace's default ServiceAccount.
-    wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"), 60,
-               what=f"default ServiceAccount in {name}")
-    return name
-
-
-def pod_manifest(name: str, cpu: str, memory: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1",
-                                     "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}
 
 
 @pytest.fixture(scope="module")
 def bound_pod(cluster: Cluster) -> dict:
     """A pod with requests that the real scheduler has bound to a registered node."""
     cluster.register_node("smoke-node-a", cpu="4", memory="8Gi")
-    namespace = make_namespace(cluster)
-    cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod_manifest("web", "250m", "64Mi"))
+    namespace = cluster.create_namespace("smoke")
+    cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", for_create(pod("web", containers=[container("app", "250m", "64Mi")])))
     path = f"/api/v1/namespaces/{namespace}/pods/web"
     return wait_until(lambda: (pod := cluster.api("GET", path))["spec"].get("nodeName") and pod, 60,
-                      what="pod bound by kube-scheduler")
+                      interval=0.25, message="pod bound by kube-scheduler")
 
 
 def test_apiserver_reports_built_version(cluster: Cluster) -> None:
@@ -61,7 +46,7 @@ def test_scheduler_resource_metrics_show_pod_requests(cluster: Cluster, bound_po
                  if s["namespace"] == meta["namespace"] and s["pod"] == meta["name"]}
         return found if {"cpu", "memory"} <= found.keys() else {}
 
-    found = wait_until(samples, 30, what="kube_pod_resource_request for the bound pod")
+    found = wait_until(samples, 30, interval=0.25, message="kube_pod_resource_request for the bound pod")
     assert (found["cpu"]["value"], found["cpu"]["unit"]) == (0.25, "cores")
     assert (found["memory"]["value"], found["memory"]["unit"]) == (64 * 2**20, "bytes")
     assert found["cpu"]["node"] == "smoke-node-a"
@@ -81,7 +66,7 @@ def test_pod_status_and_graceful_deletion_as_kubelet(cluster: Cluster, bound_pod
 
 def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None:
     cluster.register_node("smoke-node-b", cpu="2", memory="4Gi")
-    namespace = make_namespace(cluster)
+    namespace = cluster.create_namespace("smoke")
     labels = {"app": "agent"}
     cluster.api("POST", f"/apis/apps/v1/namespaces/{namespace}/daemonsets", {
         "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
@@ -95,18 +80,18 @@ def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None
     def placed() -> dict[str, int]:
         pods = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
         per_node: dict[str, int] = {}
-        for pod in pods:
-            node = pod["spec"].get("nodeName")
+        for item in pods:
+            node = item["spec"].get("nodeName")
             if node:
                 per_node[node] = per_node.get(node, 0) + 1
         return per_node if set(per_node) == nodes else {}
 
-    per_node = wait_until(placed, 90, what=f"one DaemonSet pod bound on each of {sorted(nodes)}")
+    per_node = wait_until(placed, 90, interval=0.25, message=f"one DaemonSet pod bound on each of {sorted(nodes)}")
     assert all(count == 1 for count in per_node.values()), per_node
 
 
 def test_token_request_issues_a_valid_service_account_token(cluster: Cluster) -> None:
-    namespace = make_namespace(cluster)
+    namespace = cluster.create_namespace("smoke")
     cluster.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}})
     token = cluster.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/agent/token", {
@@ -133,12 +118,27 @@ def test_previous_minor_apiserver_and_scheduler(tmp_path) -> None:
         assert old.scheduler_resource_metrics() == []  # scheduler up and scrapeable, nothing scheduled yet
 
 
-def test_node_stays_ready_past_the_grace_period(cluster: Cluster, bound_pod: dict) -> None:
-    """Without the Lease heartbeats the node lifecycle controller marks the node Unknown after 50 s and taints it."""
-    node = cluster.api("GET", "/api/v1/nodes/smoke-node-a")
-    created = dt.datetime.fromisoformat(node["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
-    time.sleep(max(0.0, 70 - (dt.datetime.now(dt.timezone.utc) - created).total_seconds()))
-    node = cluster.api("GET", "/api/v1/nodes/smoke-node-a")
-    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
-    assert ready["status"] == "True", ready
-    assert not node["spec"].get("taints")
+def test_heartbeats_keep_a_node_ready_while_a_silent_one_goes_unknown(cluster: Cluster, bound_pod: dict) -> None:
+    """The node lifecycle controller is really judging the Leases: a node registered without heartbeats goes
+    Unknown after the (shortened) grace period, and at that moment the renewed node is still Ready and untainted."""
+    cluster.register_node("smoke-node-silent", cpu="1", memory="1Gi")
+    cluster.forget_node("smoke-node-silent")  # a kubelet that died right after registering
+    started = time.monotonic()
+
+    def ready_status(name: str) -> str:
+        node = cluster.api("GET", f"/api/v1/nodes/{name}")
+        return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+    try:
+        wait_until(lambda: ready_status("smoke-node-silent") == "Unknown", NODE_MONITOR_GRACE_SECONDS + 60,
+                   interval=1.0, message="the silent node marked Unknown by the node lifecycle controller")
+        assert time.monotonic() - started >= NODE_MONITOR_GRACE_SECONDS - 5  # the grace period, not a failed start
+        node = cluster.api("GET", "/api/v1/nodes/smoke-node-a")
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True", ready
+        assert not node["spec"].get("taints")
+        lease = cluster.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/smoke-node-a")
+        renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+        assert (dt.datetime.now(dt.timezone.utc) - renewed).total_seconds() < 3 * LEASE_RENEW_SECONDS
+    finally:
+        cluster.api("DELETE", "/api/v1/nodes/smoke-node-silent")

@@ -231,3 +231,21 @@ def test_transport_uses_tcp_keepalive(apiserver, tmp_path):
         stream.close()
     finally:
         api.close()
+
+
+def test_in_cluster_configuration_reads_the_service_account_folder(tmp_path):
+    """Token and CA come from NRA_SERVICEACCOUNT_DIR when set (tests), else the kubelet's fixed folder."""
+    import pytest
+
+    from agent.source.kube import SERVICEACCOUNT_DIR_ENV, KubeConfigError, load_configuration
+
+    (tmp_path / "token").write_text("first-token")
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443",
+               SERVICEACCOUNT_DIR_ENV: str(tmp_path)}
+    configuration = load_configuration(environ=environ)
+    assert configuration.host == "https://10.96.0.1:443"
+    assert configuration.ssl_ca_cert == str(tmp_path / "ca.crt")
+    assert configuration.get_api_key_with_prefix("BearerToken") == "bearer first-token"
+    with pytest.raises(KubeConfigError, match="token file"):
+        load_configuration(environ={**environ, SERVICEACCOUNT_DIR_ENV: str(tmp_path / "missing")})

@@ -1,10 +1,15 @@
-"""Host usage read with psutil from a fixture procfs folder."""
+"""Host usage read with psutil: from a fixture procfs folder, and from a container's own /proc."""
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
+from agent.config import from_sources
 from agent.model.quantity import NANO
 from agent.pipeline.stats import RuntimeStats
 from agent.source.host_usage import UsageSampler, set_procfs
@@ -78,3 +83,114 @@ def test_malformed_files_are_reported_not_raised(procfs: Path):
     sampler = UsageSampler(on_error=stats.usage_error)
     assert sampler.sample() is None
     assert stats.snapshot().usage_errors == {"malformed": 1}
+
+
+# Memory moves while a test reads it twice; another source of `used` (a cgroup's usage, MemTotal - MemFree)
+# is off by hundreds of MiB or more.
+DRIFT = 32 * 1024 * 1024
+
+
+def meminfo_used_and_total() -> tuple[int, int]:
+    """MemTotal - MemAvailable and MemTotal in bytes, read straight from /proc/meminfo."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    total, available = (int(fields[k].split()[0]) * 1024 for k in ("MemTotal", "MemAvailable"))
+    return total - available, total
+
+
+def test_default_procfs_is_proc_and_used_memory_is_meminfos():
+    """No flag, no HOST_PROC: `used` memory is MemTotal - MemAvailable of the process's own /proc/meminfo."""
+    config = from_sources({"node_name": "node-a"}, {})
+    assert config.procfs == "/proc"
+    old = psutil.PROCFS_PATH
+    try:
+        set_procfs(config.procfs)
+        before, _ = meminfo_used_and_total()
+        usage = UsageSampler().sample()
+        after, _ = meminfo_used_and_total()
+    finally:
+        set_procfs(old)
+    assert min(before, after) - DRIFT <= usage.memory / NANO <= max(before, after) + DRIFT
+
+
+SAMPLE_IN_NAMESPACES = """
+import json, os
+from agent.source.host_usage import UsageSampler, set_procfs
+set_procfs("/proc")
+stat = open("/proc/stat").read().splitlines()
+print(json.dumps({
+    "pids": [int(p) for p in os.listdir("/proc") if p.isdigit()],
+    "memtotal": open("/proc/meminfo").readline(),
+    "cpus": [line.split()[0] for line in stat if line.startswith("cpu")],
+    "btime": [line for line in stat if line.startswith("btime")],
+    "used": UsageSampler().sample().memory,
+}))
+"""
+
+
+def test_a_fresh_pid_namespace_with_its_own_proc_reads_the_hosts_memory():
+    """What a container runtime gives the agent: new PID and mount namespaces and a procfs mounted in them.
+
+    Its process list is the namespace's own; /proc/meminfo and /proc/stat are still the whole host's, so the
+    sampler inside reads the same `used` as outside.
+    """
+    unshare = ["unshare", "--user", "--map-root-user", "--pid", "--mount", "--fork", "--mount-proc"]
+    if not shutil.which("unshare") or subprocess.run([*unshare, "true"], capture_output=True).returncode != 0:
+        pytest.skip("this machine cannot create user, PID and mount namespaces")
+    before, total = meminfo_used_and_total()
+    done = subprocess.run([*unshare, sys.executable, "-c", SAMPLE_IN_NAMESPACES], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    after, _ = meminfo_used_and_total()
+    assert done.returncode == 0, done.stderr
+    inside = json.loads(done.stdout)
+    stat = Path("/proc/stat").read_text().splitlines()
+    assert 1 in inside["pids"] and len(inside["pids"]) < 5  # a namespaced process list: python is pid 1
+    assert inside["memtotal"] == Path("/proc/meminfo").read_text().splitlines()[0] + "\n"
+    assert int(inside["memtotal"].split()[1]) * 1024 == total
+    assert inside["cpus"] == [line.split()[0] for line in stat if line.startswith("cpu")]
+    assert inside["btime"] == [line for line in stat if line.startswith("btime")]
+    assert min(before, after) - DRIFT <= inside["used"] / NANO <= max(before, after) + DRIFT
+def test_used_moves_on_its_own_schedule_with_no_exporter_and_only_metrics(tmp_path):
+    """--exporter none: nothing exports, yet /metrics shows a used cpu and a used memory that follow the host."""
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.conftest import wait_until
+
+    root = tmp_path / "proc"
+    root.mkdir()
+    (root / "meminfo").write_text(MEMINFO)
+    (root / "stat").write_text(stat([(100, 0, 50, 800, 50, 0, 0, 0, 0, 0)] * 2))
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "sample-node", "--replay", "sample",
+                             "--exporter", "none", "--export-interval", "0.3", "--procfs", str(root),
+                             "--debug-address", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            if match := re.search(r"debug endpoint on port (\d+)", line):
+                port = int(match[1])
+                break
+        assert port, "the agent did not report its debug port"
+
+        def used() -> dict[str, float]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+            return {name: s.value for name in ("node_requests_node_cpu_cores", "node_requests_node_memory_bytes")
+                    for s in families[name].samples if s.labels["quantity"] == "used"}
+
+        start_memory = (16384000 - 4096000) * 1024
+        wait_until(lambda: used() == {"node_requests_node_cpu_cores": 0.0, "node_requests_node_memory_bytes": start_memory},
+                   timeout=15)
+        # The host gets busy (cpu0 fully, cpu1 half) and memory fills up.
+        (root / "stat").write_text(stat([(100 + 60, 0, 50, 800, 50, 0, 0, 0, 0, 0),
+                                         (100 + 30, 0, 50, 800 + 30, 50, 0, 0, 0, 0, 0)]))
+        (root / "meminfo").write_text(MEMINFO.replace("MemAvailable:    4096000 kB", "MemAvailable:    1024000 kB"))
+        wait_until(lambda: used().get("node_requests_node_cpu_cores") == pytest.approx(1.5), timeout=15, interval=0.05)
+        wait_until(lambda: used()["node_requests_node_memory_bytes"] == (16384000 - 1024000) * 1024, timeout=15)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stderr.close()

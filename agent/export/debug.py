@@ -10,18 +10,17 @@ annotations other than the two NeonVM ones the value is computed from.
 
 from __future__ import annotations
 
-import html
 import json
 import logging
+import time
 from typing import Any
 
 from agent.pipeline.health import HealthLimits, liveness, readiness
-from agent.model.quantity import format_bytes, format_cores
 from agent.export.views import pods_report, runtime_report, summary_report
-from agent.model.node_summary import QUANTITIES, pod_totals
 from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.pipeline.stats import RuntimeStats
 from agent.export.http_server import HttpServer, Response, listen_socket
+from agent.export.page import render_page
 
 __all__ = ["DebugServer", "parse_address"]
 
@@ -105,61 +104,8 @@ class DebugServer:
     def _json(status: int, body: Any) -> tuple[int, str, bytes]:
         return status, "application/json", (json.dumps(body, indent=2) + "\n").encode()
 
-    def _page(self, top: int = 20) -> str:
+    def _page(self) -> str:
         node = self.state.snapshot()
-        pods = [p for p in node.pods if p.reported]
         snapshot = self.stats.snapshot()
-        live = liveness(snapshot, self.limits)
-        ready = readiness(self.ready_conditions(node), snapshot, self.limits)
-        e = html.escape
-        totals = pod_totals(pods)
-        cpu, mem, vms = totals.cpu, totals.memory, totals.by_vm_usage
-        rows = "".join(
-            f"<tr><td>{e(p.namespace)}</td><td>{e(p.name)}</td><td>{e(p.source)}</td>"
-            f"<td class=n>{e(format_cores(p.cpu))}</td><td class=n>{e(format_bytes(p.memory))}</td>"
-            f"<td>{e('; '.join(str(x) for x in p.problems))}</td></tr>"
-            for p in sorted(pods, key=lambda p: (-p.cpu, -p.memory, p.namespace, p.name))[:top])
-        health = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in {**live.checks, **ready.checks}.items())
-        last_export = snapshot.last_export_success_age_seconds
-        facts = {
-            "queue depth": str(snapshot.queue_depth),
-            "events handled": str(snapshot.events_handled),
-            "watch (re)starts": ", ".join(f"{r} {k} {v}" for (r, k), v in sorted(snapshot.watch_starts.items())) or "none",
-            "relists": ", ".join(f"{r} {v}" for r, v in sorted(snapshot.relists.items())) or "none",
-            "last event or bookmark": "never" if snapshot.last_event_age_seconds is None else f"{snapshot.last_event_age_seconds:.1f} s ago",
-            "last successful export": "never" if last_export is None else f"{last_export:.1f} s ago",
-            "export results": ", ".join(f"{k} {v}" for k, v in sorted(snapshot.exports.items())) or "none yet",
-        }
-        fact_rows = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in facts.items())
-        summary = node.summary()
-        cpu_q, mem_q = summary.cpu.quantities(), summary.memory.quantities()
-        comparison = "".join(
-            f"<tr><td>{e(q)}</td><td class=n>{e(format_cores(cpu_q[q])) if q in cpu_q else '-'}</td>"
-            f"<td class=n>{e(format_bytes(mem_q[q])) if q in mem_q else '-'}</td>"
-            f"<td class=n>{_share_of_allocatable(cpu_q, q)}</td></tr>" for q in QUANTITIES)
-        status = "healthy" if live.ok and ready.ok else "degraded"
-        return f"""<!doctype html>
-<html lang=en><head><meta charset=utf-8><title>node-requests-agent: {e(self.state.node_name)}</title>
-<style>body{{font:14px system-ui,sans-serif;margin:1.5em;color:#222}}table{{border-collapse:collapse;margin:.5em 0 1.5em}}
-td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}th{{background:#f3f3f3}}.n{{text-align:right}}
-.healthy{{color:#176f2c}}.degraded{{color:#a11}}</style></head><body>
-<h1>Node {e(self.state.node_name)} <small class={status} id=status>{status}</small></h1>
-<h2>Node comparison</h2>
-<table id=comparison><tr><th>quantity</th><th>CPU</th><th>memory</th><th>CPU of allocatable</th></tr>{comparison}</table>
-<h2>What the cluster-autoscaler sees</h2>
-<table id=node><tr><th>pods reported</th><th>valued by VM usage</th><th>CPU (pod or VM)</th><th>memory (pod or VM)</th></tr>
-<tr><td class=n>{len(pods)}</td><td class=n>{vms}</td><td class=n>{e(format_cores(cpu))}</td><td class=n>{e(format_bytes(mem))}</td></tr></table>
-<h2>Top {min(top, len(pods))} pods by CPU</h2>
-<table id=pods><tr><th>namespace</th><th>pod</th><th>source</th><th>CPU</th><th>memory</th><th>problems</th></tr>{rows}</table>
-<h2>Agent health</h2>
-<table id=health><tr><th>check</th><th>state</th></tr>{health}</table>
-<table id=runtime><tr><th>signal</th><th>value</th></tr>{fact_rows}</table>
-<p><a href=/debug/pods>/debug/pods</a> · <a href=/debug/node>/debug/node</a> · <a href=/debug/runtime>/debug/runtime</a> · <a href=/metrics>/metrics</a></p>
-</body></html>
-"""
-
-
-def _share_of_allocatable(values: dict[str, int], quantity: str) -> str:
-    if quantity not in values or not values.get("allocatable"):
-        return "-"
-    return f"{values[quantity] / values['allocatable']:.0%}"
+        return render_page(node, snapshot, liveness(snapshot, self.limits),
+                           readiness(self.ready_conditions(node), snapshot, self.limits), time.time())

@@ -44,7 +44,8 @@ def pod_report(v: PodValue) -> dict[str, Any]:
             for c in v.contributions
         ],
         "vm": None if v.vm is None else {
-            "name": v.vm.name, "migration_role": v.vm.migration_role or None,
+            # Spelled as the metrics' neon.vm.migration.role: source, target or none.
+            "name": v.vm.name, "migration_role": v.vm.migration_role or "none",
             "cpu_cores": to_float(v.vm.cpu), "memory_bytes": to_bytes(v.vm.memory),
         },
     }

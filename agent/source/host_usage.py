@@ -1,10 +1,10 @@
-"""What the node really uses, read from the host's /proc with psutil.
+"""What the node really uses, read from /proc with psutil.
 
-/proc/stat and /proc/meminfo are not namespaced: read through the host /proc
-mount (the DaemonSet mounts it at /host/proc) or from inside any container,
-they describe the whole host. CPU use is computed from deltas of cumulative
-per-CPU times between two samples; psutil's cpu_percent() keeps its baseline
-per calling thread and answers 0 on a thread's first call.
+/proc/stat and /proc/meminfo are not namespaced: the container's own /proc
+(a procfs mounted in its PID namespace) shows the whole host's CPU times and
+memory, so the agent needs no host mount. CPU use is computed from deltas of
+cumulative per-CPU times between two samples; psutil's cpu_percent() keeps
+its baseline per calling thread and answers 0 on a thread's first call.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def set_procfs(path: str) -> None:
-    """Point psutil at the host's /proc. psutil has one module-wide path, so the CLI sets it once at start."""
+    """Point psutil at a /proc. psutil has one module-wide path, so the CLI sets it once at start."""
     psutil.PROCFS_PATH = path
 
 

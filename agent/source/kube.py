@@ -17,7 +17,8 @@ from typing import Any
 import urllib3
 
 __all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "TransportError", "load_configuration",
-           "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
+           "config_sources", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV",
+           "split_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,11 @@ log = logging.getLogger(__name__)
 # and JSON adds at most a few times that. A longer line is a broken or
 # hostile stream, not a pod.
 MAX_LINE_BYTES = 8 * 1024 * 1024
+
+# Where the kubelet projects the pod's service-account token and the cluster CA.
+SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Another folder for them: lets tests start the agent exactly as in a pod, token files included.
+SERVICEACCOUNT_DIR_ENV = "NRA_SERVICEACCOUNT_DIR"
 
 
 class TransportError(Exception):
@@ -64,19 +70,29 @@ class ApiError(Exception):
         return cls(code or http_status, str(status.get("reason") or ""), str(status.get("message") or ""), retry_after)
 
 
-def load_configuration(kubeconfig: str | None = None, context: str | None = None):
-    """In-cluster configuration inside a pod, else KUBECONFIG / ~/.kube/config."""
+def load_configuration(kubeconfig: str | None = None, context: str | None = None,
+                       environ: Mapping[str, str] = os.environ):
+    """In-cluster configuration inside a pod, else KUBECONFIG / ~/.kube/config.
+
+    In-cluster, the token file is re-read every minute (the kubernetes
+    package's refresh, as client-go does), so a token the kubelet rotated on
+    disk is used before the old one expires.
+    """
     from kubernetes import config as kube_config
     from kubernetes.client import Configuration
+    from kubernetes.config.incluster_config import InClusterConfigLoader
 
     configuration = Configuration()
     try:
-        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            kube_config.load_incluster_config(client_configuration=configuration)
+        if kubeconfig is None and context is None and environ.get("KUBERNETES_SERVICE_HOST"):
+            folder = environ.get(SERVICEACCOUNT_DIR_ENV) or SERVICEACCOUNT_DIR
+            InClusterConfigLoader(os.path.join(folder, "token"), os.path.join(folder, "ca.crt"),
+                                  environ=environ).load_and_set(configuration)
         else:
             kube_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
-        raise KubeConfigError(f"cannot load Kubernetes configuration: {exc}") from exc
+        raise KubeConfigError(f"cannot load Kubernetes configuration from {config_sources(kubeconfig, context)}: "
+                              f"{str(exc).rstrip('.')}") from exc
     # client-go's keepalive timings: an idle watch on a dead peer is noticed.
     configuration.keep_alive = True
     # No immediate urllib3 retries: each would be another request at a failing
@@ -207,3 +223,15 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
             raise LineTooLong(f"watch line longer than {max_line} bytes")
     if bytes(buffer).strip():
         yield bytes(buffer)
+
+
+def config_sources(kubeconfig: str | None = None, context: str | None = None,
+                   env: Mapping[str, str] = os.environ) -> str:
+    """What ``load_configuration`` tried, in its order, for a message a person can act on."""
+    if kubeconfig:
+        return f"kubeconfig {kubeconfig}"
+    if context is None and env.get("KUBERNETES_SERVICE_HOST"):
+        return "the in-cluster service account"
+    files = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
+    skipped = "" if context is not None else " (in-cluster skipped: KUBERNETES_SERVICE_HOST is not set)"
+    return f"kubeconfig {', '.join(files)}{skipped}"

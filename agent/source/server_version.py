@@ -23,7 +23,7 @@ from agent.pipeline.stats import RuntimeStats
 from agent.source.backoff import Backoff
 from agent.source.reflector import decide
 
-__all__ = ["ServerVersionSource", "VERSION_RESOURCE"]
+__all__ = ["ServerVersionSource", "VERSION_RESOURCE", "read_server_version"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,11 @@ VERSION_RESOURCE = "version"
 
 class VersionApi(Protocol):
     def get_json(self, path: str, params: dict[str, str], read_timeout: float = ...) -> Any: ...
+
+
+def read_server_version(api: VersionApi, read_timeout: float = 10.0) -> KubernetesVersion:
+    """GET /version, parsed; VersionError for an answer that names no version."""
+    return parse_version_info(api.get_json("/version", {}, read_timeout=read_timeout))
 
 
 class ServerVersionSource:
@@ -57,7 +62,7 @@ class ServerVersionSource:
         self._due.set()
 
     def read(self) -> KubernetesVersion:
-        return parse_version_info(self._api.get_json("/version", {}, read_timeout=self._read_timeout))
+        return read_server_version(self._api, self._read_timeout)
 
     def read_once(self, stop: threading.Event) -> None:
         """One due reading: an event on success; on failure a count, a log line and a retry after backoff."""
