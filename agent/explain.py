@@ -18,12 +18,13 @@ from typing import Any, NamedTuple
 from agent.export.views import pod_report, summary_report, totals_report
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.fields import DecodeError
-from agent.model.node import NodeRecord, decode_node
-from agent.model.pod import PodRecord, decode_pod
+from agent.model.node import NodeRecord
+from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
 from agent.model.valuation import PodValue, evaluate
 from agent.source.documents import DumpError, nodes_of, pods_of
+from agent.source.typed_decode import node_record, pod_record
 
 __all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
            "explain_json", "rules_line", "HOW_TO_DUMP"]
@@ -54,7 +55,7 @@ def read_dump(documents: Iterable[Any]) -> Dump:
         deleted = _is_deleted(doc)
         for obj in nodes_of(doc):
             try:
-                node = decode_node(obj)
+                node = node_record(obj)
             except DecodeError as exc:
                 raise DumpError(f"unusable Node object: {exc}") from None
             if deleted:
@@ -63,7 +64,7 @@ def read_dump(documents: Iterable[Any]) -> Dump:
                 nodes[node.name] = node
         for obj in pods_of(doc):
             try:
-                record = decode_pod(obj)
+                record = pod_record(obj)
             except DecodeError as exc:
                 skipped.append(str(exc))
                 continue

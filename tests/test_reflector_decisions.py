@@ -42,12 +42,14 @@ class ScriptedApi:
         self.watches = list(watches)
         self.calls: list[tuple[str, dict[str, str]]] = []
 
-    def get_text(self, path: str, params: dict[str, str], read_timeout: float = 60.0) -> str:
+    def get_chunks(self, path: str, params: dict[str, str], read_timeout: float = 60.0) -> Iterator[bytes]:
+        """The LIST body in small chunks, so items and keys straddle chunk boundaries as on a real socket."""
         self.calls.append(("list", dict(params)))
         step = self.lists.pop(0) if self.lists else ApiError(500, "InternalError", "script ended")
         if isinstance(step, BaseException):
             raise step
-        return step
+        data = step.encode("utf-8", "surrogateescape")
+        return iter([data[i:i + 1000] for i in range(0, len(data), 1000)])
 
     def stream_lines(self, path: str, params: dict[str, str], read_timeout: float) -> Iterator[bytes]:
         self.calls.append(("watch", dict(params)))

@@ -22,6 +22,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.model.pod import decode_pod
 from agent.model.pod_requests import pod_requests
@@ -305,3 +307,39 @@ def test_bad_quantities_are_problems_and_count_as_absent(rules):
     result = pod_requests(decode_pod(p), rules)
     assert result.cpu == NANO and result.memory == 2 * GI * NANO
     assert sorted(pr.reason for pr in result.problems) == ["invalid_quantity", "invalid_quantity", "negative_quantity"]
+
+
+_SPELLINGS = {"100m": "0.1", "250m": "0.25", "1": "1000m", "2": "2000m", "64Mi": "67108864", "1Gi": "1073741824",
+              "512Mi": "536870912"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["app", "init", "sidecar"]),
+                          st.fixed_dictionaries({}, optional={"cpu": st.sampled_from(["100m", "250m", "1", "2"]),
+                                                              "memory": st.sampled_from(["64Mi", "1Gi", "512Mi"])}),
+                          st.booleans(), st.booleans(), st.booleans(), st.sampled_from([None, "allocated", "actual"])),
+                min_size=1, max_size=5),
+       st.sampled_from(SUPPORTED))
+def test_statuses_that_repeat_the_spec_give_what_the_full_arithmetic_gives(containers, rules):
+    """pod_requests skips reading statuses that repeat the spec as written; spelled otherwise, they are read in full.
+
+    Some statuses report a resize (cpu "2" where the spec says otherwise): those must never take the shortcut.
+    """
+    from agent.model.pod import ContainerRequests, PodRecord, StatusRequests
+
+    def record(spell):
+        app, init, statuses = [], [], []
+        for i, (kind, requests, has_status, allocated, actual, resized) in enumerate(containers):
+            c = ContainerRequests(f"c{i}", requests, kind == "sidecar")
+            (app if kind == "app" else init).append(c)
+            if has_status:
+                said = {k: spell(v) for k, v in requests.items()}
+                other = {**said, "cpu": spell("2")}
+                statuses.append(StatusRequests(c.name, (other if resized == "allocated" else said) if allocated else None,
+                                               actual, (other if resized == "actual" else said) if actual else None))
+        return PodRecord("u", "ns", "p", containers=tuple(app), init_containers=tuple(init), statuses=tuple(statuses))
+
+    repeated, respelled = record(lambda v: v), record(lambda v: _SPELLINGS[v])
+    fast, full = pod_requests(repeated, rules), pod_requests(respelled, rules)
+    assert (fast.cpu, fast.memory, fast.contributions, fast.problems) == (full.cpu, full.memory, full.contributions,
+                                                                          full.problems)

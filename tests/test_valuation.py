@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agent.model.fields import DecodeError
 from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
+from agent.model.pod_requests import pod_requests
 from agent.model.rules import NEWEST, SUPPORTED
 from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
@@ -235,3 +236,25 @@ def test_any_json_value_as_a_pod(obj):
             evaluate(record, rules)
     except DecodeError:
         pass
+
+
+@settings(max_examples=400, deadline=None)
+@given(messy_pods(), st.lists(st.tuples(st.sampled_from(["c0", "c1", "i0", "i1", "x"]),
+                                        st.sampled_from([None, {}, {"cpu": "1"}, {"cpu": "250m", "memory": "1Gi"}]),
+                                        st.booleans(),
+                                        st.sampled_from([None, {}, {"cpu": "1"}, {"cpu": "250m", "memory": "1Gi"}])),
+                              max_size=4),
+       st.booleans(), st.sampled_from(SUPPORTED))
+def test_the_spec_only_sum_is_always_the_spec_only_pass(p, statuses, infeasible, rules):
+    """evaluate() skips the spec-only pass when statuses repeat the spec; the sum must not change."""
+    from agent.model.pod import StatusRequests
+
+    try:
+        record = decode_pod(p)
+    except DecodeError:
+        return
+    record = record._replace(statuses=tuple(StatusRequests(*s) for s in statuses), resize_infeasible=infeasible)
+    spec_only = pod_requests(record, rules, use_status=False)
+    v = evaluate(record, rules)
+    if v.source == "pod_requests":
+        assert (v.spec_cpu, v.spec_memory) == (spec_only.cpu, spec_only.memory)

@@ -44,7 +44,7 @@ from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
 
-__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests"]
+__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests", "statuses_repeat_spec"]
 
 # Resource name -> nano-units (see agent.model.quantity). A resource nobody
 # requests is absent, not zero, exactly as in Kubernetes' ResourceList.
@@ -276,6 +276,27 @@ def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resour
     return _apply_pod_level(total, level, level if effective is None else effective)
 
 
+def statuses_repeat_spec(pod: PodRecord) -> bool:
+    """No resize in flight: every container status says exactly what its spec says, and the pod has no totals of its own.
+
+    That is the kubelet's report for nearly every running pod; then every
+    release's status-aware requests are the spec-only ones (an Infeasible
+    resize drops the spec, so never then). Compared as written, so "1" and
+    "1000m" count as a difference: the full arithmetic decides those.
+    """
+    if pod.pod_status is not None or pod.resize_infeasible:
+        return False
+    if not pod.statuses:
+        return True
+    statuses = {s.name: s for s in pod.statuses}  # the lookup both releases do
+    for c in (*pod.containers, *pod.init_containers):
+        status = statuses.get(c.name)
+        if status is not None and ((status.allocated is not None and status.allocated != c.requests)
+                                   or (status.requests is not None and status.requests != c.requests)):
+            return False
+    return True
+
+
 _Aggregate = Callable[[PodRecord, list[_Container], list[Problem]], tuple[Resources, list[Contribution]]]
 _PodLevel = Callable[[PodRecord, StatusRequests | None, Resources, list[Problem]], Contribution | None]
 _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
@@ -297,9 +318,11 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     aggregate, pod_level = _BY_RULES[rules]
     problems: list[Problem] = []
     containers = _containers(pod, first_container_override, problems)
-    if use_status:
+    if use_status and not (first_container_override is None and not problems and statuses_repeat_spec(pod)):
         total, contributions = aggregate(pod, containers, problems)
     else:
+        # Spec only, or statuses that repeat it: the same totals and lines, without reading them all again
+        # (with a problem in the spec, the statuses repeating it must report it too, so they are read then).
         total, contributions = _spec_only(containers)
     if pod.pod_requests is not None:
         line = pod_level(pod, pod.pod_status if use_status else None, total, problems)

@@ -15,7 +15,7 @@ from typing import Literal
 from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
 from agent.model.problems import Problem
-from agent.model.pod_requests import Contribution, pod_requests
+from agent.model.pod_requests import Contribution, pod_requests, statuses_repeat_spec
 from agent.model.rules import Rules
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
@@ -113,8 +113,9 @@ def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
     result = pod_requests(pod, rules, override)
     problems.extend(result.problems)
-    status_free = not pod.statuses and pod.pod_status is None
-    spec = result if override is None and status_free else pod_requests(pod, rules, use_status=False)
+    # The spec-only sum (kubectl's "Allocated resources") is the result itself when statuses repeat the spec:
+    # a second pass was a third of the cost of an event that changes a request.
+    spec = result if override is None and statuses_repeat_spec(pod) else pod_requests(pod, rules, use_status=False)
     vm = None
     if raw_usage is not None:
         vm = VmUsage(pod.vm_name or pod.name, pod.migration_role, raw_usage.cpu, raw_usage.memory)

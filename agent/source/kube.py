@@ -159,21 +159,27 @@ class KubeApi:
             raise ApiError.from_status(status, response.status, _retry_after(response.headers))
         return response
 
-    def get_text(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> str:
+    def get_chunks(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0,
+                   chunk_size: int = 65536) -> Iterator[bytes]:
+        """The body of a (LIST) answer as it arrives, so a reader never needs all of it at once.
+
+        Each socket read waits at most ``read_timeout``. A body read to the end
+        returns the connection to the pool; one abandoned half-way closes it.
+        """
         response = self._get(path, params, read_timeout)
+        complete = False
         try:
-            data = response.data
+            yield from response.stream(chunk_size, decode_content=True)
+            complete = True
         finally:
+            if not complete:
+                response.close()
             response.release_conn()
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            # The API server only sends UTF-8; a bad byte in one string must not cost every other object.
-            log.warning("answer from %s is not valid UTF-8 (%s); reading it with replacement characters", path, exc)
-            return data.decode("utf-8", errors="replace")
 
     def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
-        return json.loads(self.get_text(path, params, read_timeout))
+        """A small answer (such as /version), parsed; a bad UTF-8 byte is read as a replacement character."""
+        data = b"".join(self.get_chunks(path, params, read_timeout))
+        return json.loads(data.decode("utf-8", errors="replace"))
 
     def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float,
                      max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:

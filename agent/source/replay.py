@@ -18,11 +18,12 @@ from typing import Any
 
 from agent.source.documents import DumpError, nodes_of, pods_of, read_documents
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from agent.model.node import NodeRecord, decode_node
+from agent.model.node import NodeRecord
 from agent.model.fields import DecodeError
-from agent.model.pod import PodRecord, decode_pod
+from agent.model.pod import PodRecord
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.stats import UNDECODABLE, RuntimeStats, source_loop
+from agent.source.typed_decode import node_record, pod_record
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 
@@ -54,7 +55,7 @@ class ReplaySource:
 
     def _decode(self, obj: Any) -> PodRecord | None:
         try:
-            pod = decode_pod(obj)
+            pod = pod_record(obj)
         except DecodeError as exc:
             self._stats.skipped(UNDECODABLE)
             log.warning("skipping unidentifiable object in capture: %s", exc)
@@ -69,7 +70,7 @@ class ReplaySource:
     def _node_in(self, doc: Any) -> NodeRecord | None:
         for obj in nodes_of(doc):
             try:
-                node = decode_node(obj)
+                node = node_record(obj)
             except DecodeError as exc:
                 self._stats.skipped(UNDECODABLE)
                 log.warning("skipping unidentifiable node in capture: %s", exc)
