@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -11,23 +12,35 @@ import threading
 from collections.abc import Sequence
 
 from agent import __version__
-from agent.config import EXPORTERS, Config, ConfigError, from_sources
+from agent.config import EXPORTERS, Config, ConfigError, from_sources, kubernetes_version
+from agent.model.rules import NEWEST
 
 log = logging.getLogger("agent")
 
 EXIT_CONFIG = 2
+EXIT_FAILED = 1
 
 
-def _parser() -> argparse.ArgumentParser:
+COMMANDS = ("run", "explain")
+
+
+def _prog() -> str:
+    """``kubectl node-requests`` when run as the kubectl plugin (kubectl execs ``kubectl-node_requests``)."""
+    return "kubectl node-requests" if os.path.basename(sys.argv[0]).startswith("kubectl-") else "node-requests-agent"
+
+
+def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="node-requests-agent",
+        prog=prog,
         description="Per-node agent: exports what each pod costs the cluster-autoscaler "
                     "(NeonVM usage, else effective requests) as OpenTelemetry metrics.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    version = dict(action="version", version=f"node-requests-agent {__version__}", help="print the version and exit")
+    parser.add_argument("--version", **version)
     sub = parser.add_subparsers(dest="command", metavar="{run,explain}")
 
     run = sub.add_parser("run", help="run the agent (the default command)",
                          description="Watch this node's pods and push their values over OTLP.")
+    run.add_argument("--version", **version)
     run.add_argument("--node-name", help="the node to watch (env NODE_NAME; required)")
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
     run.add_argument("--context", help="kubeconfig context to use")
@@ -48,24 +61,57 @@ def _parser() -> argparse.ArgumentParser:
                      help="the /proc to read the used series from (env HOST_PROC; default /proc, whose stat and meminfo "
                           "are host-wide inside a container; 'off')")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
+    run.add_argument("--kubernetes-version", metavar="X.Y",
+                     help="count requests with this Kubernetes release's rules (default: the API server's own version "
+                          "from /version, re-read after every relist; the newest supported with --replay)")
 
-    explain = sub.add_parser("explain", help="explain what the agent would export for a dump of pods",
-                             description="Read a Pod, PodList, `kubectl get -o json` List or a watch capture "
-                                         "(JSON or YAML) and print per pod what the agent exports and why.")
-    explain.add_argument("file", nargs="?", default="-", help="input file, or - for standard input (default)")
-    explain.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    explain = sub.add_parser("explain", help="explain, node by node, what the agent would export for a dump or a live cluster",
+                             description="Read pods and Nodes (a Pod, a List such as `kubectl get nodes,pods -A -o json`, "
+                                         "or a watch capture, JSON or YAML), or list them from the cluster with --live, "
+                                         "and print per node what each pod costs the cluster-autoscaler and why.")
+    explain.add_argument("--version", **version)
+    explain.add_argument("file", nargs="?", default="-",
+                         help="input file, - for standard input (default), or 'sample' for the bundled sample node")
+    explain.add_argument("--output", "-o", choices=("table", "wide", "json"), default="table",
+                         help="table (fits the terminal), wide (every column and name in full) or json")
     explain.add_argument("--node-file", metavar="FILE",
-                         help="a Node object (JSON or YAML) for the node comparisons; a Node inside the input works too")
+                         help="a Node object (JSON or YAML) for the node comparisons; Nodes inside the input work too")
+    explain.add_argument("--node", metavar="NAME", help="only this node's pods and comparisons")
+    explain.add_argument("--namespace", "-n", metavar="NS", help="only pods of this namespace (node sums still cover every pod)")
+    explain.add_argument("--source", choices=("vm_usage", "pod_requests"), help="only pods valued this way")
+    explain.add_argument("--problems", action="store_true", help="only pods whose input had problems")
+    explain.add_argument("--sort", choices=("busy", "cpu", "memory", "name"), default="busy",
+                         help="node and pod order: busy (pod_or_vm / allocatable, the larger of cpu and memory; default), "
+                              "cpu, memory or name")
+    explain.add_argument("--live", action="store_true",
+                         help="read pods and Nodes from the cluster (one LIST each, no watch) instead of a file")
+    explain.add_argument("--kubeconfig", help="with --live: kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
+    explain.add_argument("--context", help="with --live: kubeconfig context to use")
+    explain.add_argument("--kubernetes-version", metavar="X.Y",
+                         help=f"count requests with this Kubernetes release's rules (default: with --live the API "
+                              f"server's own version, else {NEWEST}, the newest supported)")
     return parser
+
+
+def _unknown_command(word: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, COMMANDS, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown command {word!r}{hint}; commands: {', '.join(COMMANDS)}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("run", "explain", "-h", "--help", "--version"):
+    prog = _prog()
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        print(f"{prog}: {_unknown_command(argv[0])}", file=sys.stderr)
+        return EXIT_CONFIG
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help", "--version"):
         argv.insert(0, "run")
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
     if args.command == "explain":
-        return _explain(args.file, args.output, args.node_file)
+        return _explain(args)
     try:
         config = from_sources(vars(args), os.environ)
     except ConfigError as exc:
@@ -79,25 +125,87 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
 
-def _explain(path: str, output: str, node_file: str | None = None) -> int:
-    from agent.source.documents import DumpError, read_documents
-    from agent.explain import explain_json, explain_table, node_from_documents, records_from_documents
+class _Failed(Exception):
+    def __init__(self, message: str, code: int = EXIT_CONFIG) -> None:
+        super().__init__(message)
+        self.code = code
 
+
+def _explain(args: argparse.Namespace) -> int:
+    import shutil
+
+    from agent.explain import explain_json, explain_view, nodes_only, pods_dump, rules_line
+    from agent.export.cluster_table import cluster_table
+    from agent.export.columns import clip
+    from agent.model.cluster import pod_filter
+    from agent.model.rules import rules_for
+    from agent.source.documents import DumpError, read_documents
+    from agent.source.replay import load_capture
+
+    from_server = False
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-        documents = read_documents(text)
-        records, skipped = records_from_documents(documents)
-        if node_file is not None:
-            with open(node_file, encoding="utf-8") as f:
-                documents = read_documents(f.read())
-        node = node_from_documents(documents, records)
-    except (OSError, UnicodeDecodeError, DumpError) as exc:
+        version = kubernetes_version(args.kubernetes_version)
+        if args.live:
+            if args.file != "-" or args.node_file:
+                raise _Failed("--live reads the cluster: give no input file or --node-file")
+            from_server = version is None
+            pods, nodes, skipped, server_version = _list_live(args, ask_version=from_server)
+            version = version or server_version
+        else:
+            if args.kubeconfig or args.context:
+                raise _Failed("--kubeconfig and --context read the cluster: add --live")
+            documents = read_documents(load_capture(args.file))
+            where = "standard input" if args.file == "-" else args.file
+            dump = pods_dump(documents, where)
+            pods, nodes, skipped = dump.pods, dump.nodes, dump.skipped
+            if args.node_file is not None:
+                with open(args.node_file, encoding="utf-8") as f:
+                    nodes = nodes + nodes_only(read_documents(f.read()), args.node_file)
+        rules, warning = (NEWEST, None) if version is None else rules_for(version)
+        view = explain_view(pods, nodes, rules, args.node, args.sort)
+    except (OSError, UnicodeDecodeError, DumpError, _Failed, ConfigError) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return getattr(exc, "code", EXIT_CONFIG)
     for reason in skipped:
         print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
-    print(explain_json(records, node) if output == "json" else explain_table(records, node))
+    if warning:
+        print(f"node-requests-agent explain: {warning}", file=sys.stderr)
+    shown = pod_filter(args.namespace, args.source, args.problems)
+    if args.output == "json":
+        print(explain_json(view, rules, shown))
+    else:
+        width = shutil.get_terminal_size((120, 24)).columns
+        print(clip(rules_line(rules, version, from_server), None if args.output == "wide" else width))
+        print(cluster_table(view, shown, width=width, wide=args.output == "wide"))
     return 0
+
+
+def _list_live(args: argparse.Namespace, ask_version: bool = False):
+    """One LIST of pods and one of Nodes through the agent's own source code; the API server's version if asked."""
+    from agent.model.rules import VersionError
+    from agent.source.cluster_list import list_cluster
+    from agent.source.kube import TRANSPORT_ERRORS, ApiError, KubeApi, KubeConfigError, load_configuration
+    from agent.source.server_version import read_server_version
+
+    try:
+        api = KubeApi(load_configuration(args.kubeconfig, args.context))
+    except KubeConfigError as exc:
+        raise _Failed(f"{exc}; pass --kubeconfig FILE (or --context), or explain a dump: "
+                      "kubectl get nodes,pods -A -o json | node-requests-agent explain") from None
+    try:
+        pods, nodes, skipped = list_cluster(api, args.node)
+        version = None
+        if ask_version:
+            try:
+                version = read_server_version(api)
+            except (ApiError, *TRANSPORT_ERRORS, VersionError) as exc:
+                print(f"node-requests-agent explain: cannot read the API server's version ({exc}); using the {NEWEST} "
+                      "rules", file=sys.stderr)
+        return pods, nodes, skipped, version
+    except (ApiError, *TRANSPORT_ERRORS, ValueError) as exc:
+        raise _Failed(f"cannot list pods and nodes from the cluster: {exc}", EXIT_FAILED) from None
+    finally:
+        api.close()
 
 
 class Agent:
@@ -123,6 +231,7 @@ class Agent:
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
             sources.append(self.host_usage)
+        self.handler = Handler(self.state, self.stats, self._kubernetes_info())
         otlp = config.otlp
         if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
             try:
@@ -132,7 +241,6 @@ class Agent:
         self.telemetry = build_telemetry(self.state, self.stats, config.exporter, otlp,
                                          interval=float("inf") if config.once else config.export_interval,
                                          timeout=config.export_timeout, service_version=__version__)
-        self.handler = Handler(self.state, self.stats)
         self.debug = self._debug_server()
         self._threads = [
             *(threading.Thread(target=s.run, args=(self.stop_event,), name=f"source-{i}", daemon=True)
@@ -160,11 +268,35 @@ class Agent:
         try:
             self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
         except KubeConfigError as exc:
-            raise ConfigError(str(exc)) from None
+            raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay sample") from None
         settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
                                      max_watch_timeout=config.watch_timeout[1])
-        return [Reflector(self.api, target(config.node_name), self.queue, self.stats, settings)
-                for target in (pods_of_node, node_object)]
+        version = None
+        if config.kubernetes_version is None:
+            from agent.source.server_version import ServerVersionSource
+
+            version = ServerVersionSource(self.api, self.queue, self.stats)
+        pods = Reflector(self.api, pods_of_node(config.node_name), self.queue, self.stats, settings,
+                         on_list=version.relisted if version is not None else None)
+        node = Reflector(self.api, node_object(config.node_name), self.queue, self.stats, settings)
+        return [pods, node] + ([version] if version is not None else [])
+
+    def _kubernetes_info(self):
+        """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""
+        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
+        from agent.model.rules import rules_for
+
+        version = self.config.kubernetes_version
+        if version is None:
+            if self.config.replay:
+                log.info("replay: pod requests follow the Kubernetes %s rules (the newest supported; "
+                         "--kubernetes-version chooses another)", DEFAULT_KUBERNETES.rules)
+            return DEFAULT_KUBERNETES
+        rules, warning = rules_for(version)
+        if warning:
+            log.warning("%s", warning)
+        log.info("--kubernetes-version %s: pod requests follow the Kubernetes %s rules", version, rules)
+        return KubernetesInfo(rules, "", "flag", warning)
 
     def _host_usage_source(self):
         if not self.config.procfs:
@@ -187,7 +319,8 @@ class Agent:
         try:
             return DebugServer(config.debug_address, self.state, self.stats, limits)
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address}: {exc}") from None
+            raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address} (the liveness and readiness "
+                              f"probes depend on it): {exc}; free the port or pass another --debug-address") from None
 
     def start(self) -> "Agent":
         for t in self._threads:
@@ -218,20 +351,44 @@ class Agent:
             self.api.close()
 
 
-def run(config: Config) -> int:
-    agent = Agent(config)
+def _install_signal_handlers(agent: Agent) -> None:
+    """TERM and INT: final export, exit 0. QUIT: the same, after dumping every thread's stack (a daemon's
+    "what are you doing?"). HUP: nothing to reload, so it is logged and ignored rather than killing the agent."""
 
-    def on_signal(signum, frame):
+    def stop(signum, frame):
         log.info("received %s; exporting once more and exiting", signal.Signals(signum).name)
         agent.stop_event.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    def quit_with_stacks(signum, frame):
+        try:
+            faulthandler.dump_traceback(all_threads=True)
+        except (OSError, ValueError):  # stderr closed
+            pass
+        stop(signum, frame)
+
+    def ignore(signum, frame):
+        log.info("received SIGHUP; nothing to reload (configuration comes from flags and environment), ignoring it")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGQUIT, quit_with_stacks)
+    signal.signal(signal.SIGHUP, ignore)
+
+
+def run(config: Config) -> int:
+    # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
+    logging.raiseExceptions = False
+    agent = Agent(config)
+    _install_signal_handlers(agent)
     agent.start()
     if config.once:
         if agent.host_usage is not None:
             agent.host_usage.sample_now()  # a CPU delta since start, so the one export has a used cpu
         agent.drain()
+        if config.exporter == "table":  # the demo: a person reads this first, then the metric lines
+            from agent.export.cluster_table import agent_summary
+
+            print(agent_summary(agent.state.snapshot()) + "\n", flush=True)
         agent.telemetry.flush()
         agent.shutdown(final_export=False)
         return 0

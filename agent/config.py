@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from agent.export.debug import parse_address
 from agent.export.otlp import OtlpSettings, otlp_settings
+from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
-__all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources"]
+__all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources", "kubernetes_version"]
 
 EXPORTERS = ("otlp", "console", "table", "none")
 # All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
@@ -45,6 +46,8 @@ class Config:
     # The /proc the "used" series are read from; None turns them off.
     procfs: str | None = None
     log_level: str = "INFO"
+    # --kubernetes-version: whose request rules to use; None reads the API server's /version.
+    kubernetes_version: KubernetesVersion | None = None
 
 
 def _seconds(value: str | float | None, name: str, default: float, millis: bool = False) -> float:
@@ -57,6 +60,16 @@ def _seconds(value: str | float | None, name: str, default: float, millis: bool 
     if not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(f"{name} must be positive, got {value!r}")
     return seconds
+
+
+def kubernetes_version(value: object) -> KubernetesVersion | None:
+    """``--kubernetes-version`` (None when not given); an unparsable value is a ConfigError."""
+    if value is None:
+        return None
+    try:
+        return parse_version(str(value))
+    except VersionError as exc:
+        raise ConfigError(f"--kubernetes-version: {exc}") from None
 
 
 def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
@@ -119,4 +132,5 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=debug_address,
         procfs=procfs,
         log_level=level,
+        kubernetes_version=kubernetes_version(args.get("kubernetes_version")),
     )

@@ -1,35 +1,70 @@
-"""``explain``: what the agent would export for a dump of pods, and why.
+"""``explain``: what the agent would export for a dump of pods (or a live cluster), node by node, and why.
 
-Pure rendering on top of ``valuation.evaluate``; the CLI does the reading.
+Reading turns documents into pod and Node records (watch events applied in
+order); ``valuation.evaluate`` values each pod; ``model.cluster`` groups them
+per node, so each node is compared with its own pods only. The CLI does the
+I/O and chooses the rules (``--kubernetes-version``; with ``--live`` the API
+server's version; else the newest supported). Input that holds no pod is an
+error that says what it did hold.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
-from agent.export.views import pods_report, sorted_values, summary_report
+from agent.export.views import pod_report, summary_report, totals_report
+from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.fields import DecodeError
-from agent.model.node import NodeRecord, decode_node
-from agent.model.node_summary import QUANTITIES, RATIOS, pod_totals, summarize
-from agent.model.pod import PodRecord, decode_pod
-from agent.model.quantity import format_bytes, format_cores
-from agent.model.valuation import evaluate
+from agent.model.node import NodeRecord
+from agent.model.pod import PodRecord
+from agent.model.quantity import to_bytes, to_float
+from agent.model.rules import KubernetesVersion, Rules
+from agent.model.valuation import PodValue, evaluate
 from agent.source.documents import DumpError, nodes_of, pods_of
+from agent.source.typed_decode import node_record, pod_record
 
-__all__ = ["records_from_documents", "node_from_documents", "explain_json", "explain_table"]
+__all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
+           "explain_json", "rules_line", "HOW_TO_DUMP"]
+
+HOW_TO_DUMP = "kubectl get nodes,pods -A -o json | node-requests-agent explain"
 
 
-def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], list[str]]:
-    """The pods a dump describes, watch events applied in order; plus what was skipped."""
+class NothingToExplain(DumpError):
+    """The input parsed but holds no pod (or no Node where one was asked for)."""
+
+
+class Dump(NamedTuple):
+    pods: list[PodRecord]
+    nodes: list[NodeRecord]
+    skipped: list[str]  # objects that could not be identified, with why
+
+
+def _is_deleted(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("type") == "DELETED" and "object" in doc
+
+
+def read_dump(documents: Iterable[Any]) -> Dump:
+    """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped."""
     pods: dict[str, PodRecord] = {}
+    nodes: dict[str, NodeRecord] = {}
     skipped: list[str] = []
     for doc in documents:
-        deleted = isinstance(doc, dict) and doc.get("type") == "DELETED" and "object" in doc
+        deleted = _is_deleted(doc)
+        for obj in nodes_of(doc):
+            try:
+                node = node_record(obj)
+            except DecodeError as exc:
+                raise DumpError(f"unusable Node object: {exc}") from None
+            if deleted:
+                nodes.pop(node.name, None)
+            else:
+                nodes[node.name] = node
         for obj in pods_of(doc):
             try:
-                record = decode_pod(obj)
+                record = pod_record(obj)
             except DecodeError as exc:
                 skipped.append(str(exc))
                 continue
@@ -37,76 +72,122 @@ def records_from_documents(documents: Iterable[Any]) -> tuple[list[PodRecord], l
                 pods.pop(record.uid, None)
             else:
                 pods[record.uid] = record
-    return list(pods.values()), skipped
+    return Dump(list(pods.values()), list(nodes.values()), skipped)
 
 
-def node_from_documents(documents: Iterable[Any], records: list[PodRecord]) -> NodeRecord | None:
-    """The Node the pods are bound to (or the only Node) among the documents, if any."""
-    nodes = []
+def nodes_only(documents: list[Any], where: str) -> list[NodeRecord]:
+    """The Node objects of a ``--node-file``; none is an error."""
+    _require_objects(documents, where)
+    nodes = read_dump(documents).nodes
+    if not nodes:
+        raise NothingToExplain(f"{where} holds no Node object ({found(documents)}); write one with "
+                               f"kubectl get node NAME -o json > FILE")
+    return nodes
+
+
+def _kinds(doc: Any, into: Counter) -> None:
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        for item in doc["items"]:
+            _kinds(item, into)
+    elif isinstance(doc, dict) and "type" in doc and "object" in doc:
+        _kinds(doc["object"], into)
+    elif isinstance(doc, dict):
+        into[str(doc.get("kind") or "object without a kind")] += 1
+    else:
+        into[f"{type(doc).__name__} value"] += 1
+
+
+def found(documents: list[Any]) -> str:
+    """What the documents hold, for error messages: "found 3 Deployment, 1 Service"."""
+    kinds: Counter = Counter()
     for doc in documents:
-        for obj in nodes_of(doc):
-            try:
-                nodes.append(decode_node(obj))
-            except DecodeError as exc:
-                raise DumpError(f"unusable Node object: {exc}") from None
-    bound = {r.node_name for r in records if r.node_name}
-    for node in nodes:
-        if node.name in bound or len(nodes) == 1:
-            return node
-    return None
+        _kinds(doc, kinds)
+    lists = sum(1 for d in documents if isinstance(d, dict) and isinstance(d.get("items"), list))
+    if not kinds:
+        return "found an empty List" if lists else "found nothing"
+    return "found " + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
 
 
-def explain_json(records: Iterable[PodRecord], node: NodeRecord | None = None) -> str:
-    values = [evaluate(r) for r in records]
-    report = pods_report(values)
+def _looks_like_kubectl_table(documents: list[Any]) -> bool:
+    first = documents[0] if documents else None
+    return isinstance(first, str) and first.split(maxsplit=1)[:1] in (["NAME"], ["NAMESPACE"])
+
+
+def _require_objects(documents: list[Any], where: str) -> None:
+    if not documents:
+        raise NothingToExplain(f"{where} is empty: nothing to explain; run {HOW_TO_DUMP}")
+    if _looks_like_kubectl_table(documents):
+        raise NothingToExplain(f"{where} is kubectl's table output, not objects: add -o json ({HOW_TO_DUMP})")
+    bad = next((d for d in documents if not isinstance(d, dict)), None)
+    if bad is not None:
+        raise DumpError(f"{where}: expected Kubernetes objects (JSON or YAML), {found(documents)}; run {HOW_TO_DUMP}")
+
+
+def pods_dump(documents: list[Any], where: str = "the input") -> Dump:
+    """The dump, where it holds at least one pod: input without one says what it held and what to run."""
+    _require_objects(documents, where)
+    dump = read_dump(documents)
+    if not dump.pods:
+        skipped = f"; {len(dump.skipped)} unidentifiable pods skipped" if dump.skipped else ""
+        raise NothingToExplain(f"no Pod in {where} ({found(documents)}{skipped}); explain reads pods: run {HOW_TO_DUMP}")
+    return dump
+
+
+def rules_line(rules: Rules, version: KubernetesVersion | None = None, from_server: bool = False) -> str:
+    """The table's first line: whose request arithmetic the values follow, and why."""
+    if version is None:
+        why = "the newest supported; --kubernetes-version X.Y chooses another"
+    else:
+        why = f"API server {version}" if from_server else f"--kubernetes-version {version}"
+    return f"RULES  Kubernetes {rules} PodRequests ({why})"
+
+
+def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: Rules, node: str | None = None,
+                 sort: str = "busy") -> ClusterView:
+    """Every pod valued under ``rules`` and grouped per node; ``node`` keeps only that node (an unknown name is an error)."""
+    view = group_by_node(((r.node_name, evaluate(r, rules)) for r in pods), nodes)
     if node is not None:
-        report["node"] = summary_report(summarize(node.name, node, values, None))
-    return json.dumps(report, indent=2)
+        kept = tuple(g for g in view.nodes if g.name == node)
+        if not kept:
+            names = ", ".join(g.name for g in view.nodes) or "none"
+            raise NothingToExplain(f"no Node {node!r} and no pod bound to it (nodes: {names})")
+        view = ClusterView(kept, ())
+    return order(view, sort)
 
 
-def _q(value: int | None, cores: bool) -> str:
-    if value is None:
-        return "-"
-    return format_cores(value) if cores else format_bytes(value)
+def _cluster_report(view: ClusterView) -> dict[str, Any]:
+    totals = cluster_totals(view)
+    out: dict[str, Any] = {"nodes": totals.nodes, "nodes_without_allocatable": list(totals.nodes_without_allocatable),
+                           "unscheduled_pods": totals.unscheduled, "ratios": {}}
+    for key, resource, c, unit in (("cpu_cores", "cpu", totals.cpu, to_float),
+                                   ("memory_bytes", "memory", totals.memory, to_bytes)):
+        values = {q: unit(v) for q, v in c.quantities().items() if q in ("allocatable", "scheduled", "pod_or_vm")}
+        if c.allocatable is not None:
+            values["headroom"] = unit(c.allocatable - c.pod_or_vm) if c.allocatable >= c.pod_or_vm \
+                else -unit(c.pod_or_vm - c.allocatable)
+        out[key] = values
+        out["ratios"][resource] = c.ratios().get("pod_or_vm_to_allocatable")
+    return out
 
 
-def explain_table(records: Iterable[PodRecord], node: NodeRecord | None = None) -> str:
-    values = sorted_values(evaluate(r) for r in records)
-    header = f"{'POD':<48} {'PHASE':<10} {'SOURCE':<13} {'CPU':>9} {'MEMORY':>10}"
-    lines = [header]
-    for v in values:
-        pod = f"{v.namespace}/{v.name}"
-        source = v.source if v.reported else "not reported"
-        lines.append(f"{pod:<48} {v.phase or '-':<10} {source:<13} {_q(v.cpu, True):>9} {_q(v.memory, False):>10}")
-        for c in v.contributions:
-            note = f"  {c.note}" if c.note else ""
-            lines.append(f"    {c.kind:<10} {c.name:<33} {'':<13} {_q(c.cpu, True):>9} {_q(c.memory, False):>10}{note}")
-        if v.vm is not None:
-            role = f" ({v.vm.migration_role} of a live migration)" if v.vm.migration_role else ""
-            lines.append(f"    vm usage   {v.vm.name + role:<47} {_q(v.vm.cpu, True):>9} {_q(v.vm.memory, False):>10}")
-        for p in v.problems:
-            lines.append(f"    problem: {p}")
-        if not v.reported:
-            lines.append(f"    not reported: phase {v.phase} pods hold no resources")
-    totals = pod_totals(values)
-    lines.append(f"{'TOTAL (' + str(totals.pods) + ' pods reported)':<73} {_q(totals.cpu, True):>9} {_q(totals.memory, False):>10}")
-    if node is not None:
-        lines.extend(_node_table(summarize(node.name, node, values, None)))
-    return "\n".join(lines)
+def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None = None) -> dict[str, Any]:
+    """``pods`` (each with its ``node``), ``nodes`` (per-node comparisons), ``unscheduled``, ``cluster``,
+    ``totals`` over the pods shown; ``node`` too when exactly one node is in the answer."""
+    groups, unscheduled = sections(view, shown)
+    pods = [pod_report(v) | {"node": g.name} for g, values in groups for v in values]
+    rows_unscheduled = [pod_report(v) | {"node": None} for v in unscheduled]
+    nodes = [summary_report(g.summary) for g, _ in groups]
+    report: dict[str, Any] = {
+        "pods": pods + rows_unscheduled,
+        "totals": totals_report([v for _, values in groups for v in values] + unscheduled),
+        "nodes": nodes,
+        "unscheduled": rows_unscheduled,
+        "cluster": _cluster_report(view),
+    }
+    if len(nodes) == 1:
+        report["node"] = nodes[0]
+    return report
 
 
-def _node_table(s) -> list[str]:
-    lines = ["", f"NODE {s.node}", f"    {'QUANTITY':<14} {'CPU':>9} {'MEMORY':>10}"]
-    cpu, mem = s.cpu.quantities(), s.memory.quantities()
-    for q in QUANTITIES:
-        if q in cpu or q in mem:
-            lines.append(f"    {q:<14} {_q(cpu.get(q), True):>9} {_q(mem.get(q), False):>10}")
-    cpu_r, mem_r = s.cpu.ratios(), s.memory.ratios()
-    for name in RATIOS:
-        if name in cpu_r or name in mem_r:
-            c = f"{cpu_r[name]:.0%}" if name in cpu_r else "-"
-            m = f"{mem_r[name]:.0%}" if name in mem_r else "-"
-            lines.append(f"    {name:<26} cpu {c:>5}  memory {m:>5}")
-    for p in s.problems:
-        lines.append(f"    problem: {p}")
-    return lines
+def explain_json(view: ClusterView, rules: Rules, shown: Callable[[PodValue], bool] | None = None) -> str:
+    return json.dumps({"kubernetes_rules": rules.name, **explain_report(view, shown)}, indent=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -77,6 +78,47 @@ def _managed_fields(p: dict) -> list[dict]:
     ]
 
 
+@functools.cache
+def production_venv() -> Path:
+    """A fresh venv with the agent installed as a user would (``pip install .``, no test extras), once per run.
+
+    The memory, idle, churn and versus figures come from it: the editable test
+    venv carries pytest, hypothesis and the rest, and the source tree on the path.
+    """
+    venv = Path(tempfile.mkdtemp(prefix="nra-production-"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(ROOT)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return venv
+
+
+def agent_command(*args: str) -> list[str]:
+    """The installed agent's console script in the production venv."""
+    return [str(production_venv() / "bin" / "node-requests-agent"), *args]
+
+
+def vm_hwm_mib(pid: int) -> float:
+    """The process's peak RSS so far (the kernel's high-water mark), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
+
+
+def free_port() -> int:
+    """A loopback port nothing holds right now (the kernel's choice)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def machine() -> str:
     cpu = "?"
     try:
@@ -91,7 +133,7 @@ def machine() -> str:
 
 
 class RunningAgent:
-    """The real agent as a subprocess, against the fake API server, exporting OTLP/HTTP to a receiver."""
+    """The installed agent (production venv) as a subprocess, against the fake API server, exporting OTLP/HTTP."""
 
     def __init__(self, api: FakeApiServer, receiver: HttpReceiver, node: str = "bench-node",
                  interval: float = 15.0, extra_env: dict[str, str] | None = None) -> None:
@@ -100,13 +142,16 @@ class RunningAgent:
         env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", "run", "--node-name", node, "--kubeconfig", kubeconfig,
-             "--export-interval", str(interval), "--log-level", "WARNING"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            agent_command("run", "--node-name", node, "--kubeconfig", kubeconfig, "--export-interval", str(interval),
+                          "--log-level", "WARNING"),
+            cwd=self._dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.ps = psutil.Process(self.proc.pid)
 
     def rss_mib(self) -> float:
         return self.ps.memory_info().rss / 2**20
+
+    def peak_mib(self) -> float:
+        return vm_hwm_mib(self.proc.pid)
 
     def cpu_seconds(self) -> float:
         t = self.ps.cpu_times()

@@ -21,7 +21,6 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import pytest
 import yaml
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -29,21 +28,17 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from tests.conftest import wait_until  # re-exported: the suite's one polling helper
 
-__all__ = ["ENDPOINT_VARS", "Collector", "Prometheus", "config_with_env_endpoints", "free_port", "gauge",
-           "http_get", "otlp_request", "post_otlp", "sum_metric", "wait_until"]
+__all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "free_port", "gauge",
+           "http_get", "otlp_request", "post_otlp", "prometheus_config", "sum_metric", "wait_until"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "otel-config" / "collector.yaml"
+SCRAPE_CONFIG = REPO / "otel-config" / "prometheus" / "scrape.yaml"
 
-# Environment variable -> (path of the endpoint in the collector config, shipped default).
-ENDPOINT_VARS: dict[str, tuple[tuple[str, ...], str]] = {
-    "OTLP_GRPC_ENDPOINT": (("receivers", "otlp", "protocols", "grpc", "endpoint"), "0.0.0.0:4317"),
-    "OTLP_HTTP_ENDPOINT": (("receivers", "otlp", "protocols", "http", "endpoint"), "0.0.0.0:4318"),
-    "PROMETHEUS_EXPORTER_ENDPOINT": (("exporters", "prometheus", "endpoint"), "0.0.0.0:8889"),
-    "HEALTH_CHECK_ENDPOINT": (("extensions", "health_check", "endpoint"), "0.0.0.0:13133"),
-}
-# The collector's own metrics listen on localhost:8888 unless told otherwise: a fixed port.
-TELEMETRY_PORT_VAR = "OTELCOL_TELEMETRY_PORT"
+# The environment variables otel-config/collector.yaml reads its listen addresses from.
+ENDPOINT_VARS = ("OTLP_GRPC_ENDPOINT", "OTLP_HTTP_ENDPOINT", "PROMETHEUS_EXPORTER_ENDPOINT", "HEALTH_CHECK_ENDPOINT")
+# The collector's own metrics: host and port are separate keys in its telemetry config.
+TELEMETRY_HOST_VAR, TELEMETRY_PORT_VAR = "OTELCOL_TELEMETRY_HOST", "OTELCOL_TELEMETRY_PORT"
 
 
 def free_port() -> int:
@@ -114,39 +109,6 @@ def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5
         return e.code
 
 
-def _set_default(tree: dict, path: Sequence[str], value: object) -> None:
-    """Set ``tree[path]`` unless it already refers to the environment (``${env:...}``)."""
-    node = tree
-    for key in path[:-1]:
-        if not isinstance(node.get(key), dict):
-            node[key] = {}
-        node = node[key]
-    current = node.get(path[-1])
-    if not (isinstance(current, str) and "${" in current):
-        node[path[-1]] = value
-
-
-def config_with_env_endpoints(source: Path, dest: Path) -> Path:
-    """A copy of ``source`` whose listen addresses come from ENDPOINT_VARS, with the shipped defaults.
-
-    A stand-in until otel-config/collector.yaml reads its endpoints from the
-    environment itself; on such a config it changes nothing but adds the
-    health_check extension (for readiness) and moves the collector's own
-    metrics off their fixed port, when the config does not do that already.
-    """
-    config = yaml.safe_load(source.read_text())
-    for var, (path, default) in ENDPOINT_VARS.items():
-        _set_default(config, path, f"${{env:{var}:-{default}}}")
-    service = config.setdefault("service", {})
-    if "health_check" not in service.setdefault("extensions", []):
-        service["extensions"].append("health_check")
-    metrics = service.setdefault("telemetry", {}).setdefault("metrics", {})
-    metrics.setdefault("readers", [{"pull": {"exporter": {"prometheus": {
-        "host": "127.0.0.1", "port": f"${{env:{TELEMETRY_PORT_VAR}:-8888}}"}}}}])
-    dest.write_text(yaml.safe_dump(config, sort_keys=False))
-    return dest
-
-
 def _stop_pid(proc: subprocess.Popen | None, graceful: bool, timeout: float = 10.0) -> None:
     """SIGTERM (or SIGKILL) the child by pid and reap it, escalating to SIGKILL after ``timeout``."""
     if proc is None or proc.poll() is not None:
@@ -165,15 +127,17 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 class Collector:
-    """The built otelcol running ``config_path`` with endpoints on free loopback ports.
+    """The built otelcol running ``config_path`` (the shipped config by default) on free loopback ports.
 
-    The ports are chosen on the first start and kept by restart(), so senders
-    configured with the endpoint find the collector again after a fault test.
-    ``overrides`` are ``--set key::path=value`` settings (e.g. a short metric_expiration);
-    ``env`` is applied last, so it can also point an endpoint variable elsewhere.
+    The listen addresses reach the config through the environment variables it
+    reads (ENDPOINT_VARS), so the file itself runs unmodified. The ports are
+    chosen once and kept by restart(), so senders configured with the endpoint
+    find the collector again after a fault test. ``overrides`` are
+    ``--set key::path=value`` settings (e.g. a tiny memory limit); ``env`` is
+    applied last, so it can also point an endpoint variable elsewhere.
     """
 
-    def __init__(self, config_path: Path, workdir: Path, env: Mapping[str, str] | None = None,
+    def __init__(self, workdir: Path, config_path: Path = SHIPPED_CONFIG, env: Mapping[str, str] | None = None,
                  overrides: Iterable[str] = (), binary: Path | None = None) -> None:
         self.config_path = Path(config_path)
         self.workdir = Path(workdir)
@@ -181,31 +145,27 @@ class Collector:
         self.overrides = list(overrides)
         self.binary = binary
         self.log_path = self.workdir / "otelcol.log"
-        self.ports: dict[str, int] = {}
+        self.ports = {var: free_port() for var in [*ENDPOINT_VARS, TELEMETRY_PORT_VAR]}
         self._proc: subprocess.Popen | None = None
 
-    def _env(self) -> dict[str, str]:
-        """Process environment: the endpoint variables on this instance's ports, then the caller's env."""
-        endpoints = {var: f"127.0.0.1:{port}" for var, port in self.ports.items() if var in ENDPOINT_VARS}
-        return {**os.environ, **endpoints, TELEMETRY_PORT_VAR: str(self.ports[TELEMETRY_PORT_VAR]), **self.extra_env}
+    def env(self) -> dict[str, str]:
+        """The endpoint variables on this instance's ports (what a test would export in a shell)."""
+        return {**{var: f"127.0.0.1:{self.ports[var]}" for var in ENDPOINT_VARS},
+                TELEMETRY_HOST_VAR: "127.0.0.1", TELEMETRY_PORT_VAR: str(self.ports[TELEMETRY_PORT_VAR])}
 
     def _argv(self) -> list[str]:
-        """otelcol command line for the generated config and the overrides."""
         binary = self.binary
         if binary is None:
             from components.collector import otelcol_bin
             binary = otelcol_bin()
-        config = config_with_env_endpoints(self.config_path, self.workdir / "collector.yaml")
-        return [str(binary), "--config", str(config), *(f"--set={o}" for o in self.overrides)]
+        return [str(binary), "--config", str(self.config_path), *(f"--set={o}" for o in self.overrides)]
 
     def start(self, timeout: float = 30.0) -> Collector:
         """Launch the collector and wait until its health_check reports it ready."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if not self.ports:
-            self.ports = {var: free_port() for var in [*ENDPOINT_VARS, TELEMETRY_PORT_VAR]}
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(self._argv(), env=self._env(), stdout=log, stderr=subprocess.STDOUT,
-                                          cwd=self.workdir)
+            self._proc = subprocess.Popen(self._argv(), env={**os.environ, **self.env(), **self.extra_env}, stdout=log,
+                                          stderr=subprocess.STDOUT, cwd=self.workdir)
         self._wait_ready(timeout)
         return self
 
@@ -254,7 +214,8 @@ class Collector:
 
     @property
     def otlp_grpc_endpoint(self) -> str:
-        return f"127.0.0.1:{self.ports['OTLP_GRPC_ENDPOINT']}"
+        """URL for OTEL_EXPORTER_OTLP_ENDPOINT with protocol grpc (http: means without TLS)."""
+        return self._url("OTLP_GRPC_ENDPOINT")
 
     @property
     def prometheus_target(self) -> str:
@@ -264,6 +225,11 @@ class Collector:
     @property
     def metrics_url(self) -> str:
         return self._url("PROMETHEUS_EXPORTER_ENDPOINT", "/metrics")
+
+    @property
+    def telemetry_url(self) -> str:
+        """The collector's own metrics (otelcol_*)."""
+        return self._url(TELEMETRY_PORT_VAR, "/metrics")
 
     @property
     def health_url(self) -> str:
@@ -285,31 +251,46 @@ class Collector:
         self.stop()
 
 
-def prometheus_config(scrape_targets: Sequence[str], rule_files: Sequence[Path], interval: str) -> dict:
-    """A Prometheus config scraping ``scrape_targets`` every ``interval``, labels as exposed (honor_labels)."""
+def prometheus_config(scrape_targets: Sequence[str], interval: str, rule_files: Sequence[Path] | None = None,
+                      extra: Mapping[str, object] | None = None) -> dict:
+    """otel-config/prometheus/scrape.yaml with its Kubernetes discovery replaced by ``scrape_targets``.
+
+    Everything else of the shipped jobs stays (job name, honor_labels), so label
+    names in queries are what a deployment sees; the intervals are shortened to
+    ``interval``. ``rule_files`` default to the ones scrape.yaml names.
+    """
+    shipped = yaml.safe_load(SCRAPE_CONFIG.read_text())
+    jobs = []
+    for job in shipped["scrape_configs"]:
+        job = {k: v for k, v in job.items() if k not in ("kubernetes_sd_configs", "relabel_configs")}
+        jobs.append({**job, "scrape_interval": interval, "static_configs": [{"targets": list(scrape_targets)}]})
+    if rule_files is None:
+        rule_files = [SCRAPE_CONFIG.parent / f for f in shipped.get("rule_files", [])]
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval},
         "rule_files": [str(Path(p).resolve()) for p in rule_files],
-        "scrape_configs": [{"job_name": "otelcol", "honor_labels": True,
-                            "static_configs": [{"targets": list(scrape_targets)}]}],
+        "scrape_configs": jobs,
+        **(extra or {}),
     }
 
 
 class Prometheus:
-    """A real Prometheus on a free port scraping the given targets at a short interval.
+    """A real Prometheus on a free port scraping the given targets with the shipped scrape config.
 
-    honor_labels mirrors otel-config/prometheus/scrape.yaml, so label names in
-    queries are what a deployment sees.
+    ``rule_files`` default to the shipped rules (as scrape.yaml loads them);
+    ``extra_config`` adds top-level sections (e.g. Prometheus 3's ``otlp``).
     """
 
     def __init__(self, workdir: Path, scrape_targets: Sequence[str], rule_files: Sequence[Path] | None = None,
-                 interval: str = "1s", binary: Path | None = None, extra_flags: Sequence[str] = ()) -> None:
+                 interval: str = "1s", binary: Path | None = None, extra_flags: Sequence[str] = (),
+                 extra_config: Mapping[str, object] | None = None) -> None:
         self.workdir = Path(workdir)
         self.scrape_targets = list(scrape_targets)
-        self.rule_files = list(rule_files or [])
+        self.rule_files = rule_files
         self.interval = interval
         self.binary = binary
         self.extra_flags = list(extra_flags)
+        self.extra_config = dict(extra_config or {})
         self.log_path = self.workdir / "prometheus.log"
         self.port = 0
         self._proc: subprocess.Popen | None = None
@@ -327,7 +308,8 @@ class Prometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         config = self.workdir / "prometheus.yml"
-        config.write_text(yaml.safe_dump(prometheus_config(self.scrape_targets, self.rule_files, self.interval)))
+        config.write_text(yaml.safe_dump(prometheus_config(self.scrape_targets, self.interval, self.rule_files,
+                                                           self.extra_config)))
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(self._argv(config), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
         try:
@@ -361,7 +343,7 @@ class Prometheus:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def api(self, path: str, params: Mapping[str, str] | None = None) -> object:
+    def api(self, path: str, params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None) -> object:
         """``data`` of a successful /api/v1 call; anything else fails the test with the error."""
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         status, body = http_get(f"{self.url}/api/v1/{path}{query}", timeout=10)
@@ -372,6 +354,14 @@ class Prometheus:
     def query(self, promql: str) -> list[dict]:
         """Instant-vector result of ``promql`` now: ``[{"metric": {...}, "value": [ts, "v"]}, ...]``."""
         return self.api("query", {"query": promql})["result"]
+
+    def names(self, selector: str) -> set[str]:
+        """Metric names of the series matching ``selector`` now."""
+        return {r["metric"]["__name__"] for r in self.query(f"group by (__name__) ({selector})")}
+
+    def label_values(self, label: str, match: str) -> list[str]:
+        """What Grafana's ``label_values(match, label)`` lists."""
+        return self.api(f"label/{label}/values", [("match[]", match)])
 
     def alerts(self) -> list[dict]:
         """Pending and firing alerts."""
@@ -390,17 +380,3 @@ class Prometheus:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@pytest.fixture
-def collector(tmp_path):
-    """A started Collector on the shipped config (endpoints from the environment stand-in)."""
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol") as c:
-        yield c
-
-
-@pytest.fixture
-def prometheus(tmp_path, collector):
-    """A started Prometheus scraping ``collector`` every second."""
-    with Prometheus(tmp_path / "prometheus", [collector.prometheus_target]) as p:
-        yield p

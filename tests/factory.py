@@ -85,6 +85,15 @@ def vm_pod(name: str, vm: str, cpu: str, memory: str, overcommit: dict[str, str]
     )
 
 
+def node(name: str, cpu: str = "8", memory: str = "32Gi", allocatable_cpu: str | None = None,
+         allocatable_memory: str | None = None, pods: str = "110") -> dict[str, Any]:
+    """A Node object with capacity and allocatable, as the kubelet reports it (allocatable = capacity unless given)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+    allocatable = {"cpu": allocatable_cpu or cpu, "memory": allocatable_memory or memory, "pods": pods}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "namespace": ""},
+            "status": {"capacity": capacity, "allocatable": allocatable}}
+
+
 def for_create(p: dict[str, Any], **spec: Any) -> dict[str, Any]:
     """``p`` as a client POSTs it to a real API server: what the server, scheduler and kubelet set is left out
     (uid, resourceVersion, status, nodeName; owner references, whose owners do not exist there), ``spec`` added."""

@@ -16,10 +16,14 @@ API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/u
 - Every object change bumps one global resourceVersion; deletion is a
   DELETED event carrying the last state with a new version.
 - Bearer-token authentication (401 Unauthorized Status otherwise).
+- ``/version`` answers like kube-apiserver's version.Info; the version is
+  settable (``set_version``), as an upgrade of the control plane would change it.
 
 Fault knobs for the tests: failing the next N requests with a status (and
 Retry-After), dropping every open watch, hanging new watches (a half-open
-peer: headers sent, then silence), compaction, and stop/start (an outage).
+peer: headers sent, then silence), compaction, stop/start (an outage),
+ignoring field selectors (a broken proxy), and raw bytes injected into
+watch streams or LIST answers (poison input).
 """
 
 from __future__ import annotations
@@ -69,8 +73,9 @@ _SELECTABLE = {
 
 
 class FakeApiServer:
-    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0) -> None:
+    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0, version: str = "v1.37.2") -> None:
         self.token = token
+        self.version = version
         self.bookmark_interval = bookmark_interval
         self._lock = threading.Condition()
         self._rv = 100
@@ -79,6 +84,8 @@ class FakeApiServer:
         self._compacted = 0
         self._fail: dict[str, list[tuple[int, float | None]]] = {}
         self._hang_watches = False
+        self.ignore_field_selector = False
+        self.raw_list_items: list[str] = []  # JSON text spliced into every LIST's items, as sent
         self._generation = 0  # bumped by drop_watches()
         self.requests: list[tuple[float, str, dict[str, list[str]]]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -163,6 +170,13 @@ class FakeApiServer:
             if obj is not None:
                 self._record(kind, "DELETED", obj)
 
+    def inject_raw(self, payload: bytes, kind: str = "pods") -> None:
+        """Send ``payload`` verbatim as one watch line to every watcher (after the changes before it)."""
+        with self._lock:
+            self._rv += 1
+            self._history[kind].append(_Change(self._rv, "RAW", payload))  # type: ignore[arg-type]
+            self._lock.notify_all()
+
     def objects(self, kind: str = "pods") -> list[dict[str, Any]]:
         with self._lock:
             return [copy.deepcopy(o) for o in self._objects[kind].values()]
@@ -176,6 +190,20 @@ class FakeApiServer:
             oldest_kept = min((h[0].rv for h in self._history.values() if h), default=self._rv + 1)
             self._compacted = oldest_kept - 1
             self._lock.notify_all()
+
+    def set_version(self, git_version: str) -> None:
+        """What /version reports from now on (an upgraded or downgraded control plane)."""
+        with self._lock:
+            self.version = git_version
+
+    def version_info(self) -> dict[str, Any]:
+        with self._lock:
+            git_version = self.version
+        major, _, rest = git_version.lstrip("v").partition(".")
+        minor = rest.split(".")[0].split("-")[0]
+        return {"major": major, "minor": minor, "gitVersion": git_version, "gitCommit": "0" * 40,
+                "gitTreeState": "clean", "buildDate": "2026-11-01T00:00:00Z", "goVersion": "go1.26.0",
+                "compiler": "gc", "platform": "linux/amd64"}
 
     # -- faults --------------------------------------------------------------
     def fail_next(self, count: int, status: int = 500, retry_after: float | None = None, path: str = "/api/v1/pods") -> None:
@@ -252,6 +280,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 410: "Expired"}.get(code, "InternalError")
                 headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else None
                 return self._send_json(code, _status(code, reason, "injected failure"), headers)
+            if url.path == "/version":
+                return self._send_json(200, fake.version_info())
             kind = {"/api/v1/pods": "pods", "/api/v1/nodes": "nodes"}.get(url.path)
             if kind is None:
                 return self._send_json(404, _status(404, "NotFound", f"the server could not find the requested resource {url.path}"))
@@ -263,6 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._send_json(400, _status(400, "BadRequest", f'field label not supported: {field}'))
                 selector.append((field, value.lstrip("=")))
 
+            if fake.ignore_field_selector:
+                selector = []
+
             def matches(obj: dict[str, Any]) -> bool:
                 return all(_field(obj, f) == v for f, v in selector)
 
@@ -272,13 +305,27 @@ class _Handler(BaseHTTPRequestHandler):
                 items = [copy.deepcopy(o) for o in fake._objects[kind].values() if matches(o)]
                 rv = fake._rv
             items.sort(key=lambda o: (_field(o, "metadata.namespace"), _field(o, "metadata.name")))
-            self._send_json(200, {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",
-                                  "metadata": {"resourceVersion": str(rv)}, "items": items})
+            body = {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(rv)}, "items": items}
+            if kind == "pods" and fake.raw_list_items:
+                text = json.dumps(body)
+                cut = text.rindex("]")
+                raw = ", ".join(fake.raw_list_items)
+                data = (text[:cut] + (", " if items else "") + raw + text[cut:]).encode("utf-8", "surrogateescape")
+                return self._send_raw(200, data)
+            self._send_json(200, body)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
             with fake._lock:
                 fake._open.discard(self.connection)
+
+    def _send_raw(self, code: int, data: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _chunk(self, payload: bytes) -> None:
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
@@ -305,7 +352,9 @@ class _Handler(BaseHTTPRequestHandler):
         last_bookmark = time.monotonic()
         while True:
             for change in pending:
-                if matches(change.obj):
+                if change.type == "RAW":
+                    self._chunk(change.obj + b"\n")  # type: ignore[operator]
+                elif matches(change.obj):
                     self._chunk(json.dumps({"type": change.type, "object": change.obj}).encode() + b"\n")
             with fake._lock:
                 why = self._wait_for_news(fake, kind, generation, cursor, deadline,

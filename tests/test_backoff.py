@@ -46,3 +46,10 @@ def test_reset_after_success():
     backoff.next_delay()
     backoff.reset()
     assert backoff.next_delay() == pytest.approx(0.5)
+
+
+def test_retry_after_lengthens_a_delay_but_never_past_the_cap():
+    backoff = Backoff(initial=0.8, maximum=30.0, jitter=0.0, clock=VirtualClock())
+    assert backoff.next_delay(retry_after=5.0) == 5.0    # the server asked for more than 0.8 s
+    assert backoff.next_delay(retry_after=0.1) == 1.6    # the backoff still grows underneath
+    assert backoff.next_delay(retry_after=3600.0) == 30.0

@@ -13,19 +13,14 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
-from tests.collector import (SHIPPED_CONFIG, Collector, Prometheus, config_with_env_endpoints, gauge, otlp_request,
-                             post_otlp, sum_metric, wait_until)
+from tests.collector import SHIPPED_CONFIG, Collector, Prometheus, gauge, otlp_request, post_otlp, sum_metric, wait_until
 
 pytestmark = pytest.mark.collector
 
-# Until otel-config/collector.yaml sets it: add_metric_suffixes is ignored by v0.165.
-WITHOUT_SUFFIXES = "exporters::prometheus::translation_strategy=UnderscoreEscapingWithoutSuffixes"
-FAST_BATCH = "processors::batch::timeout=100ms"  # the shipped 5 s would only slow the tests down
+FAST_BATCH = "processors::batch::timeout=100ms"  # the shipped 1 s would only slow these tests down
 RESOURCE = {"k8s.node.name": "node-a", "service.name": "node-requests-agent", "service.instance.id": "node-a"}
 POD = {"k8s.pod.name": "web-1", "k8s.namespace.name": "default", "k8s.pod.uid": "uid-web-1"}
-SHIPPED_SETS_STRATEGY = "translation_strategy" in yaml.safe_load(SHIPPED_CONFIG.read_text())["exporters"]["prometheus"]
 
 
 def seed_request(cpu: float = 0.25, pod: dict | None = None) -> object:
@@ -46,15 +41,13 @@ def validate(config) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
-def test_the_build_validates_the_shipped_config_and_the_env_endpoint_copy(tmp_path):
+def test_the_build_validates_the_shipped_config():
     shipped = validate(SHIPPED_CONFIG)
     assert shipped.returncode == 0, shipped.stderr
-    copy = validate(config_with_env_endpoints(SHIPPED_CONFIG, tmp_path / "collector.yaml"))
-    assert copy.returncode == 0, copy.stderr
 
 
 def test_a_gauge_reaches_prometheus_under_the_exact_seed_name_with_its_labels(tmp_path):
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=[FAST_BATCH, WITHOUT_SUFFIXES]) as otelcol, \
+    with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol, \
             Prometheus(tmp_path / "prometheus", [otelcol.prometheus_target]) as prom:
         assert post_otlp(otelcol.otlp_http_metrics_url, seed_request()) == 200
         series = wait_until(lambda: prom.query('{__name__=~"pod_or_vm_.*"}'), timeout=20,
@@ -73,11 +66,8 @@ def test_a_gauge_reaches_prometheus_under_the_exact_seed_name_with_its_labels(tm
         print("labels seen in Prometheus:", sorted(labels))
 
 
-@pytest.mark.xfail(not SHIPPED_SETS_STRATEGY, strict=True,
-                   reason="v0.165 ignores add_metric_suffixes (feature gate exporter.prometheusexporter."
-                          "DisableAddMetricSuffixes is beta): collector.yaml needs translation_strategy")
 def test_the_shipped_config_keeps_the_seed_names_without_unit_suffixes(tmp_path):
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol:
+    with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol:
         assert post_otlp(otelcol.otlp_http_metrics_url, seed_request()) == 200
         names = wait_until(lambda: exported_names(otelcol.exported_metrics()) - {"target_info"}, timeout=10)
         assert names == {"pod_or_vm_cpu_requests", "pod_or_vm_mem_requests"}
@@ -97,7 +87,7 @@ def test_counter_total_and_unit_suffixes_per_translation_strategy(tmp_path, stra
         gauge("x.duration", "s", [({}, 1)]),
     ])
     overrides = [FAST_BATCH, f"exporters::prometheus::translation_strategy={strategy}"]
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=overrides) as otelcol:
+    with Collector(tmp_path / "otelcol", overrides=overrides) as otelcol:
         assert post_otlp(otelcol.otlp_http_metrics_url, request) == 200
         names = wait_until(lambda: exported_names(otelcol.exported_metrics()) - {"target_info"}, timeout=10)
         assert names == expected
@@ -105,8 +95,8 @@ def test_counter_total_and_unit_suffixes_per_translation_strategy(tmp_path, stra
 
 def test_a_series_no_longer_sent_expires_from_the_exporter_after_metric_expiration(tmp_path):
     expiration = 3.0
-    overrides = [FAST_BATCH, WITHOUT_SUFFIXES, f"exporters::prometheus::metric_expiration={expiration:g}s"]
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=overrides) as otelcol, \
+    overrides = [FAST_BATCH, f"exporters::prometheus::metric_expiration={expiration:g}s"]
+    with Collector(tmp_path / "otelcol", overrides=overrides) as otelcol, \
             Prometheus(tmp_path / "prometheus", [otelcol.prometheus_target]) as prom:
         gone = {**POD, "k8s.pod.name": "gone-1", "k8s.pod.uid": "uid-gone-1"}
         assert post_otlp(otelcol.otlp_http_metrics_url, seed_request(pod=gone)) == 200
@@ -130,7 +120,7 @@ def test_a_series_no_longer_sent_expires_from_the_exporter_after_metric_expirati
 
 
 def test_restart_keeps_the_endpoints_and_forgets_the_series(tmp_path):
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=[FAST_BATCH, WITHOUT_SUFFIXES]) as otelcol:
+    with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol:
         ports, pid = dict(otelcol.ports), otelcol.pid
         assert post_otlp(otelcol.otlp_http_metrics_url, seed_request()) == 200
         wait_until(lambda: "pod_or_vm_cpu_requests" in otelcol.exported_metrics(), timeout=5)
@@ -150,7 +140,7 @@ def test_promtool_accepts_the_shipped_rules():
 
 def test_prometheus_loads_the_shipped_rules_and_reports_them(tmp_path):
     rules = SHIPPED_CONFIG.parent / "prometheus" / "rules.yaml"
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=[FAST_BATCH, WITHOUT_SUFFIXES]) as otelcol, \
+    with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol, \
             Prometheus(tmp_path / "prometheus", [otelcol.prometheus_target], rule_files=[rules]) as prom:
         assert post_otlp(otelcol.otlp_http_metrics_url, seed_request()) == 200
         recorded = wait_until(lambda: prom.query("node:pod_or_vm_cpu_requests:sum"), timeout=20,
@@ -164,7 +154,7 @@ def test_prometheus_loads_the_shipped_rules_and_reports_them(tmp_path):
 def test_prometheus3_built_without_ui_assets_scrapes_the_collector(tmp_path):
     """The Go-module build (no npm UI bundle) serves the API; its OTLP receiver accepts the agent's push too."""
     from components.prometheus import prometheus3_bin
-    with Collector(SHIPPED_CONFIG, tmp_path / "otelcol", overrides=[FAST_BATCH, WITHOUT_SUFFIXES]) as otelcol, \
+    with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol, \
             Prometheus(tmp_path / "prometheus", [otelcol.prometheus_target], binary=prometheus3_bin(),
                        extra_flags=["--web.enable-otlp-receiver"]) as prom:
         assert post_otlp(otelcol.otlp_http_metrics_url, seed_request()) == 200

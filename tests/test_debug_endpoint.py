@@ -38,7 +38,8 @@ def running(apiserver, make_agent):
     apiserver.create(vm_pod("vm-pod", "vm-1", "2", "4Gi", overcommit={"cpu": "2", "memory": "1"}, node="node-a"))
     apiserver.create(pod("done", phase="Succeeded"))
     agent = make_agent(debug_address="127.0.0.1:0")
-    wait_until(lambda: agent.state.synced and agent.state.node_listed and len(agent.state) == 3)
+    wait_until(lambda: agent.state.synced and agent.state.node_listed and len(agent.state) == 3
+               and agent.state.kubernetes.source == "apiserver")
     return agent
 
 
@@ -203,3 +204,86 @@ def test_fifty_slow_clients_do_not_delay_event_handling(apiserver, make_agent):
         stop.set()
         for s in slow:
             s.close()
+
+
+def _slowloris(port: int, count: int, family=socket.AF_INET, host="127.0.0.1"):
+    """``count`` clients that each send one header byte every 2 s, for ever (until dropped)."""
+    stop = threading.Event()
+    sockets = []
+
+    def trickle(s):
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\n")
+            while not stop.wait(2.0):
+                s.sendall(b"X")
+        except OSError:
+            pass
+
+    for _ in range(count):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.connect((host, port))
+        sockets.append(s)
+        threading.Thread(target=trickle, args=(s,), daemon=True).start()
+    return stop, sockets
+
+
+@pytest.mark.parametrize("clients", [32, 200])
+def test_probes_answer_within_a_second_however_many_slow_or_idle_clients(apiserver, make_agent, clients):
+    agent = make_agent(debug_address="127.0.0.1:0")
+    wait_until(lambda: agent.state.synced and agent.state.node_listed)
+    port = agent.debug.port
+    stop, slow = _slowloris(port, clients)
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(clients // 2)]  # connect, send nothing
+    try:
+        worst = 0.0
+        for _ in range(10):
+            for path in ("/healthz", "/readyz"):
+                started = time.monotonic()
+                status, _, _ = get(port, path)
+                worst = max(worst, time.monotonic() - started)
+                assert status == 200
+            time.sleep(0.3)
+        assert worst < 1.0, worst
+    finally:
+        stop.set()
+        for s in slow + idle:
+            s.close()
+
+
+def test_a_slow_request_is_cut_by_the_whole_request_deadline(bare_server):
+    """One byte per 0.2 s keeps every per-read timeout happy; the deadline for the whole head does not care."""
+    with socket.create_connection(("127.0.0.1", bare_server.port), timeout=5) as s:
+        started = time.monotonic()
+        try:
+            for byte in b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"y" * 100:
+                s.sendall(bytes([byte]))
+                time.sleep(0.2)
+        except OSError:
+            pass
+        answer = s.recv(1024)
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 2.0
+
+
+def test_the_default_address_listens_on_ipv6_and_ipv4(apiserver, make_agent):
+    if not socket.has_ipv6:
+        pytest.fail("this machine has no IPv6; the dual-stack default cannot be shown")
+    agent = make_agent(debug_address=":0")
+    port = agent.debug.port
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(3)
+            s.connect((host, port))
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(64).startswith(b"HTTP/1.1 "), host
+
+
+def test_a_debug_port_in_use_is_a_configuration_error_naming_the_address(apiserver, make_agent):
+    from agent.config import ConfigError
+
+    holder = socket.create_server(("127.0.0.1", 0))
+    try:
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        with pytest.raises(ConfigError, match=taken):
+            make_agent(debug_address=taken)
+    finally:
+        holder.close()

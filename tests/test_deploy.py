@@ -2,9 +2,10 @@
 PromQL query against real data.
 
 Not executed here (nothing of the kind runs on these machines): kubectl/kustomize against a cluster with a kubelet,
-a container build, the Collector and Prometheus servers. The kustomizations are rendered by a small stand-in that
-follows kustomize's documented semantics for the features used (resources, namespace, configMapGenerator from
-files); the Dockerfile's steps run here, with the image's paths under a temporary folder.
+a container build. The kustomizations are rendered by a small stand-in that follows kustomize's documented semantics
+for the features used (resources, namespace, configMapGenerator from files); the Dockerfile's steps run here, with
+the image's paths under a temporary folder. The Collector and Prometheus themselves run the shipped config, rules
+and dashboard queries in the ``collector`` tests (tests/test_e2e_collector.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.cluster import ApiError, cluster  # noqa: F401  (cluster is the sessi
 from tests.conftest import wait_until
 from tests.image import container_argv, dockerfile_stages, image_entrypoint_and_cmd, image_env
 from tests.factory import container, pod, vm_pod
+from tests.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S_VERSION = "1.36"
@@ -99,7 +101,7 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
         assert {o["metadata"].get("namespace", name) for o in objects.values() if o["kind"] not in CLUSTER_SCOPED} == {name}
     assert namespace_of(agent_objects)["metadata"]["name"] != namespace_of(collector_objects)["metadata"]["name"]
     config = collector_objects[("ConfigMap", "otel-collector-config")]["data"]["collector.yaml"]
-    assert yaml.safe_load(config)["exporters"]["prometheus"]["add_metric_suffixes"] is False
+    assert yaml.safe_load(config)["exporters"]["prometheus"]["translation_strategy"] == "UnderscoreEscapingWithoutSuffixes"
     collector = collector_objects[("Deployment", "otel-collector")]["spec"]["template"]["spec"]
     assert collector["volumes"][0]["configMap"]["name"] == "otel-collector-config"
     # The agents' OTLP endpoint is this Service, by its DNS name in the Collector's namespace.
@@ -263,8 +265,9 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
 
 
 def port_of(endpoint: str) -> int:
-    """The port of a Collector endpoint setting (``0.0.0.0:4317``, ``${env:POD_IP}:13133``)."""
-    return int(endpoint.rsplit(":", 1)[1])
+    """The port of a Collector endpoint setting (``0.0.0.0:4317``, ``${env:POD_IP}:13133``, or the default of
+    ``${env:OTLP_GRPC_ENDPOINT:-0.0.0.0:4317}``)."""
+    return int(endpoint.rstrip("}").rsplit(":", 1)[1])
 
 
 def admitted(policy: dict, port: int) -> list[dict]:
@@ -435,6 +438,11 @@ def test_image_holds_exactly_the_locked_packages(image):
     assert script and Path(script).is_relative_to(image.root)
     version = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60, env=image.env)
     assert version.returncode == 0 and "0.1.0" in version.stdout
+    # The kubectl plugin is installed beside it: `kubectl node-requests ...` finds it on PATH.
+    plugin = shutil.which("kubectl-node_requests", path=image.env["PATH"])
+    assert plugin and Path(plugin).is_relative_to(image.root)
+    usage = subprocess.run([plugin, "--help"], capture_output=True, text=True, timeout=60, env=image.env)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: kubectl node-requests")
 
 
 def test_daemonset_container_command_runs_the_agent(image, agent_objects):
@@ -468,34 +476,20 @@ def test_prometheus_scrape_config_targets_the_collector(collector_objects):
 
 
 def test_rules_pass_promtool():
-    from tests.victoriametrics import debian_binary
+    from components.prometheus import promtool_bin
 
-    # Trixie's package leaves promtool out; bookworm's (2.42) has it.
-    promtool = debian_binary("prometheus", "usr/bin/promtool", suite="bookworm")
-    result = subprocess.run([str(promtool), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
+    result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 8 rules found" in result.stdout
 
 
 def _expressions() -> list[tuple[str, str]]:
-    out = []
-    rules = yaml.safe_load((ROOT / "otel-config" / "prometheus" / "rules.yaml").read_text())
-    for group in rules["groups"]:
-        for rule in group["rules"]:
-            expr = rule["expr"]
-            if "alert" in rule:
-                # An alert's query returns data only while it fires: check its left-hand side.
-                expr = re.split(r"\s[<>]=?\s", expr)[0]
-            out.append((rule.get("record") or rule["alert"], expr))
-    dashboard = json.loads((ROOT / "otel-config" / "grafana" / "node-requests-agent.json").read_text())
-    for panel in dashboard["panels"]:
-        for target in panel["targets"]:
-            out.append((panel["title"], target["expr"].replace("$node", ".*")))
-    for var in dashboard["templating"]["list"]:
-        if var["type"] == "query":
-            m = re.fullmatch(r"label_values\((\w+), (\w+)\)", var["query"])
-            out.append((f"${var['name']}", f"count by ({m.group(2)}) ({m.group(1)})"))
+    """Every shipped query that has data while nothing is wrong (an alert's left-hand side)."""
+    out = list(recording_rules().items())
+    out += [(name, left_side(rule["expr"])) for name, rule in alerts().items()]
+    out += dashboard_queries()
+    out += [(f"${v.name}", f"count by ({v.label}) ({v.metric})") for v in dashboard_variables()]
     return out
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from agent.model.pod import decode_pod
 from agent.model.quantity import to_bytes, to_float
+from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from tests.conftest import wait_until
 from tests.factory import pod
@@ -58,12 +59,12 @@ def test_hostile_pods_through_source_state_and_export(pipeline, pods):
         meta.update(name=f"fuzz-{batch}-{i}", namespace=f"fuzz-{batch}", uid=f"uid-{batch}-{i}")
         stored = api.create(p)
         if isinstance(stored.get("spec"), dict) and stored["spec"].get("nodeName") == "node-a":
-            value = evaluate(decode_pod(stored))
+            value = evaluate(decode_pod(stored), NEWEST)
             if value.reported:
                 expected[value.uid] = value
     # A well-formed pod in every batch: the hostile ones must not stop it from arriving, and the
     # assertions below always have something to check.
-    sentinel = evaluate(decode_pod(api.create(pod(f"sentinel-{batch}", namespace=f"fuzz-{batch}"))))
+    sentinel = evaluate(decode_pod(api.create(pod(f"sentinel-{batch}", namespace=f"fuzz-{batch}"))), NEWEST)
     expected[sentinel.uid] = sentinel
 
     def exported(points):

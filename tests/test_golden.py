@@ -18,6 +18,7 @@ from agent.model.node import decode_node
 from agent.model.node_summary import Usage
 from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
+from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, RELIST
 from agent.pipeline.state import NodeSnapshot
@@ -29,7 +30,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def snapshot() -> NodeSnapshot:
-    pods = tuple(sorted((evaluate(decode_pod(p)) for p in mixed_pods()), key=lambda v: v.name))
+    pods = tuple(sorted((evaluate(decode_pod(p), NEWEST) for p in mixed_pods()), key=lambda v: v.name))
     return NodeSnapshot("node-a", pods, decode_node(node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
                         synced=True, node_listed=True, resource_version="42")
 

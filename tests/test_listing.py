@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.source.listing import iter_list
+from agent.source.listing import Unparsable, iter_list, read_list
 
 values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                       lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10)
@@ -30,4 +30,51 @@ def test_list_without_items():
 def test_malformed_raises_value_error(text):
     with pytest.raises(ValueError):
         fields, items = iter_list(text)
+        list(items)
+
+
+def chunked(data: bytes, size: int) -> list[bytes]:
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+def as_values(items) -> list:
+    """Items as values: read_list hands on JSON bytes (its fast path) or, after a fallback, parsed values."""
+    return [json.loads(i) if isinstance(i, bytes) else i for i in items]
+
+
+@given(st.dictionaries(st.text(max_size=6), values, max_size=4), st.lists(values, max_size=5), st.booleans(),
+       st.integers(0, 2), st.integers(1, 300))
+def test_read_list_same_as_json_loads_whatever_the_chunks(fields, items, items_first, indent, size):
+    doc = dict(fields)
+    doc.pop("items", None)
+    ordered = {"items": items, **doc} if items_first else {**doc, "items": items}
+    data = json.dumps(ordered, indent=indent or None).encode()
+    got_fields, got_items = read_list(chunked(data, size))
+    assert as_values(got_items) == items
+    assert got_fields == doc
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")], ids=["compact", "spaced"])
+def test_read_list_hands_on_each_item_as_bytes_without_the_whole_body(separators):
+    items = [{"metadata": {"name": f"p{i}", "uid": str(i)}, "pad": "x" * 5000} for i in range(200)]
+    data = json.dumps({"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": items}, separators=separators).encode()
+    fields, got = read_list(chunked(data, 65536))
+    got = list(got)
+    assert all(isinstance(i, bytes) for i in got) and [json.loads(i) for i in got] == items
+    assert fields == {"kind": "PodList", "metadata": {"resourceVersion": "7"}}
+
+
+def test_read_list_keeps_good_items_around_a_malformed_one():
+    body = b'{"metadata": {}, "items": [{"a": 1}, {"b": ,}, {"c": 3}], "after": true}'
+    fields, items = read_list(chunked(body, 7))
+    got = list(items)
+    assert as_values([got[0], got[2]]) == [{"a": 1}, {"c": 3}]
+    assert isinstance(got[1], Unparsable) and body[got[1].offset:].startswith(b'{"b"')
+    assert fields == {"metadata": {}, "after": True}
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"items": [1, 2', '{"a" 1}', '{"items": [1 2]}', '{"items": [{"a": 1}'])
+def test_read_list_malformed_raises_value_error(text):
+    with pytest.raises(ValueError):
+        fields, items = read_list(chunked(text.encode(), 3))
         list(items)

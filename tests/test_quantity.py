@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.model.quantity import MAX_QUANTITY, NANO, QuantityError, format_bytes, format_cores, parse_quantity, to_bytes
+from agent.model.quantity import MAX_QUANTITY, NANO, QuantityError, parse_quantity, to_bytes
 
 N = NANO
 
@@ -76,10 +76,3 @@ def test_finer_than_nano_rounds_up_as_kubernetes_does():
     assert parse_quantity("1e-10") == 1
     assert parse_quantity("0.1n") == 1
     assert to_bytes(parse_quantity("1.5")) == 2
-
-
-def test_formatting_matches_kubectl_style():
-    assert format_cores(N // 4) == "250m"
-    assert format_cores(2 * N) == "2"
-    assert format_bytes(2**30 * N) == "1Gi"
-    assert format_bytes(1000 * N) == "1000"

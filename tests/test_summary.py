@@ -9,6 +9,7 @@ from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
 from agent.model.node_summary import summarize
 from agent.model.node_summary import Usage
+from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 
@@ -51,7 +52,7 @@ def exact(n):
 
 
 def test_sums_and_ratios_on_a_mixed_node():
-    values = [evaluate(decode_pod(p)) for p in mixed_pods()]
+    values = [evaluate(decode_pod(p), NEWEST) for p in mixed_pods()]
     s = summarize("node-a", decode_node(node()), values, Usage(cpu=3 * NANO, memory=10 * GI * NANO))
     cpu, mem = s.cpu, s.memory
     assert exact(cpu.capacity) == 8 and exact(cpu.allocatable) == Fraction(15, 2)
@@ -76,7 +77,7 @@ def test_sums_and_ratios_on_a_mixed_node():
 
 
 def test_without_a_node_or_usage_those_quantities_are_absent_not_zero():
-    values = [evaluate(decode_pod(p)) for p in mixed_pods()]
+    values = [evaluate(decode_pod(p), NEWEST) for p in mixed_pods()]
     s = summarize("node-a", None, values, None)
     assert set(s.cpu.quantities()) == {"scheduled", "pod_or_vm", "vm_usage"}
     assert s.cpu.ratios() == {} and not s.node_present and s.pod_slots == {}

@@ -149,3 +149,48 @@ def test_a_fresh_pid_namespace_with_its_own_proc_reads_the_hosts_memory():
     assert inside["cpus"] == [line.split()[0] for line in stat if line.startswith("cpu")]
     assert inside["btime"] == [line for line in stat if line.startswith("btime")]
     assert min(before, after) - DRIFT <= inside["used"] / NANO <= max(before, after) + DRIFT
+def test_used_moves_on_its_own_schedule_with_no_exporter_and_only_metrics(tmp_path):
+    """--exporter none: nothing exports, yet /metrics shows a used cpu and a used memory that follow the host."""
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.conftest import wait_until
+
+    root = tmp_path / "proc"
+    root.mkdir()
+    (root / "meminfo").write_text(MEMINFO)
+    (root / "stat").write_text(stat([(100, 0, 50, 800, 50, 0, 0, 0, 0, 0)] * 2))
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "sample-node", "--replay", "sample",
+                             "--exporter", "none", "--export-interval", "0.3", "--procfs", str(root),
+                             "--debug-address", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+    try:
+        port = None
+        for line in proc.stderr:
+            if match := re.search(r"debug endpoint on port (\d+)", line):
+                port = int(match[1])
+                break
+        assert port, "the agent did not report its debug port"
+
+        def used() -> dict[str, float]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+            return {name: s.value for name in ("node_requests_node_cpu_cores", "node_requests_node_memory_bytes")
+                    for s in families[name].samples if s.labels["quantity"] == "used"}
+
+        start_memory = (16384000 - 4096000) * 1024
+        wait_until(lambda: used() == {"node_requests_node_cpu_cores": 0.0, "node_requests_node_memory_bytes": start_memory},
+                   timeout=15)
+        # The host gets busy (cpu0 fully, cpu1 half) and memory fills up.
+        (root / "stat").write_text(stat([(100 + 60, 0, 50, 800, 50, 0, 0, 0, 0, 0),
+                                         (100 + 30, 0, 50, 800 + 30, 50, 0, 0, 0, 0, 0)]))
+        (root / "meminfo").write_text(MEMINFO.replace("MemAvailable:    4096000 kB", "MemAvailable:    1024000 kB"))
+        wait_until(lambda: used().get("node_requests_node_cpu_cores") == pytest.approx(1.5), timeout=15, interval=0.05)
+        wait_until(lambda: used()["node_requests_node_memory_bytes"] == (16384000 - 1024000) * 1024, timeout=15)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stderr.close()

@@ -1,6 +1,7 @@
 """The per-pod value: NeonVM usage rules, fallbacks, and total robustness."""
 
 import json
+import math
 from fractions import Fraction
 
 import pytest
@@ -10,6 +11,8 @@ from hypothesis import strategies as st
 from agent.model.fields import DecodeError
 from agent.model.pod import decode_pod
 from agent.model.quantity import NANO
+from agent.model.pod_requests import pod_requests
+from agent.model.rules import NEWEST, SUPPORTED
 from agent.model.valuation import evaluate
 from tests.factory import container, pod, vm_pod
 
@@ -31,8 +34,12 @@ class Exact:
         return getattr(self._v, name)
 
 
+def up_to_nano(x) -> Fraction:
+    return Fraction(math.ceil(Fraction(x) * NANO), NANO)
+
+
 def value(p):
-    return Exact(evaluate(decode_pod(p)))
+    return Exact(evaluate(decode_pod(p), NEWEST))
 
 
 def test_vm_usage_replaces_the_runner_requests():
@@ -45,6 +52,36 @@ def test_overcommit_divides_the_usage_but_not_the_raw_vm_values():
     v = value(vm_pod("r", "vm1", "2", "3000000000", overcommit={"cpu": "2500m", "memory": "1500m"}))
     assert v.cpu == Fraction(4, 5) and v.memory == 2_000_000_000
     assert v.vm.cpu == 2 and v.vm.memory == 3_000_000_000
+
+
+@pytest.mark.parametrize("overcommit,cpu,memory", [
+    ({"cpu": "2"}, Fraction(1, 2), 4 * GI),            # neon's patch: a missing factor leaves that dimension undivided
+    ({"memory": "2"}, 1, 2 * GI),
+    ({"cpu": None, "memory": "4"}, 1, GI),             # JSON null is a nil pointer there too
+    ({}, 1, 4 * GI),
+    ({"cpu": "2500m", "memory": "1500m", "note": "x"}, Fraction(2, 5), Fraction(8, 3) * GI),
+])
+def test_each_overcommit_factor_is_optional(overcommit, cpu, memory):
+    v = value(vm_pod("r", "vm1", "1", "4Gi", overcommit=overcommit))
+    assert (v.source, v.problems) == ("vm_usage", ())
+    # Divided exactly, then rounded up to the next nano-unit as a Kubernetes quantity is.
+    assert (v.cpu, v.memory) == (up_to_nano(cpu), up_to_nano(memory))
+    assert (v.vm.cpu, v.vm.memory) == (1, 4 * GI)  # the raw usage is never divided
+
+
+@pytest.mark.parametrize("overcommit,reason", [
+    ('{"cpu": 2}', "wrong_shape"),
+    ('{"memory": "0"}', "zero_factor"),
+    ('{"cpu": "-2"}', "negative_quantity"),
+    ('{"cpu": "fast"}', "invalid_quantity"),
+    ('"2"', "wrong_shape"),
+])
+def test_a_present_but_bad_factor_still_disables_the_usage(overcommit, reason):
+    p = vm_pod("r", "vm1", "1", "4Gi")
+    p["metadata"]["annotations"]["vm.neon.tech/overcommit"] = overcommit
+    v = value(p)
+    assert v.source == "pod_requests"
+    assert [(pr.subject, pr.reason) for pr in v.problems] == [("overcommit", reason)]
 
 
 def test_invalid_overcommit_disables_the_usage():
@@ -150,9 +187,21 @@ def messy_pods(draw):
             p["metadata"]["annotations"]["vm.neon.tech/overcommit"] = draw(
                 st.builds(lambda c, m: json.dumps({"cpu": c, "memory": m}), quantities, quantities))
     # Splice arbitrary JSON into random places of the object.
+    if draw(st.booleans()):
+        names = [c["name"] for c in p["spec"]["containers"] + p["spec"].get("initContainers", [])]
+        field = draw(st.sampled_from(["containerStatuses", "initContainerStatuses"]))
+        p["status"][field] = [{"name": n, "allocatedResources": {"cpu": draw(quantities)},
+                               "resources": {"requests": {"cpu": draw(quantities), "memory": draw(quantities)}}}
+                              for n in names if draw(st.booleans())]
+        p["status"]["allocatedResources"] = {"memory": draw(quantities)}
+        p["status"]["resources"] = {"requests": {"cpu": draw(quantities)}}
+        if draw(st.booleans()):
+            p["status"]["conditions"] = [{"type": "PodResizePending", "reason": "Infeasible"}]
     for path in draw(st.lists(st.sampled_from(["spec", "status", "metadata", "spec.containers", "spec.overhead",
                                                "spec.resources", "status.containerStatuses", "status.conditions",
-                                               "metadata.ownerReferences", "metadata.labels"]), max_size=3)):
+                                               "status.initContainerStatuses", "status.allocatedResources",
+                                               "status.resources", "metadata.ownerReferences", "metadata.labels"]),
+                              max_size=3)):
         parent, _, leaf = path.rpartition(".")
         target = p
         for part in filter(None, parent.split(".")):
@@ -170,16 +219,42 @@ def test_arbitrary_pods_never_raise_and_are_always_valued(p):
     except DecodeError:
         assert not (isinstance(p.get("metadata"), dict) and (p["metadata"].get("uid") or p["metadata"].get("name")))
         return
-    v = evaluate(record)
-    assert v.cpu >= 0 and v.memory >= 0
-    assert v.reported == (record.phase not in ("Succeeded", "Failed"))
-    assert v.source in ("vm_usage", "pod_requests")
+    for rules in SUPPORTED:
+        v = evaluate(record, rules)
+        assert v.cpu >= 0 and v.memory >= 0 and v.spec_cpu >= 0 and v.spec_memory >= 0
+        assert v.reported == (record.phase not in ("Succeeded", "Failed"))
+        assert v.source in ("vm_usage", "pod_requests")
+        assert v.rules is rules
 
 
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_any_json_value_as_a_pod(obj):
     try:
-        evaluate(decode_pod(obj))
+        record = decode_pod(obj)
+        for rules in SUPPORTED:
+            evaluate(record, rules)
     except DecodeError:
         pass
+
+
+@settings(max_examples=400, deadline=None)
+@given(messy_pods(), st.lists(st.tuples(st.sampled_from(["c0", "c1", "i0", "i1", "x"]),
+                                        st.sampled_from([None, {}, {"cpu": "1"}, {"cpu": "250m", "memory": "1Gi"}]),
+                                        st.booleans(),
+                                        st.sampled_from([None, {}, {"cpu": "1"}, {"cpu": "250m", "memory": "1Gi"}])),
+                              max_size=4),
+       st.booleans(), st.sampled_from(SUPPORTED))
+def test_the_spec_only_sum_is_always_the_spec_only_pass(p, statuses, infeasible, rules):
+    """evaluate() skips the spec-only pass when statuses repeat the spec; the sum must not change."""
+    from agent.model.pod import StatusRequests
+
+    try:
+        record = decode_pod(p)
+    except DecodeError:
+        return
+    record = record._replace(statuses=tuple(StatusRequests(*s) for s in statuses), resize_infeasible=infeasible)
+    spec_only = pod_requests(record, rules, use_status=False)
+    v = evaluate(record, rules)
+    if v.source == "pod_requests":
+        assert (v.spec_cpu, v.spec_memory) == (spec_only.cpu, spec_only.memory)

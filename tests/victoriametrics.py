@@ -1,84 +1,35 @@
 """A real VictoriaMetrics for end-to-end tests, from Debian trixie's package.
 
-Bookworm's victoria-metrics (1.79) predates OTLP ingestion, so the trixie
-package is downloaded with apt-get through a temporary sources list that
-reuses the Debian mirror this machine is already configured with (no
-registry host is written anywhere in this repository) and unpacked with
-``dpkg -x`` into a cache folder. Nothing is installed system-wide.
+Bookworm's victoria-metrics (1.79) predates OTLP ingestion, so trixie's package
+is fetched by components.debian (apt-get download through this machine's own
+Debian mirror, dpkg -x into the component cache outside the clone). Nothing is
+installed system-wide. A victoria-metrics on PATH that ingests OTLP is used as is.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import socket
 import subprocess
-import tempfile
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-__all__ = ["victoria_metrics_binary", "debian_binary", "VictoriaMetrics"]
+from components.debian import debian_binary
+from tests.collector import free_port
 
-CACHE = Path(os.environ.get("NRA_CACHE_DIR", Path(__file__).resolve().parent.parent / ".cache"))
+__all__ = ["victoria_metrics_binary", "VictoriaMetrics"]
+
 SUITE = "trixie"
 PACKAGE = "victoria-metrics"
-
-
-def _configured_debian_mirror() -> str:
-    """The first Debian archive URI in this machine's apt configuration."""
-    candidates: list[str] = []
-    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
-        for block in path.read_text().split("\n\n"):
-            uris = re.search(r"^URIs:\s*(\S+)", block, re.M)
-            suites = re.search(r"^Suites:\s*(.+)$", block, re.M)
-            if uris and suites and "security" not in suites.group(1):
-                candidates.append(uris.group(1))
-    sources_list = Path("/etc/apt/sources.list")
-    if sources_list.exists():
-        for line in sources_list.read_text().splitlines():
-            m = re.match(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", line)
-            if m and "security" not in m.group(2):
-                candidates.append(m.group(1))
-    if not candidates:
-        raise RuntimeError("no Debian mirror found in /etc/apt/sources.list{,.d}")
-    return candidates[0]
-
-
-def debian_binary(package: str, path: str, suite: str = SUITE) -> Path:
-    """``path`` inside Debian ``suite``'s ``package``, downloaded and unpacked once into the cache."""
-    target = CACHE / f"{package}-{suite}"
-    binary = target / path
-    if binary.exists():
-        return binary
-    work = Path(tempfile.mkdtemp(prefix=f"{package}-fetch-"))
-    try:
-        (work / "parts").mkdir()
-        (work / "lists" / "partial").mkdir(parents=True)
-        (work / "parts" / f"{suite}.sources").write_text(
-            f"Types: deb\nURIs: {_configured_debian_mirror()}\nSuites: {suite}\nComponents: main\n"
-            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
-        apt = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={work / 'parts'}",
-               "-o", f"Dir::State::Lists={work / 'lists'}", "-o", "APT::Sandbox::User=root", "-q"]
-        subprocess.run(["apt-get", *apt, "update"], check=True, capture_output=True, timeout=300)
-        subprocess.run(["apt-get", *apt, "download", package], check=True, capture_output=True, timeout=300, cwd=work)
-        deb = next(work.glob(f"{package}_*.deb"))
-        shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
-        subprocess.run(["dpkg", "-x", str(deb), str(target)], check=True, timeout=120)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return binary
 
 
 def victoria_metrics_binary() -> Path:
     found = shutil.which("victoria-metrics")
     if found and _supports_otlp(Path(found)):
         return Path(found)
-    return debian_binary(PACKAGE, "usr/bin/victoria-metrics")
+    return debian_binary(PACKAGE, "usr/bin/victoria-metrics", SUITE)
 
 
 def _supports_otlp(binary: Path) -> bool:
@@ -86,15 +37,9 @@ def _supports_otlp(binary: Path) -> bool:
     return "opentelemetry" in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class VictoriaMetrics:
     def __init__(self, data_dir: Path, extra_flags: tuple[str, ...] = ()) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self._proc = subprocess.Popen(
             [str(victoria_metrics_binary()), f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={data_dir}",
              "-retentionPeriod=1d", "-search.latencyOffset=0s", "-search.disableCache", "-loggerLevel=ERROR",

@@ -68,6 +68,12 @@ def _histogram(get: Callable[[StatsSnapshot], HistogramSnapshot | None]) -> Call
     return lambda r: get(r.stats)
 
 
+def _kubernetes(r: Readings) -> Points:
+    """One info point: the API server's version (``unknown`` until read, or when set by flag) and the rules in force."""
+    k = r.node.kubernetes
+    return [({"server_version": k.server_version or "unknown", "rules": k.rules.name, "source": k.source}, 1)]
+
+
 RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
     RuntimeMetric("workqueue_depth", "gauge", "{event}",
                   "Events waiting in the queue between the Kubernetes source and the handler", _one(lambda s: s.queue_depth)),
@@ -84,6 +90,9 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
     RuntimeMetric("events_handled_total", "counter", "{event}",
                   "Events the handler finished, by result (success, error); both exist from start-up",
                   _by("result", lambda s: s.events_handled_by_result)),
+    RuntimeMetric("objects_skipped_total", "counter", "{object}",
+                  "Objects a source dropped, by resource and reason (undecodable; other_node: the server ignored the field selector)",
+                  _by_pair("resource", "reason", lambda s: s.skipped)),
     RuntimeMetric("handler_errors_total", "counter", "{error}",
                   "Events whose handling failed, by bounded error type", _by("error_type", lambda s: s.handler_errors)),
     RuntimeMetric("pod_problems_total", "counter", "{problem}",
@@ -101,6 +110,9 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
     RuntimeMetric("pods_cached", "gauge", "{pod}",
                   "Pods bound to this node that the agent tracks, terminal ones included", _of_node(lambda n: len(n.pods))),
     RuntimeMetric("synced", "gauge", "1", "1 once the initial LIST has been handled", _of_node(lambda n: int(n.synced))),
+    RuntimeMetric("kubernetes_info", "gauge", "1",
+                  "1, with the API server's version and the Kubernetes release whose request rules the values follow "
+                  "(source: apiserver, flag or default)", _kubernetes),
     RuntimeMetric("exports_total", "counter", "{export}", "OTLP exports, by result", _by("result", lambda s: s.exports)),
     RuntimeMetric("export_failures_total", "counter", "{export}",
                   "Failed OTLP exports by bounded reason (http_503, http_3xx, unexpected_body, rejected, timeout, transport, ...)",

@@ -44,7 +44,8 @@ def pod_report(v: PodValue) -> dict[str, Any]:
             for c in v.contributions
         ],
         "vm": None if v.vm is None else {
-            "name": v.vm.name, "migration_role": v.vm.migration_role or None,
+            # Spelled as the metrics' neon.vm.migration.role: source, target or none.
+            "name": v.vm.name, "migration_role": v.vm.migration_role or "none",
             "cpu_cores": to_float(v.vm.cpu), "memory_bytes": to_bytes(v.vm.memory),
         },
     }
@@ -78,12 +79,15 @@ def summary_report(s: NodeSummary) -> dict[str, Any]:
 def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
     """The agent's own signals; tuple keys joined with '/', histograms as cumulative buckets."""
     data = {f.name: getattr(s, f.name) for f in fields(s)}
+    k = node.kubernetes
     data.update(synced=node.synced, node_listed=node.node_listed, pods_cached=len(node.pods),
-                resource_version=node.resource_version)
+                resource_version=node.resource_version,
+                kubernetes={"server_version": k.server_version or None, "rules": k.rules.name, "source": k.source,
+                            "warning": k.warning})
     for name, value in data.items():
         if isinstance(value, Mapping):
             data[name] = dict(value)
-    for name in ("pod_problems", "watch_starts", "requests_failed"):
+    for name in ("pod_problems", "watch_starts", "requests_failed", "skipped"):
         data[name] = {f"{a}/{b}": n for (a, b), n in getattr(s, name).items()}
     for name in ("queue_duration", "work_duration", "export_duration"):
         h = getattr(s, name)

@@ -4,23 +4,27 @@ Rules follow neon's patched cluster-autoscaler (neondatabase/autoscaling,
 cluster-autoscaler/ca.patch): a parsable ``vm.neon.tech/usage`` replaces the
 runner's requests, divided by ``vm.neon.tech/overcommit`` when that is
 present; an overcommit annotation that does not parse disables the usage.
-Unlike the patch, a usage object missing a field is rejected instead of read
-as zero: an operator is better served by the pod's requests and a problem
-report than by a silent 0.
+Both overcommit factors are optional there (pointers): a factor that is
+missing (or null) leaves that dimension undivided, so ``{"cpu":"2"}`` halves
+the CPU and keeps the memory. Unlike the patch, a usage object missing a
+field is rejected instead of read as zero: an operator is better served by
+the pod's requests and a problem report than by a silent 0.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from agent.model.quantity import NANO, QuantityError, div_round_up, parse_quantity
 
-__all__ = ["AnnotationError", "VmResources", "parse_vm_resources"]
+__all__ = ["AnnotationError", "VmResources", "Overcommit", "parse_vm_usage", "parse_overcommit"]
 
 # Larger than any annotation neonvm writes by orders of magnitude; refusing
 # longer text bounds the JSON parser's work on hostile input.
 _MAX_ANNOTATION = 4096
+_FIELDS = ("cpu", "memory")
 
 
 class AnnotationError(ValueError):
@@ -30,22 +34,30 @@ class AnnotationError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Overcommit:
+    """Factors in nano-units of 1 (so 2500m is 2.5x); None leaves that dimension undivided."""
+
+    cpu: int | None
+    memory: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class VmResources:
-    """Nano-units; for factors, nano-units of 1 (so 2500m is 2.5x)."""
+    """Nano-units of cores and bytes."""
 
     cpu: int
     memory: int
 
-    def divided_by(self, factors: "VmResources") -> "VmResources":
+    def divided_by(self, factors: Overcommit) -> "VmResources":
         # Rounded up to the next nano, the finest a Kubernetes quantity holds.
-        return VmResources(div_round_up(self.cpu * NANO, factors.cpu), div_round_up(self.memory * NANO, factors.memory))
+        return VmResources(_divide(self.cpu, factors.cpu), _divide(self.memory, factors.memory))
 
 
-def parse_vm_resources(text: str, *, factors: bool = False) -> VmResources:
-    """Parse ``{"cpu": <quantity>, "memory": <quantity>}``.
+def _divide(value: int, factor: int | None) -> int:
+    return value if factor is None else div_round_up(value * NANO, factor)
 
-    With ``factors`` the values are multipliers and must be positive.
-    """
+
+def _object(text: str) -> dict[str, Any]:
     if len(text) > _MAX_ANNOTATION:
         raise AnnotationError("out_of_range", f"annotation longer than {_MAX_ANNOTATION} characters")
     try:
@@ -54,22 +66,43 @@ def parse_vm_resources(text: str, *, factors: bool = False) -> VmResources:
         raise AnnotationError("invalid_json", f"not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise AnnotationError("wrong_shape", f"expected a JSON object, got {type(data).__name__}")
-    values = {}
-    for field in ("cpu", "memory"):
+    return data
+
+
+def _quantity(field: str, raw: Any) -> int:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        raise AnnotationError("wrong_shape", f"{field} must be a quantity string, got the number {raw!r}")
+    if not isinstance(raw, str):
+        raise AnnotationError("wrong_shape", f"{field} must be a quantity string, got {type(raw).__name__}")
+    try:
+        value = parse_quantity(raw)
+    except QuantityError as exc:
+        raise AnnotationError(exc.reason, f"{field}: {exc}") from None
+    if value < 0:
+        raise AnnotationError("negative_quantity", f"{field}: negative quantity {raw!r}")
+    return value
+
+
+def parse_vm_usage(text: str) -> VmResources:
+    """Parse ``{"cpu": <quantity>, "memory": <quantity>}``; both fields are required."""
+    data = _object(text)
+    for field in _FIELDS:
         if field not in data:
             raise AnnotationError("missing_field", f"missing {field!r}")
-        raw = data[field]
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            raise AnnotationError("wrong_shape", f"{field} must be a quantity string, got the number {raw!r}")
-        if not isinstance(raw, str):
-            raise AnnotationError("wrong_shape", f"{field} must be a quantity string, got {type(raw).__name__}")
-        try:
-            value = parse_quantity(raw)
-        except QuantityError as exc:
-            raise AnnotationError(exc.reason, f"{field}: {exc}") from None
-        if value < 0:
-            raise AnnotationError("negative_quantity", f"{field}: negative quantity {raw!r}")
-        if factors and value == 0:
+    return VmResources(_quantity("cpu", data["cpu"]), _quantity("memory", data["memory"]))
+
+
+def parse_overcommit(text: str) -> Overcommit:
+    """Parse ``{"cpu": <factor>, "memory": <factor>}``; each factor optional, present ones positive."""
+    data = _object(text)
+    factors: dict[str, int | None] = {}
+    for field in _FIELDS:
+        raw = data.get(field)
+        if raw is None:
+            factors[field] = None
+            continue
+        value = _quantity(field, raw)
+        if value == 0:
             raise AnnotationError("zero_factor", f"{field}: overcommit factor must be positive, got {raw!r}")
-        values[field] = value
-    return VmResources(values["cpu"], values["memory"])
+        factors[field] = value
+    return Overcommit(factors["cpu"], factors["memory"])

@@ -18,7 +18,7 @@ from agent.model.fields import NO_REQUESTS, DecodeError, FieldReader, Requests
 
 __all__ = [
     "ContainerRequests",
-    "ContainerStatusRequests",
+    "StatusRequests",
     "PodRecord",
     "decode_pod",
     "USAGE_ANNOTATION",
@@ -46,13 +46,23 @@ class ContainerRequests(NamedTuple):
     restartable: bool = False
 
 
-class ContainerStatusRequests(NamedTuple):
-    """What the kubelet reports for a container during in-place resize."""
+class StatusRequests(NamedTuple):
+    """What the kubelet reports for one container, or for the whole pod, during in-place resize.
 
+    Absent and present-but-empty differ in Kubernetes' arithmetic, so each
+    field keeps that difference. A map is ``None`` when absent or empty (the
+    API server stores objects as protobuf, where an empty map is nil, so the
+    scheduler sees ``{}`` as absent too); it is an empty mapping when it held
+    only resources the agent does not track.
+    """
+
+    # The container's name; "" for the pod-level status.
     name: str
-    allocated: Requests
-    # None when the status carries no ``resources`` at all: Kubernetes then
-    # falls back to the spec for that container.
+    # ``allocatedResources``.
+    allocated: Requests | None
+    # The status has a ``resources`` object at all (1.36 consults the status only then).
+    resources: bool
+    # ``resources.requests``: what the runtime actually applied.
     requests: Requests | None
 
 
@@ -69,7 +79,11 @@ class PodRecord(NamedTuple):
     init_containers: tuple[ContainerRequests, ...] = ()
     pod_requests: Requests | None = None
     overhead: Requests = {}
-    statuses: tuple[ContainerStatusRequests, ...] = ()
+    # Container and init container statuses that carry resources, by name.
+    statuses: tuple[StatusRequests, ...] = ()
+    # ``status.allocatedResources`` / ``status.resources`` of the pod itself
+    # (in-place pod-level resize); None when the status has neither.
+    pod_status: StatusRequests | None = None
     resize_infeasible: bool = False
     usage_annotation: str | None = None
     overcommit_annotation: str | None = None
@@ -86,7 +100,7 @@ class PodRecord(NamedTuple):
         leave these unchanged; the handler compares them to skip evaluation.
         """
         return (self.namespace, self.name, self.containers, self.init_containers, self.pod_requests,
-                self.overhead, self.statuses, self.resize_infeasible, self.usage_annotation,
+                self.overhead, self.statuses, self.pod_status, self.resize_infeasible, self.usage_annotation,
                 self.overcommit_annotation, self.vm_name, self.migration_role, self.problems)
 
     @property
@@ -112,7 +126,25 @@ def _containers(r: FieldReader, items: Any, path: str, init: bool) -> tuple[Cont
     return tuple(out)
 
 
-def _statuses(r: FieldReader, status: dict[str, Any]) -> tuple[ContainerStatusRequests, ...]:
+def _present_requests(r: FieldReader, raw: Any, *path: object) -> Requests | None:
+    """A resource map, or None when absent or empty (nil to Kubernetes); a wrong type is a problem and absent."""
+    if raw.__class__ is not dict:
+        r.mapping(raw, *path)
+        return None
+    return r.requests(raw, *path) if raw else None
+
+
+def _status_requests(r: FieldReader, name: str, resources: Any, allocated: Any, *path: object) -> StatusRequests:
+    requests = None
+    if resources is not None:
+        if resources.__class__ is not dict:
+            resources = r.mapping(resources, *path, ".resources")
+        requests = _present_requests(r, resources.get("requests"), *path, ".resources.requests")
+    return StatusRequests(name, _present_requests(r, allocated, *path, ".allocatedResources"),
+                          resources is not None, requests)
+
+
+def _statuses(r: FieldReader, status: dict[str, Any]) -> tuple[StatusRequests, ...]:
     out = []
     for field_name in ("containerStatuses", "initContainerStatuses"):
         items = status.get(field_name)
@@ -121,22 +153,23 @@ def _statuses(r: FieldReader, status: dict[str, Any]) -> tuple[ContainerStatusRe
         for i, cs in enumerate(r.sequence(items, "status.", field_name)):
             if cs.__class__ is not dict:
                 cs = r.mapping(cs, "status.", field_name, "[", i, "]")
-            resources = cs.get("resources")
-            allocated = cs.get("allocatedResources")
+            resources, allocated = cs.get("resources"), cs.get("allocatedResources")
             if resources is None and not allocated:
                 continue  # nothing the value depends on
             name = cs.get("name")
             if name.__class__ is not str or not name:
                 r.string(name, "status.", field_name, "[", i, "].name")
                 continue
-            allocated = r.requests(allocated, name, ".allocatedResources") if allocated else NO_REQUESTS
-            requests = None
-            if resources is not None:
-                if resources.__class__ is not dict:
-                    resources = r.mapping(resources, name, ".resources")
-                requests = r.requests(resources.get("requests"), name, ".resources.requests")
-            out.append(ContainerStatusRequests(name, allocated, requests))
+            out.append(_status_requests(r, name, resources, allocated, name))
     return tuple(out)
+
+
+def _pod_status(r: FieldReader, status: dict[str, Any]) -> StatusRequests | None:
+    """The pod's own status totals (in-place pod-level resize), or None."""
+    resources, allocated = status.get("resources"), status.get("allocatedResources")
+    if resources is None and not allocated:
+        return None
+    return _status_requests(r, "", resources, allocated, "status")
 
 
 def _resize_infeasible(r: FieldReader, status: dict[str, Any]) -> bool:
@@ -169,22 +202,20 @@ def _annotation(r: FieldReader, annotations: dict[str, Any], name: str) -> str |
     return ""
 
 
-def decode_pod(obj: Any) -> PodRecord:
-    """Build a :class:`PodRecord` from a pod as parsed from JSON or YAML."""
-    if not isinstance(obj, dict):
-        raise DecodeError(f"pod is not an object but {type(obj).__name__}")
-    r = FieldReader()
-    # The common, well-formed case is checked inline; FieldReader handles (and
-    # reports) anything else.
-    meta = obj.get("metadata")
+def _parts(r: FieldReader, obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """metadata, spec and status; the common, well-formed case is checked inline."""
+    meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
     if meta.__class__ is not dict:
         meta = r.mapping(meta, "metadata")
-    spec = obj.get("spec")
     if spec.__class__ is not dict:
         spec = r.mapping(spec, "spec")
-    status = obj.get("status")
     if status.__class__ is not dict:
         status = r.mapping(status, "status")
+    return meta, spec, status
+
+
+def _identity(r: FieldReader, meta: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(uid, namespace, name, resourceVersion); raises DecodeError for a pod nobody could track."""
     get = meta.get
     namespace, name, uid, rv = get("namespace"), get("name"), get("uid"), get("resourceVersion")
     if namespace.__class__ is not str:
@@ -200,20 +231,42 @@ def decode_pod(obj: Any) -> PodRecord:
         # Dumps and hand-written fixtures may lack a uid; the name still
         # identifies the pod within one node.
         uid = f"{namespace}/{name}"
+    return uid, namespace, name, rv
+
+
+def _pod_level_requests(r: FieldReader, spec: dict[str, Any]) -> Requests | None:
+    """``spec.resources.requests``, or None unless it names a resource pod-level resources support.
+
+    That is component-helpers' IsPodLevelRequestsSet: only cpu, memory and
+    hugepages-* count, so ``{"ephemeral-storage": ...}`` alone leaves the
+    container aggregate in force. Only cpu and memory are kept.
+    """
+    pod_resources = spec.get("resources")
+    if pod_resources is None:
+        return None
+    raw = r.mapping(pod_resources, "spec.resources").get("requests")
+    if raw is None:
+        return None
+    requests = r.requests(raw, "spec.resources.requests")
+    if requests or (isinstance(raw, dict) and any(str(k).startswith("hugepages-") for k in raw)):
+        return requests
+    return None
+
+
+def decode_pod(obj: Any) -> PodRecord:
+    """Build a :class:`PodRecord` from a pod as parsed from JSON or YAML."""
+    if not isinstance(obj, dict):
+        raise DecodeError(f"pod is not an object but {type(obj).__name__}")
+    r = FieldReader()
+    meta, spec, status = _parts(r, obj)
+    uid, namespace, name, rv = _identity(r, meta)
     node_name, phase = spec.get("nodeName"), status.get("phase")
     if node_name.__class__ is not str:
         node_name = r.string(node_name, "spec.nodeName")
     if phase.__class__ is not str:
         phase = r.string(phase, "status.phase")
-    annotations = r.mapping(get("annotations"), "metadata.annotations")
-    labels = r.mapping(get("labels"), "metadata.labels")
-    pod_resources = spec.get("resources")
-    pod_requests = None
-    if pod_resources is not None:
-        raw = r.mapping(pod_resources, "spec.resources").get("requests")
-        if raw is not None:
-            pod_requests = r.requests(raw, "spec.resources.requests")
-    vm_name = labels.get(VM_NAME_LABEL)
+    annotations = r.mapping(meta.get("annotations"), "metadata.annotations")
+    vm_name = r.mapping(meta.get("labels"), "metadata.labels").get(VM_NAME_LABEL)
     overhead = spec.get("overhead")
     return PodRecord(
         uid=uid,
@@ -224,13 +277,14 @@ def decode_pod(obj: Any) -> PodRecord:
         resource_version=rv,
         containers=_containers(r, spec.get("containers"), "spec.containers", init=False),
         init_containers=_containers(r, spec.get("initContainers"), "spec.initContainers", init=True),
-        pod_requests=pod_requests,
+        pod_requests=_pod_level_requests(r, spec),
         overhead=r.requests(overhead, "spec.overhead") if overhead else NO_REQUESTS,
         statuses=_statuses(r, status),
+        pod_status=_pod_status(r, status),
         resize_infeasible=_resize_infeasible(r, status),
         usage_annotation=_annotation(r, annotations, USAGE_ANNOTATION) if annotations else None,
         overcommit_annotation=_annotation(r, annotations, OVERCOMMIT_ANNOTATION) if annotations else None,
         vm_name=vm_name if isinstance(vm_name, str) and vm_name else None,
-        migration_role=_migration_role(r, get("ownerReferences")),
+        migration_role=_migration_role(r, meta.get("ownerReferences")),
         problems=tuple(r.problems),
     )

@@ -1,25 +1,50 @@
-"""A pod's resource requests as Kubernetes 1.36 computes them.
+"""A pod's resource requests as Kubernetes computes them, release by release.
 
 This follows k8s.io/component-helpers/resource.PodRequests with the options
-kube-scheduler (and so the cluster-autoscaler's simulation) uses:
-``UseStatusResources`` on (in-place resize is GA since 1.35), pod-level
-resources honoured, overhead included. Pure functions on plain data.
+kube-scheduler's fit accounting uses (and so the cluster-autoscaler's
+simulation): status resources on (InPlacePodVerticalScaling, GA since 1.35),
+in-place pod-level resize on (InPlacePodLevelResourcesVerticalScaling, beta
+and on by default since 1.36), pod-level resources honoured
+(PodLevelResources), overhead included. Pure functions on plain data; only
+cpu and memory.
 
-Kubernetes 1.37 changes the resize rule to the max of whole-pod sums; this
-module implements the 1.36 per-container rule.
+Both releases sum app containers and apply KEP-753 to init containers (a
+sidecar adds to the app sum and to a running sidecar sum; a regular init
+container's peak is its own request plus the sidecars before it; the larger
+of the two wins). They differ while an in-place resize is in progress:
+
+* **1.36** (v0.36): per app container and sidecar whose status has a
+  ``resources`` object, the max of spec, ``allocatedResources`` and status
+  ``resources.requests`` (spec dropped when ``PodResizePending`` is
+  Infeasible); regular init containers count their spec. Then the formula.
+* **1.37** (v0.37): three whole-pod totals, each with the formula: spec;
+  allocated (``allocatedResources``, else spec); actuated (status requests,
+  else ``allocatedResources``, else spec). Every container's status counts,
+  regular init containers included, and a status without ``resources`` still
+  contributes its ``allocatedResources``. When Infeasible, spec is no
+  fallback (a container without status contributes nothing) and the spec
+  total is left out. When the pod reports its own totals
+  (``status.allocatedResources`` and ``status.resources.requests``) they are
+  the allocated and actuated totals. The result is per resource the max.
+
+Pod-level ``spec.resources.requests`` then replaces the aggregate, and
+``spec.overhead`` is added: see :func:`_pod_level_1_36` and
+:func:`_pod_level_1_37`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.model.fields import Requests
-from agent.model.pod import RESOURCES, PodRecord
+from agent.model.pod import RESOURCES, PodRecord, StatusRequests
 from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
+from agent.model.rules import RULES_1_36, RULES_1_37, Rules
 
-__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests"]
+__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests", "statuses_repeat_spec"]
 
 # Resource name -> nano-units (see agent.model.quantity). A resource nobody
 # requests is absent, not zero, exactly as in Kubernetes' ResourceList.
@@ -31,7 +56,7 @@ class Contribution:
     """One line of the explanation: what a container (or pod field) asks for."""
 
     name: str
-    # "container", "init", "sidecar", "pod-level" or "overhead".
+    # "container", "init", "sidecar", "status" (1.37 resize totals), "pod-level" or "overhead".
     kind: str
     cpu: int | None
     memory: int | None
@@ -76,81 +101,237 @@ def _max(into: Resources, other: Mapping[str, int]) -> None:
             into[resource] = value
 
 
-def _maximum(*lists: Mapping[str, int]) -> Resources:
+def _maximum(*lists: Mapping[str, int] | None) -> Resources:
     out: Resources = {}
     for item in lists:
-        _max(out, item)
+        if item:
+            _max(out, item)
     return out
 
 
-def pod_requests(pod: PodRecord, first_container_override: Resources | None = None,
+def _contribution(name: str, kind: str, resources: Mapping[str, int] | None, note: str = "") -> Contribution:
+    resources = resources or {}
+    return Contribution(name, kind, resources.get("cpu"), resources.get("memory"), note)
+
+
+# -- the pieces both releases share ------------------------------------------------------
+
+class _Container(NamedTuple):
+    name: str
+    kind: str  # "container", "init" or "sidecar"
+    spec: Resources
+    note: str  # "replaced by VM usage", else ""
+
+
+def _containers(pod: PodRecord, override: Resources | None, problems: list[Problem]) -> list[_Container]:
+    """App containers then init containers, in order, with their spec requests parsed."""
+    out = []
+    for i, c in enumerate(pod.containers):
+        if i == 0 and override is not None:
+            out.append(_Container(c.name, "container", dict(override), "replaced by VM usage"))
+        else:
+            out.append(_Container(c.name, "container", parse_requests(c.requests, c.name, problems), ""))
+    for c in pod.init_containers:
+        out.append(_Container(c.name, "sidecar" if c.restartable else "init", parse_requests(c.requests, c.name, problems), ""))
+    return out
+
+
+def _aggregate(containers: Iterable[tuple[str, Mapping[str, int] | None]]) -> Resources:
+    """KEP-753 over (kind, requests) in pod order: app and sidecars summed, max with each init container's peak."""
+    total: Resources = {}
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for kind, requests in containers:
+        requests = requests or {}
+        if kind == "container":
+            _add(total, requests)
+        elif kind == "sidecar":
+            _add(total, requests)
+            _add(sidecars, requests)
+            _max(init_peak, sidecars)
+        else:
+            peak = dict(requests)
+            _add(peak, sidecars)
+            _max(init_peak, peak)
+    _max(total, init_peak)
+    return total
+
+
+class _StatusValues(NamedTuple):
+    allocated: Resources | None
+    actual: Resources | None
+
+
+def _status_values(status: StatusRequests, where: str, problems: list[Problem]) -> _StatusValues:
+    allocated = None if status.allocated is None else parse_requests(status.allocated, f"{where} allocatedResources", problems)
+    actual = None if status.requests is None else parse_requests(status.requests, f"{where} resources.requests", problems)
+    return _StatusValues(allocated, actual)
+
+
+def _notes(containers: list[_Container]) -> list[str]:
+    """Each container's own note: the VM usage override, or an init container's peak that includes sidecars."""
+    notes, sidecars = [], False
+    for c in containers:
+        sidecars = sidecars or c.kind == "sidecar"
+        notes.append(c.note or ("peak with earlier sidecars" if c.kind == "init" and sidecars else ""))
+    return notes
+
+
+def _spec_only(containers: list[_Container]) -> tuple[Resources, list[Contribution]]:
+    contributions = [_contribution(c.name, c.kind, c.spec, note) for c, note in zip(containers, _notes(containers))]
+    return _aggregate((c.kind, c.spec) for c in containers), contributions
+
+
+# -- 1.36 --------------------------------------------------------------------------------
+
+def _containers_1_36(pod: PodRecord, containers: list[_Container],
+                     problems: list[Problem]) -> tuple[Resources, list[Contribution]]:
+    """Per container, the max of spec and status; then the formula."""
+    statuses = {s.name: s for s in pod.statuses}
+    effective: list[tuple[str, Resources]] = []
+    contributions = []
+    for c, note in zip(containers, _notes(containers)):
+        status = statuses.get(c.name) if c.kind != "init" else None
+        requests = c.spec
+        if status is not None and status.resources:
+            values = _status_values(status, f"{c.name} status", problems)
+            if pod.resize_infeasible:
+                requests = _maximum(values.actual, values.allocated)
+            else:
+                requests = _maximum(c.spec, values.actual, values.allocated)
+            if requests != c.spec and not note:
+                note = "resize infeasible: status only" if pod.resize_infeasible else "resize: max of spec and status"
+        effective.append((c.kind, requests))
+        contributions.append(_contribution(c.name, c.kind, requests, note))
+    return _aggregate(effective), contributions
+
+
+def _pod_level(pod: PodRecord, status: StatusRequests | None,
+               problems: list[Problem]) -> tuple[Resources, Resources | None]:
+    """spec.resources.requests, and, when the pod status has a ``resources`` object, the max of spec (left out
+    when Infeasible), pod status requests and pod status allocated; else None."""
+    level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
+    if status is None or not status.resources:
+        return level, None
+    values = _status_values(status, "pod status", problems)
+    return level, _maximum(None if pod.resize_infeasible else level, values.actual, values.allocated)
+
+
+def _apply_pod_level(total: Resources, level: Resources, applied: Resources) -> Contribution | None:
+    total.update(applied)
+    note = "replaces the container aggregate" + ("; resize: max of spec and pod status" if applied != level else "")
+    return _contribution("spec.resources", "pod-level", applied, note) if applied else None
+
+
+def _pod_level_1_36(pod: PodRecord, status: StatusRequests | None, total: Resources,
+                    problems: list[Problem]) -> Contribution | None:
+    """The resources named in spec.resources.requests replace the aggregate, each with its resized value;
+    a resource the pod status then lacks becomes 0, as v0.36's map lookup gives."""
+    level, effective = _pod_level(pod, status, problems)
+    if effective is not None:
+        effective = {resource: effective.get(resource, 0) for resource in level}
+    return _apply_pod_level(total, level, level if effective is None else effective)
+
+
+# -- 1.37 --------------------------------------------------------------------------------
+
+def _containers_1_37(pod: PodRecord, containers: list[_Container],
+                     problems: list[Problem]) -> tuple[Resources, list[Contribution]]:
+    """The per-resource max of the spec, allocated and actuated totals."""
+    spec_total, contributions = _spec_only(containers)
+    infeasible = pod.resize_infeasible
+    status = pod.pod_status
+    if status is not None and status.allocated is not None and status.resources and status.requests is not None:
+        values = _status_values(status, "pod status", problems)
+        allocated_total, actuated_total = values.allocated or {}, values.actual or {}
+        source = "pod status"
+    elif not pod.statuses and not infeasible:
+        return spec_total, contributions  # every container falls back to spec: both totals are the spec total
+    else:
+        statuses = {s.name: s for s in pod.statuses}
+        allocated, actuated = [], []
+        fallback: Callable[[_Container], Resources | None] = (lambda c: None) if infeasible else (lambda c: c.spec)
+        for c in containers:
+            s = statuses.get(c.name)
+            values = _status_values(s, f"{c.name} status", problems) if s is not None else _StatusValues(None, None)
+            own_allocated = values.allocated if values.allocated is not None else fallback(c)
+            allocated.append((c.kind, own_allocated))
+            actuated.append((c.kind, values.actual if values.actual is not None else own_allocated))
+        allocated_total, actuated_total = _aggregate(allocated), _aggregate(actuated)
+        source = "container statuses"
+    total = _maximum(actuated_total, allocated_total) if infeasible else _maximum(spec_total, actuated_total, allocated_total)
+    if infeasible or allocated_total != spec_total or actuated_total != spec_total:
+        how = ("resize infeasible: spec left out" if infeasible
+               else "resize: each resource the largest of the spec, allocated and actual totals")
+        contributions.append(_contribution(f"allocated total ({source})", "status", allocated_total, how))
+        contributions.append(_contribution(f"actual total ({source})", "status", actuated_total, how))
+    return total, contributions
+
+
+def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resources,
+                    problems: list[Problem]) -> Contribution | None:
+    """Every resource of the resized value replaces the aggregate; when Infeasible spec is left out, so a
+    resource only spec names keeps the container aggregate."""
+    level, effective = _pod_level(pod, status, problems)
+    return _apply_pod_level(total, level, level if effective is None else effective)
+
+
+def statuses_repeat_spec(pod: PodRecord) -> bool:
+    """No resize in flight: every container status says exactly what its spec says, and the pod has no totals of its own.
+
+    That is the kubelet's report for nearly every running pod; then every
+    release's status-aware requests are the spec-only ones (an Infeasible
+    resize drops the spec, so never then). Compared as written, so "1" and
+    "1000m" count as a difference: the full arithmetic decides those.
+    """
+    if pod.pod_status is not None or pod.resize_infeasible:
+        return False
+    if not pod.statuses:
+        return True
+    statuses = {s.name: s for s in pod.statuses}  # the lookup both releases do
+    for c in (*pod.containers, *pod.init_containers):
+        status = statuses.get(c.name)
+        if status is not None and ((status.allocated is not None and status.allocated != c.requests)
+                                   or (status.requests is not None and status.requests != c.requests)):
+            return False
+    return True
+
+
+_Aggregate = Callable[[PodRecord, list[_Container], list[Problem]], tuple[Resources, list[Contribution]]]
+_PodLevel = Callable[[PodRecord, StatusRequests | None, Resources, list[Problem]], Contribution | None]
+_BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
+    RULES_1_36: (_containers_1_36, _pod_level_1_36),
+    RULES_1_37: (_containers_1_37, _pod_level_1_37),
+}
+
+
+def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resources | None = None,
                  use_status: bool = True) -> RequestsResult:
-    """Effective cpu and memory requests of ``pod``, in nano-units.
+    """Effective cpu and memory requests of ``pod`` under ``rules``, in nano-units.
 
     ``first_container_override`` replaces the first app container's requests,
     which is how neon's patched cluster-autoscaler applies a VM's usage.
     ``use_status=False`` is the spec-only sum ``kubectl describe node`` shows
-    as "Allocated resources". A resource nobody requests is 0.
+    as "Allocated resources" (the same in every release). A resource nobody
+    requests is 0.
     """
+    aggregate, pod_level = _BY_RULES[rules]
     problems: list[Problem] = []
-    contributions: list[Contribution] = []
-    statuses = {s.name: s for s in pod.statuses}
-
-    def effective(name: str, spec: Resources) -> tuple[Resources, str]:
-        status = statuses.get(name) if use_status else None
-        if status is None or status.requests is None:
-            return spec, ""
-        allocated = parse_requests(status.allocated, f"{name} status allocatedResources", problems)
-        reported = parse_requests(status.requests, f"{name} status resources.requests", problems)
-        if pod.resize_infeasible:
-            result = _maximum(reported, allocated)
-            return result, "resize infeasible: status only" if result != spec else ""
-        result = _maximum(spec, reported, allocated)
-        return result, "resize: max of spec and status" if result != spec else ""
-
-    app: Resources = {}
-    for i, c in enumerate(pod.containers):
-        if i == 0 and first_container_override is not None:
-            spec = dict(first_container_override)
-            note = "replaced by VM usage"
-        else:
-            spec = parse_requests(c.requests, c.name, problems)
-            note = ""
-        reqs, resize_note = effective(c.name, spec)
-        _add(app, reqs)
-        contributions.append(Contribution(c.name, "container", reqs.get("cpu"), reqs.get("memory"), note or resize_note))
-
-    sidecars: Resources = {}
-    init_peak: Resources = {}
-    for c in pod.init_containers:
-        spec = parse_requests(c.requests, c.name, problems)
-        if c.restartable:
-            reqs, note = effective(c.name, spec)
-            _add(app, reqs)
-            _add(sidecars, reqs)
-            peak = dict(sidecars)
-            contributions.append(Contribution(c.name, "sidecar", reqs.get("cpu"), reqs.get("memory"), note))
-        else:
-            peak = dict(spec)
-            _add(peak, sidecars)
-            contributions.append(Contribution(c.name, "init", spec.get("cpu"), spec.get("memory"),
-                                              "peak with earlier sidecars" if sidecars else ""))
-        _max(init_peak, peak)
-
-    total = dict(app)
-    _max(total, init_peak)
-
-    if pod.pod_requests:
-        level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
-        if level:
-            total.update(level)
-            contributions.append(Contribution("spec.resources", "pod-level", level.get("cpu"), level.get("memory"),
-                                              "replaces the container aggregate"))
+    containers = _containers(pod, first_container_override, problems)
+    if use_status and not (first_container_override is None and not problems and statuses_repeat_spec(pod)):
+        total, contributions = aggregate(pod, containers, problems)
+    else:
+        # Spec only, or statuses that repeat it: the same totals and lines, without reading them all again
+        # (with a problem in the spec, the statuses repeating it must report it too, so they are read then).
+        total, contributions = _spec_only(containers)
+    if pod.pod_requests is not None:
+        line = pod_level(pod, pod.pod_status if use_status else None, total, problems)
+        if line is not None:
+            contributions.append(line)
     if pod.overhead:
         overhead = parse_requests(pod.overhead, "spec.overhead", problems)
         _add(total, overhead)
-        contributions.append(Contribution("spec.overhead", "overhead", overhead.get("cpu"), overhead.get("memory")))
-
+        contributions.append(_contribution("spec.overhead", "overhead", overhead))
     return RequestsResult(
         cpu=total.get("cpu", 0),
         memory=total.get("memory", 0),

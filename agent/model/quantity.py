@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["QuantityError", "parse_quantity", "NANO", "MAX_QUANTITY", "to_float", "to_bytes",
-           "format_cores", "format_bytes", "div_round_up"]
+__all__ = ["QuantityError", "parse_quantity", "NANO", "MAX_QUANTITY", "to_float", "to_bytes", "div_round_up"]
 
 NANO = 10**9
 
@@ -104,21 +103,3 @@ def to_float(nanos: int) -> float:
 def to_bytes(nanos: int) -> int:
     """Whole bytes, rounding up as Quantity.Value() does."""
     return div_round_up(nanos, NANO)
-
-
-def format_cores(nanos: int) -> str:
-    """Render cores the way kubectl does: whole cores, else millicores."""
-    if nanos % NANO == 0:
-        return str(nanos // NANO)
-    if nanos % 10**6 == 0:
-        return f"{nanos // 10**6}m"
-    return f"{nanos / NANO:.9g}"
-
-
-def format_bytes(nanos: int) -> str:
-    """Render bytes with the largest binary suffix that divides them exactly."""
-    n = to_bytes(nanos)
-    for suffix, shift in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
-        if n and n % (1 << shift) == 0:
-            return f"{n >> shift}{suffix}"
-    return str(n)

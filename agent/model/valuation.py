@@ -2,7 +2,9 @@
 
 ``evaluate`` is the one place that combines a pod's requests with a NeonVM's
 usage annotation. It is pure: the handler, ``explain`` and the benchmarks all
-call it, so what is exported and what is explained cannot disagree.
+call it, so what is exported and what is explained cannot disagree. Which
+release's request arithmetic applies is the ``rules`` argument; callers pass
+it through without looking inside.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent.model.neon import AnnotationError, VmResources, parse_vm_resources
+from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
 from agent.model.problems import Problem
-from agent.model.pod_requests import Contribution, pod_requests
+from agent.model.pod_requests import Contribution, pod_requests, statuses_repeat_spec
+from agent.model.rules import Rules
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
@@ -51,8 +54,11 @@ class PodValue:
     # `kubectl describe node` ("Allocated resources"); nano-units.
     spec_cpu: int = 0
     spec_memory: int = 0
-    # The PodRecord.value_inputs this value was computed from.
-    inputs: tuple = field(default=(), compare=False, repr=False)
+    # The release whose arithmetic gave cpu and memory.
+    rules: Rules | None = None
+    # The pod this value was computed from: a newer version with the same
+    # value_inputs reuses the value, and a change of rules re-evaluates it.
+    record: PodRecord | None = field(default=None, compare=False, repr=False)
 
     @property
     def reported(self) -> bool:
@@ -62,10 +68,10 @@ class PodValue:
     def with_status(self, pod: PodRecord) -> "PodValue":
         """This value for a newer version of the same pod whose inputs are unchanged."""
         if pod.phase == self.phase:
-            return self
+            return self  # the record kept differs only in fields no value depends on
         return PodValue(self.uid, self.namespace, self.name, pod.phase, self.source, self.cpu,
                         self.memory, self.vm, self.contributions, self.problems, self.spec_cpu, self.spec_memory,
-                        self.inputs)
+                        self.rules, pod)
 
 
 def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | None, VmResources | None]:
@@ -73,14 +79,14 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
     if pod.usage_annotation is None:
         return None, None
     try:
-        usage = parse_vm_resources(pod.usage_annotation)
+        usage = parse_vm_usage(pod.usage_annotation)
     except AnnotationError as exc:
         problems.append(Problem("usage", exc.reason, f"vm.neon.tech/usage ignored: {exc}"))
         return None, None
     if pod.overcommit_annotation is None:
         return usage, usage
     try:
-        factors = parse_vm_resources(pod.overcommit_annotation, factors=True)
+        factors = parse_overcommit(pod.overcommit_annotation)
     except AnnotationError as exc:
         problems.append(Problem("overcommit", exc.reason,
                                 f"vm.neon.tech/overcommit invalid, so vm.neon.tech/usage is not applied: {exc}"))
@@ -88,14 +94,15 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
     return usage, usage.divided_by(factors)
 
 
-def reevaluate(pod: PodRecord, previous: PodValue | None) -> PodValue:
-    """``evaluate(pod)``, reusing ``previous`` when only the pod's status moved."""
-    if previous is not None and previous.uid == pod.uid and previous.inputs == pod.value_inputs:
+def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodValue:
+    """``evaluate(pod, rules)``, reusing ``previous`` when only the pod's status moved."""
+    if (previous is not None and previous.rules is rules and previous.record is not None
+            and previous.uid == pod.uid and previous.record.value_inputs == pod.value_inputs):
         return previous.with_status(pod)
-    return evaluate(pod)
+    return evaluate(pod, rules)
 
 
-def evaluate(pod: PodRecord) -> PodValue:
+def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
     problems = [Problem("pod", "malformed_pod", p) for p in pod.problems]
     raw_usage, applied = _vm_usage(pod, problems)
     override = None
@@ -104,9 +111,11 @@ def evaluate(pod: PodRecord) -> PodValue:
             override = {"cpu": applied.cpu, "memory": applied.memory}
         else:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
-    result = pod_requests(pod, override)
+    result = pod_requests(pod, rules, override)
     problems.extend(result.problems)
-    spec = result if override is None and not pod.statuses else pod_requests(pod, use_status=False)
+    # The spec-only sum (kubectl's "Allocated resources") is the result itself when statuses repeat the spec:
+    # a second pass was a third of the cost of an event that changes a request.
+    spec = result if override is None and statuses_repeat_spec(pod) else pod_requests(pod, rules, use_status=False)
     vm = None
     if raw_usage is not None:
         vm = VmUsage(pod.vm_name or pod.name, pod.migration_role, raw_usage.cpu, raw_usage.memory)
@@ -123,5 +132,6 @@ def evaluate(pod: PodRecord) -> PodValue:
         problems=tuple(problems),
         spec_cpu=spec.cpu,
         spec_memory=spec.memory,
-        inputs=pod.value_inputs,
+        rules=rules,
+        record=pod,
     )

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from agent.model.node import NodeRecord
 from agent.model.node_summary import Usage
 from agent.model.pod import PodRecord
+from agent.model.rules import KubernetesVersion
 
-__all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE"]
+__all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE", "VERSION"]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -19,6 +20,8 @@ BOOKMARK = "BOOKMARK"
 RELIST = "RELIST"
 # A fresh reading of the host's usage (kind "usage").
 SAMPLE = "SAMPLE"
+# The API server's version as /version reported it (kind "version").
+VERSION = "VERSION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,9 @@ class Event:
     resource_version: str = ""
     # "pod"; "node" for the agent's own Node (then ``node`` is set, and a
     # RELIST with node None means the Node does not exist); "usage" for a
-    # host reading (``usage`` None: /proc could not be read).
+    # host reading (``usage`` None: /proc could not be read); "version" for
+    # the API server's version (``version``).
     kind: str = "pod"
     node: NodeRecord | None = None
     usage: Usage | None = None
+    version: KubernetesVersion | None = None

@@ -1,4 +1,8 @@
-"""Applies source events to the node state: the only writer of NodeState."""
+"""Applies source events to the node state: the only writer of NodeState.
+
+It also owns the request rules in force: a version reading that changes
+them re-evaluates every pod, so no value mixes two releases' arithmetic.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ import logging
 import threading
 import time
 
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, Event
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION, Event
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.state import NodeState
+from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState
 from agent.pipeline.stats import HANDLER_LOOP, RuntimeStats
-from agent.model.valuation import PodValue, reevaluate
+from agent.model.rules import KubernetesVersion, rules_for
+from agent.model.valuation import PodValue, evaluate, reevaluate
 
 __all__ = ["Handler"]
 
@@ -18,9 +23,11 @@ log = logging.getLogger(__name__)
 
 
 class Handler:
-    def __init__(self, state: NodeState, stats: RuntimeStats) -> None:
+    def __init__(self, state: NodeState, stats: RuntimeStats, kubernetes: KubernetesInfo = DEFAULT_KUBERNETES) -> None:
         self._state = state
         self._stats = stats
+        self._rules = kubernetes.rules
+        state.set_kubernetes(kubernetes)
 
     def handle(self, event: Event) -> None:
         if event.kind == "pod":
@@ -29,16 +36,21 @@ class Handler:
             self._handle_node(event)
         elif event.kind == "usage" and event.type == SAMPLE:
             self._state.set_usage(event.usage)
+        elif event.kind == "version" and event.type == VERSION and event.version is not None:
+            self._handle_version(event.version)
         elif event.type in (ADDED, MODIFIED) and event.pod is not None:
             previous = self._state.get(event.pod.uid)
-            value = reevaluate(event.pod, previous)
-            self._state.upsert(value)
+            value = reevaluate(event.pod, previous, self._rules)
+            for gone in self._state.upsert(value):
+                if gone.uid != value.uid:
+                    log.info("pod %s/%s is now uid %s; dropping its old uid %s (its DELETED event was missed)",
+                             value.namespace, value.name, value.uid, gone.uid)
             self._report_problems(value, previous)
         elif event.type == DELETED and event.pod is not None:
             self._state.remove(event.pod.uid)
         elif event.type == RELIST:
             known = {v.uid: v for v in self._state.pods()}
-            values = [reevaluate(p, known.get(p.uid)) for p in event.pods]
+            values = [reevaluate(p, known.get(p.uid), self._rules) for p in event.pods]
             removed = self._state.replace(values)
             for value in values:
                 self._report_problems(value, known.get(value.uid))
@@ -57,6 +69,28 @@ class Handler:
             self._state.set_node(None)
         elif event.type != BOOKMARK:
             raise ValueError(f"unknown event type {event.type!r}")
+
+    def _handle_version(self, version: KubernetesVersion) -> None:
+        """Follow the API server's release; said once per change of version, every pod re-evaluated when the rules change."""
+        current = self._state.kubernetes
+        rules, warning = rules_for(version)
+        if version.text != current.server_version:
+            log.info("Kubernetes API server %s: pod requests follow the Kubernetes %s rules", version, rules)
+            if warning:
+                log.warning("%s", warning)
+        self._state.set_kubernetes(KubernetesInfo(rules, version.text, "apiserver", warning))
+        if rules is not self._rules:
+            previous_rules, self._rules = self._rules, rules
+            changed = 0
+            for previous in self._state.pods():
+                if previous.record is None:
+                    continue
+                value = evaluate(previous.record, rules)
+                self._state.upsert(value)
+                self._report_problems(value, previous)
+                changed += (value.cpu, value.memory) != (previous.cpu, previous.memory)
+            log.info("re-evaluated every pod with the %s rules (were %s): %d value(s) changed", rules,
+                     previous_rules, changed)
 
     def _report_problems(self, value: PodValue, previous: PodValue | None) -> None:
         """Log and count once per pod change that brings new problems.

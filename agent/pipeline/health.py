@@ -31,16 +31,25 @@ def _export_limit(export_interval: float, export_timeout: float) -> float:
 
 @dataclass(frozen=True)
 class HealthLimits:
-    """Seconds each loop may show no progress; the defaults are those of the default configuration."""
+    """Seconds each loop may show no progress; the defaults are those of the default configuration.
+
+    A source that keeps running but makes no progress (an API server that is
+    down, a CA that does not match) serves frozen numbers: after ``stale``
+    (two read timeouts) the agent stops being ready, after ``dead`` (five) it
+    stops being live, so the kubelet restarts it with fresh configuration.
+    """
 
     source: float = _source_limit(120.0)
     handler: float = _HANDLER_LIMIT
     export: float | None = _export_limit(15.0, 10.0)  # None: no periodic export (--once, exporter none)
+    stale: float = 2 * 120.0
+    dead: float = 5 * 120.0
 
     @classmethod
     def for_config(cls, read_timeout: float, export_interval: float | None, export_timeout: float) -> "HealthLimits":
         return cls(source=_source_limit(read_timeout), handler=_HANDLER_LIMIT,
-                   export=None if export_interval is None else _export_limit(export_interval, export_timeout))
+                   export=None if export_interval is None else _export_limit(export_interval, export_timeout),
+                   stale=2 * read_timeout, dead=5 * read_timeout)
 
 
 @dataclass(frozen=True)
@@ -65,12 +74,19 @@ def liveness(s: StatsSnapshot, limits: HealthLimits) -> Verdict:
             checks[loop] = f"stuck: no progress for {idle:.0f} s (limit {limit:.0f} s)"
         else:
             checks[loop] = "ok"
+    for resource, age in s.source_progress_age.items():
+        checks[f"progress:{resource}"] = "ok" if age <= limits.dead else \
+            f"stuck: no {resource} LIST, event or bookmark for {age:.0f} s (limit {limits.dead:.0f} s)"
     if s.unfinished_work_seconds > limits.handler:
         checks[HANDLER_LOOP] = f"stuck: one event in the handler for {s.unfinished_work_seconds:.0f} s"
     return Verdict(all(v == "ok" for v in checks.values()), checks)
 
 
-def readiness(conditions: dict[str, bool]) -> Verdict:
-    """Ready when every condition holds: the initial LIST handled (and, later, the Node read)."""
+def readiness(conditions: dict[str, bool], s: StatsSnapshot | None = None, limits: HealthLimits | None = None) -> Verdict:
+    """Ready when every condition holds (initial LISTs handled) and every source is current."""
     checks = {name: "ok" if ok else "waiting" for name, ok in conditions.items()}
-    return Verdict(all(ok for ok in conditions.values()), checks)
+    if s is not None and limits is not None:
+        for resource, age in s.source_progress_age.items():
+            checks[f"{resource} current"] = "ok" if age <= limits.stale else \
+                f"stale: no progress for {age:.0f} s (limit {limits.stale:.0f} s)"
+    return Verdict(all(v == "ok" for v in checks.values()), checks)

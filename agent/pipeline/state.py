@@ -13,9 +13,26 @@ from dataclasses import dataclass
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
+from agent.model.rules import NEWEST, Rules
 from agent.model.valuation import PodValue
 
-__all__ = ["NodeState", "NodeSnapshot"]
+__all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo"]
+
+
+@dataclass(frozen=True)
+class KubernetesInfo:
+    """Whose request arithmetic the values follow, and why."""
+
+    rules: Rules
+    # The API server's gitVersion; "" until read, and always with --kubernetes-version or a replay.
+    server_version: str = ""
+    # "apiserver" (read from /version), "flag" (--kubernetes-version) or "default" (the newest, nothing read yet).
+    source: str = "default"
+    # The one line said when the version is outside the supported releases.
+    warning: str | None = None
+
+
+DEFAULT_KUBERNETES = KubernetesInfo(NEWEST)
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,7 @@ class NodeSnapshot:
     node_listed: bool
     # The newest pod resourceVersion handled (event, bookmark or LIST).
     resource_version: str = ""
+    kubernetes: KubernetesInfo = DEFAULT_KUBERNETES
 
     def summary(self) -> NodeSummary:
         return summarize(self.node_name, self.node, self.pods, self.usage)
@@ -39,11 +57,13 @@ class NodeState:
         self.node_name = node_name
         self._lock = threading.Lock()
         self._pods: dict[str, PodValue] = {}
+        self._by_name: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
         self._node: NodeRecord | None = None
         self._usage: Usage | None = None
         self._synced = False
         self._node_listed = False
         self._resource_version = ""
+        self._kubernetes = DEFAULT_KUBERNETES
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
@@ -57,27 +77,54 @@ class NodeState:
             with self._lock:
                 self._resource_version = resource_version
 
+    def set_kubernetes(self, info: KubernetesInfo) -> None:
+        with self._lock:
+            self._kubernetes = info
+
     def set_usage(self, usage: Usage | None) -> None:
         with self._lock:
             self._usage = usage
 
-    def upsert(self, value: PodValue) -> PodValue | None:
-        """Store ``value``; return the value it replaced."""
+    def upsert(self, value: PodValue) -> list[PodValue]:
+        """Store ``value``; return what it replaced: the same uid, or an older pod of the same namespace/name.
+
+        A pod deleted and recreated under the same name while the watch missed
+        the DELETED event arrives as a new uid; one name is one pod on a node,
+        so the newer uid replaces the older at once instead of both counting
+        until the next relist.
+        """
+        key = (value.namespace, value.name)
         with self._lock:
-            previous = self._pods.get(value.uid)
+            replaced = []
+            if (previous := self._pods.get(value.uid)) is not None:
+                replaced.append(previous)
+            older = self._by_name.get(key)
+            if older is not None and older != value.uid:
+                replaced.append(self._pods.pop(older))
             self._pods[value.uid] = value
-            return previous
+            self._by_name[key] = value.uid
+            return replaced
 
     def remove(self, uid: str) -> PodValue | None:
         with self._lock:
-            return self._pods.pop(uid, None)
+            value = self._pods.pop(uid, None)
+            if value is not None and self._by_name.get((value.namespace, value.name)) == uid:
+                del self._by_name[(value.namespace, value.name)]
+            return value
 
     def replace(self, values: Iterable[PodValue]) -> list[PodValue]:
-        """Make the state exactly ``values``; return the pods it no longer holds."""
-        fresh = {v.uid: v for v in values}
+        """Make the state exactly ``values`` (one pod per namespace/name, the later wins); return what went."""
+        by_name: dict[tuple[str, str], str] = {}
+        fresh: dict[str, PodValue] = {}
+        for v in values:
+            key = (v.namespace, v.name)
+            if (older := by_name.get(key)) is not None and older != v.uid:
+                del fresh[older]
+            fresh[v.uid] = v
+            by_name[key] = v.uid
         with self._lock:
             previous = self._pods
-            self._pods = fresh
+            self._pods, self._by_name = fresh, by_name
             self._synced = True
         return [v for uid, v in previous.items() if uid not in fresh]
 
@@ -92,7 +139,7 @@ class NodeState:
     def snapshot(self) -> NodeSnapshot:
         with self._lock:
             return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
-                                self._synced, self._node_listed, self._resource_version)
+                                self._synced, self._node_listed, self._resource_version, self._kubernetes)
 
     def __len__(self) -> int:
         with self._lock:
@@ -107,6 +154,11 @@ class NodeState:
     def synced(self) -> bool:
         with self._lock:
             return self._synced
+
+    @property
+    def kubernetes(self) -> KubernetesInfo:
+        with self._lock:
+            return self._kubernetes
 
     @property
     def node_listed(self) -> bool:

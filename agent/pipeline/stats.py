@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS", "PODS", "NODES",
-           "UNDECODABLE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
+           "UNDECODABLE", "OTHER_NODE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
 
 # The bounded ``resource`` attribute of the watch signals.
 PODS = "pods"
 NODES = "nodes"
-# The handler-error reason for an object that cannot be identified (skipped, counted).
-UNDECODABLE = "undecodable_object"
+# Why a source skipped an object (objects_skipped_total{resource, reason}).
+UNDECODABLE = "undecodable"  # not JSON, nested too deep, no identity, an unknown event type
+OTHER_NODE = "other_node"  # bound to another node: the server did not apply the field selector
 # Liveness loop names: "source" (a replay) or "source:<resource>", "handler", "export".
 SOURCE_LOOP = "source"
 HANDLER_LOOP = "handler"
@@ -100,6 +101,8 @@ class StatsSnapshot:
     # handler worker it is also the longest running processor.
     unfinished_work_seconds: float = 0.0
     handler_errors: Mapping[str, int] = field(default_factory=dict)
+    # Keyed by (resource, reason): objects a source dropped (undecodable, other_node).
+    skipped: Mapping[tuple[str, str], int] = field(default_factory=dict)
     pod_problems: Mapping[tuple[str, str], int] = field(default_factory=dict)
     # Watch health.
     # Keyed by (resource, reason); resource is "pods" or "nodes".
@@ -116,8 +119,11 @@ class StatsSnapshot:
     export_failures: Mapping[str, int] = field(default_factory=dict)
     rejected_points: int = 0
     usage_errors: Mapping[str, int] = field(default_factory=dict)
-    # Loop liveness: seconds since each loop last showed progress.
+    # Loop liveness: seconds since each loop last ran (a heartbeat, even in backoff).
     loop_idle_seconds: Mapping[str, float] = field(default_factory=dict)
+    # Per watched resource: seconds since the source last made progress (a LIST, an event, a bookmark,
+    # a clean end of watch). A source in endless backoff runs but does not progress.
+    source_progress_age: Mapping[str, float] = field(default_factory=dict)
 
 
 class RuntimeStats:
@@ -132,6 +138,7 @@ class RuntimeStats:
         self._work_duration = _Histogram()
         self._working_since: float | None = None
         self._handler_errors: Counter[str] = Counter()
+        self._skipped: Counter[tuple[str, str]] = Counter()
         self._pod_problems: Counter[tuple[str, str]] = Counter()
         self._watch_starts: Counter[tuple[str, str]] = Counter()
         self._relists: Counter[str] = Counter()
@@ -148,6 +155,7 @@ class RuntimeStats:
         self._export_failures: Counter[str] = Counter()
         self._rejected_points = 0
         self._heartbeats: dict[str, float] = {}
+        self._progress: dict[str, float] = {}
         self._usage_errors: Counter[str] = Counter()
 
     def usage_error(self, reason: str) -> None:
@@ -175,9 +183,10 @@ class RuntimeStats:
             if error_type is not None:
                 self._handler_errors[error_type] += 1
 
-    def handler_error(self, error_type: str) -> None:
+    def skipped(self, reason: str, resource: str = PODS) -> None:
+        """A source dropped one object it cannot or must not use; the rest of the stream goes on."""
         with self._lock:
-            self._handler_errors[error_type] += 1
+            self._skipped[(resource, reason)] += 1
 
     def pod_problem(self, subject: str, reason: str) -> None:
         with self._lock:
@@ -191,6 +200,7 @@ class RuntimeStats:
     def relisted(self, seconds: float | None = None, resource: str = PODS) -> None:
         with self._lock:
             self._relists[resource] += 1
+            self._progress[resource] = self._clock()
             if resource != PODS:
                 return
             self._last_event = self._clock()
@@ -202,11 +212,12 @@ class RuntimeStats:
             self._requests_failed[(resource, reason)] += 1
 
     def progressed(self, resource: str = PODS) -> None:
-        """An event or bookmark arrived: the pod watch is alive."""
-        if resource != PODS:
-            return
+        """An event or bookmark arrived (or a watch ended cleanly): the source is alive and current."""
         with self._lock:
-            self._last_event = self._clock()
+            now = self._clock()
+            self._progress[resource] = now
+            if resource == PODS:
+                self._last_event = now
 
     # -- export --------------------------------------------------------------
     def export_finished(self, ok: bool, seconds: float, reason: str = "success", rejected_points: int = 0) -> None:
@@ -227,6 +238,9 @@ class RuntimeStats:
         now = self._clock()
         with self._lock:
             self._heartbeats[loop] = now
+            prefix, _, resource = loop.partition(":")
+            if prefix == SOURCE_LOOP and resource:
+                self._progress.setdefault(resource, now)  # a source that never progresses ages from its start
 
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
@@ -240,6 +254,7 @@ class RuntimeStats:
                 work_duration=self._work_duration.snapshot(),
                 unfinished_work_seconds=0.0 if self._working_since is None else now - self._working_since,
                 handler_errors=_frozen(self._handler_errors),
+                skipped=_frozen(self._skipped),
                 pod_problems=_frozen(self._pod_problems),
                 watch_starts=_frozen(self._watch_starts),
                 relists=_frozen(self._relists),
@@ -255,4 +270,5 @@ class RuntimeStats:
                 rejected_points=self._rejected_points,
                 usage_errors=_frozen(self._usage_errors),
                 loop_idle_seconds=MappingProxyType({k: now - v for k, v in self._heartbeats.items()}),
+                source_progress_age=MappingProxyType({k: now - v for k, v in self._progress.items()}),
             )

@@ -36,7 +36,10 @@ class Backoff:
         self._failures = 0
         self._last_failure: float | None = None
 
-    def next_delay(self) -> float:
+    def next_delay(self, retry_after: float | None = None) -> float:
+        """The next delay; at least the server's Retry-After (itself capped at ``maximum``) when given."""
+        if retry_after is not None:
+            return max(self.next_delay(), min(retry_after, self.maximum))
         now = self._clock()
         if self._last_failure is not None and now - self._last_failure > self.reset_after:
             self._failures = 0

@@ -17,7 +17,8 @@ from typing import Any
 import urllib3
 
 __all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "TransportError", "load_configuration",
-           "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV", "split_lines"]
+           "config_sources", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV",
+           "split_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
         else:
             kube_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
-        raise KubeConfigError(f"cannot load Kubernetes configuration: {exc}") from exc
+        raise KubeConfigError(f"cannot load Kubernetes configuration from {config_sources(kubeconfig, context)}: "
+                              f"{str(exc).rstrip('.')}") from exc
     # client-go's keepalive timings: an idle watch on a dead peer is noticed.
     configuration.keep_alive = True
     # No immediate urllib3 retries: each would be another request at a failing
@@ -157,21 +159,27 @@ class KubeApi:
             raise ApiError.from_status(status, response.status, _retry_after(response.headers))
         return response
 
-    def get_text(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> str:
+    def get_chunks(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0,
+                   chunk_size: int = 65536) -> Iterator[bytes]:
+        """The body of a (LIST) answer as it arrives, so a reader never needs all of it at once.
+
+        Each socket read waits at most ``read_timeout``. A body read to the end
+        returns the connection to the pool; one abandoned half-way closes it.
+        """
         response = self._get(path, params, read_timeout)
+        complete = False
         try:
-            data = response.data
+            yield from response.stream(chunk_size, decode_content=True)
+            complete = True
         finally:
+            if not complete:
+                response.close()
             response.release_conn()
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            # The API server only sends UTF-8; a bad byte in one string must not cost every other object.
-            log.warning("answer from %s is not valid UTF-8 (%s); reading it with replacement characters", path, exc)
-            return data.decode("utf-8", errors="replace")
 
     def get_json(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0) -> Any:
-        return json.loads(self.get_text(path, params, read_timeout))
+        """A small answer (such as /version), parsed; a bad UTF-8 byte is read as a replacement character."""
+        data = b"".join(self.get_chunks(path, params, read_timeout))
+        return json.loads(data.decode("utf-8", errors="replace"))
 
     def stream_lines(self, path: str, params: Mapping[str, str], read_timeout: float,
                      max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
@@ -204,6 +212,8 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
         buffer += chunk
         start = 0
         while (newline := buffer.find(b"\n", scanned)) >= 0:
+            if newline - start > max_line:
+                raise LineTooLong(f"watch line longer than {max_line} bytes")
             line = bytes(buffer[start:newline])
             if line.strip():
                 yield line
@@ -213,3 +223,15 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
             raise LineTooLong(f"watch line longer than {max_line} bytes")
     if bytes(buffer).strip():
         yield bytes(buffer)
+
+
+def config_sources(kubeconfig: str | None = None, context: str | None = None,
+                   env: Mapping[str, str] = os.environ) -> str:
+    """What ``load_configuration`` tried, in its order, for a message a person can act on."""
+    if kubeconfig:
+        return f"kubeconfig {kubeconfig}"
+    if context is None and env.get("KUBERNETES_SERVICE_HOST"):
+        return "the in-cluster service account"
+    files = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
+    skipped = "" if context is not None else " (in-cluster skipped: KUBERNETES_SERVICE_HOST is not set)"
+    return f"kubeconfig {', '.join(files)}{skipped}"

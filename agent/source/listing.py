@@ -1,18 +1,29 @@
-"""Reading a LIST answer one item at a time.
+"""Reading a LIST answer one item at a time, as it arrives.
 
-``json.loads`` of a whole PodList holds every pod's full dict tree at once:
-for 500 pods of ~9 KiB that is ~30 MiB of Python objects, and RSS never comes
-back down. Walking the top-level object with the json module's own decoder
-and decoding ``items`` one element at a time keeps one pod alive at a time.
+``json.loads`` of a whole PodList holds every pod's full dict tree at once
+(for 2,000 pods of ~9 KiB, ~150 MiB of Python objects); even the body alone
+is ~18 MiB, twice that as bytes plus text. :func:`read_list` reads the answer
+chunk by chunk and hands on each item as its own JSON bytes, so at most a few
+chunks and one item are held, never the body: msgspec finds where an item
+ends (skipping it without building anything), and the item's bytes go to the
+typed decoder.
+
+Anything that reader does not expect (no ``items`` array near the start, an
+item msgspec refuses) is read from there on by :func:`iter_list`, the json
+module's decoder walking the text, which keeps the good items around a bad
+one; only then is the rest of the body held as text.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["iter_list", "Unparsable"]
+import msgspec
+
+__all__ = ["iter_list", "read_list", "Unparsable"]
 
 
 class Unparsable(NamedTuple):
@@ -90,7 +101,11 @@ def _items(body: str, pos: int, fields: dict[str, Any]) -> Iterator[Any]:
                 continue
             pos = _expect(body, pos, "]")
             break
-    # Anything after items (not sent by the API server) still lands in fields.
+    _tail(body, pos, fields)
+
+
+def _tail(body: str, pos: int, fields: dict[str, Any]) -> None:
+    """Fields after ``items`` (not sent by the API server) still land in ``fields``; then the closing brace."""
     pos = _skip(body, pos)
     while body.startswith(",", pos):
         key, pos = _decoder.raw_decode(body, _skip(body, pos + 1))
@@ -129,3 +144,149 @@ def _end_of_value(text: str, pos: int) -> int:
         elif c == "," and depth == 0:
             return i
     raise ValueError("LIST answer ends inside an item")
+
+
+# -- reading the answer as it arrives ------------------------------------------------
+_ITEMS_KEY = re.compile(rb'"items"\s*:\s*\[')
+# msgspec names the offset after the first character past a complete value.
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_WS_BYTES = frozenset(b" \t\n\r")
+# The API server writes kind, apiVersion and metadata before items: a few hundred bytes.
+_HEADER_LIMIT = 1 << 20
+_SKIP = msgspec.json.Decoder(msgspec.Raw)
+
+
+def _text(data: bytes | bytearray) -> str:
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+class _Chunks:
+    """The unread part of the answer: a buffer filled from the chunk iterator on demand."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self.data = bytearray()
+        self.ended = False
+        self.dropped = 0  # bytes already handed on and removed from the front
+
+    def more(self, want: int = 0) -> bool:
+        """Read at least one more chunk (and until ``want`` bytes are buffered); False at the end."""
+        if self.ended:
+            return False
+        target = max(want, len(self.data) + 1)
+        while len(self.data) < target:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self.ended = True
+                break
+            self.data += chunk
+        return True
+
+    def drop(self, pos: int) -> int:
+        """Forget the first ``pos`` bytes; return the position that ``pos`` is now (0)."""
+        del self.data[:pos]
+        self.dropped += pos
+        return 0
+
+    def rest(self, pos: int) -> str:
+        """Everything from ``pos`` to the end of the answer, as text (the fallback)."""
+        while self.more():
+            pass
+        return _text(self.data[pos:])
+
+
+def read_list(chunks: Iterable[bytes]) -> tuple[dict[str, Any], Iterator[Any]]:
+    """:func:`iter_list` for an answer arriving as byte chunks; items come as JSON bytes (or as iter_list's).
+
+    Same contract: the top-level fields other than ``items`` up front, the
+    iterator over ``items``, and fields after ``items`` only once it is done.
+    """
+    buf = _Chunks(chunks)
+    while True:
+        for match in _ITEMS_KEY.finditer(buf.data):
+            fields = _header(buf.data[:match.start()])
+            if fields is not None:
+                return fields, _stream_items(buf, match.end(), fields)
+        if len(buf.data) > _HEADER_LIMIT or not buf.more():
+            return iter_list(buf.rest(0))
+
+
+def _header(prefix: bytearray) -> dict[str, Any] | None:
+    """The fields before ``"items": [`` if that is where the top-level object has its items, else None."""
+    try:
+        header = json.loads(_text(prefix) + '"items": []}')
+    except (ValueError, RecursionError):
+        return None  # "items" nested in another field, or not an object at all
+    if not isinstance(header, dict):
+        return None
+    header.pop("items", None)
+    return header
+
+
+def _stream_items(buf: _Chunks, pos: int, fields: dict[str, Any]) -> Iterator[Any]:
+    first = True
+    while True:
+        pos = _skip_bytes(buf, pos)
+        if pos < 0:
+            raise ValueError("LIST answer ends inside items")
+        if first and buf.data[pos] == 0x5D:  # "]": no items
+            pos += 1
+            break
+        first = False
+        end = _item_end(buf, pos)
+        if end < 0:  # not an item msgspec can read: the json module's reader takes over from here
+            base = buf.dropped + pos
+            for item in _items(buf.rest(pos), 0, fields):
+                yield Unparsable(base + item.offset, item.reason) if isinstance(item, Unparsable) else item
+            return
+        yield bytes(memoryview(buf.data)[pos:end])  # one copy of the item; the view is gone at once
+        pos = _skip_bytes(buf, end)
+        separator = buf.data[pos] if pos >= 0 else None
+        if separator == 0x2C:  # ","
+            pos += 1
+        elif separator == 0x5D:  # "]"
+            pos += 1
+            break
+        else:
+            raise ValueError(f"expected ',' or ']' at offset {buf.dropped + max(pos, 0)} of the LIST answer")
+        if pos > 65536 and pos * 2 > len(buf.data):
+            pos = buf.drop(pos)
+    _tail(buf.rest(pos), 0, fields)
+
+
+def _skip_bytes(buf: _Chunks, pos: int) -> int:
+    """The position of the next non-blank byte at or after ``pos``, reading more as needed; -1 at the end."""
+    data = buf.data
+    while True:
+        while pos < len(data) and data[pos] in _WS_BYTES:
+            pos += 1
+        if pos < len(data):
+            return pos
+        if not buf.more():
+            return -1
+
+
+def _item_end(buf: _Chunks, pos: int) -> int:
+    """Where the JSON value at ``pos`` ends, reading more of the answer as needed; -1 if msgspec cannot read it.
+
+    msgspec skips the value (building nothing) and reports the first byte past it as trailing.
+    """
+    while True:
+        view = memoryview(buf.data)[pos:]
+        try:
+            _SKIP.decode(view)
+            message = ""  # the buffer ends right after a complete value: what follows is not read yet
+        except msgspec.DecodeError as exc:
+            message = str(exc)
+        except RecursionError:
+            return -1
+        finally:
+            view.release()
+        found = _TRAILING.search(message)
+        if found:
+            return pos + int(found.group(1)) - 1
+        if message and "truncated" not in message:
+            return -1  # malformed
+        # Incomplete (or complete up to the buffer's end): read on, doubling what an item may span.
+        if not buf.more(len(buf.data) + max(65536, len(buf.data) - pos)):
+            return -1

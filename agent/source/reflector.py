@@ -20,26 +20,23 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import urllib3
 
-from agent.model.fields import DecodeError
-from agent.model.node import decode_node
-from agent.model.pod import decode_pod
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import NODES, PODS, UNDECODABLE, RuntimeStats, source_loop
+from agent.pipeline.stats import NODES, OTHER_NODE, PODS, UNDECODABLE, RuntimeStats, source_loop
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
-from agent.source.listing import Unparsable, iter_list
+from agent.source.listing import Unparsable, read_list
+from agent.source.typed_decode import loads, node_event, node_record, pod_event, pod_record
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "Retry", "decide", "pods_of_node", "node_object",
            "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
@@ -48,7 +45,7 @@ log = logging.getLogger(__name__)
 
 
 class ListWatchApi(Protocol):
-    def get_text(self, path: str, params: dict[str, str], read_timeout: float = ...) -> str: ...
+    def get_chunks(self, path: str, params: dict[str, str], read_timeout: float = ...) -> Iterator[bytes]: ...
     def stream_lines(self, path: str, params: dict[str, str], read_timeout: float): ...
 
 
@@ -60,23 +57,28 @@ class Resource:
     kind: str  # Event.kind: "pod" or "node"
     path: str
     field_selector: str
-    decode: Callable[[Any], Any]  # raises DecodeError for an unidentifiable object
+    decode: Callable[[Any], Any]  # JSON bytes, a typed object or a parsed one; DecodeError if unidentifiable
+    # (type, typed object) of a plain ADDED/MODIFIED/DELETED watch line, or None: parse it the tolerant way.
+    typed_event: Callable[[bytes], tuple[str, Any] | None]
     event: Callable[[str, Any], Event]
     relist: Callable[[tuple, str], Event]
+    accept: Callable[[Any], bool]  # the field selector, checked again on our side
 
 
 def pods_of_node(node_name: str) -> Resource:
     """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache)."""
-    return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", decode_pod,
+    return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", pod_record, pod_event,
                     lambda kind, pod: Event(kind, pod=pod, resource_version=pod.resource_version),
-                    lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv))
+                    lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv),
+                    lambda pod: pod.node_name == node_name)
 
 
 def node_object(node_name: str) -> Resource:
     """The agent's own Node object."""
-    return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", decode_node,
+    return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", node_record, node_event,
                     lambda kind, node: Event(kind, kind="node", node=node, resource_version=node.resource_version),
-                    lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv))
+                    lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv),
+                    lambda node: node.name == node_name)
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,9 @@ class Reflector:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[threading.Event, float], object] = threading.Event.wait,
+        on_list: Callable[[], object] | None = None,
     ) -> None:
+        self._on_list = on_list  # called after every successful LIST (the version source reads /version again)
         self._api = api
         self._resource = resource
         self._queue = queue
@@ -181,6 +185,7 @@ class Reflector:
         self._clock = clock
         self._wait = wait
         self._loop = source_loop(resource.name)
+        self._warned_other_node = False
         self.resource_version = ""
 
     # -- resourceVersion accessors (client-go: relistResourceVersion, LastSyncResourceVersion) ------------
@@ -227,20 +232,16 @@ class Reflector:
                         "; relisting" if retry.relist else "")
 
     def _pause(self, stop: threading.Event, retry_after: float | None = None) -> None:
-        delay = self._backoff.next_delay()
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self._backoff.maximum))
-        self._wait(stop, delay)
+        self._wait(stop, self._backoff.next_delay(retry_after))
 
     def _list(self) -> None:
         started = self._clock()
-        body = self._api.get_text(
+        chunks = self._api.get_chunks(
             self._resource.path,
             {"fieldSelector": self._resource.field_selector, "resourceVersion": self.list_resource_version()},
             read_timeout=self._settings.list_timeout,
         )
-        fields, items = iter_list(body)
-        del body  # the items iterator holds the text; nothing else needs it
+        fields, items = read_list(chunks)
         records = [r for r in map(self._decode, items) if r is not None]
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
@@ -249,20 +250,32 @@ class Reflector:
         self._stats.relisted(self._clock() - started, self._resource.name)
         log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource.name,
                  self.resource_version, self._clock() - started)
+        if self._on_list is not None:
+            self._on_list()
 
     def _decode(self, obj: Any) -> Any:
         """The record for one object, or None (counted) when it cannot be identified."""
         if isinstance(obj, Unparsable):
-            self._stats.handler_error(UNDECODABLE)
+            self._stats.skipped(UNDECODABLE, self._resource.name)
             log.warning("skipping unparsable %s item at offset %d of the LIST (%s)", self._resource.name, obj.offset,
                         obj.reason)
             return None
         try:
-            return self._resource.decode(obj)
-        except (DecodeError, RecursionError) as exc:
-            self._stats.handler_error(UNDECODABLE)
-            log.warning("skipping unidentifiable %s object: %s", self._resource.name, exc)
+            record = self._resource.decode(obj)
+        except (ValueError, RecursionError) as exc:  # DecodeError, or bytes that are not JSON
+            self._stats.skipped(UNDECODABLE, self._resource.name)
+            log.warning("skipping undecodable %s object: %s", self._resource.name, exc)
             return None
+        if not self._resource.accept(record):
+            # The field selector is the server's promise, not ours to trust: a proxy or an
+            # API server that ignores it must not make other nodes' pods count here.
+            self._stats.skipped(OTHER_NODE, self._resource.name)
+            if not self._warned_other_node:
+                log.warning("the API server sent a %s object outside %s; dropping such objects (counted)",
+                            self._resource.name, self._resource.field_selector)
+                self._warned_other_node = True
+            return None
+        return record
 
     def _watch(self, stop: threading.Event) -> str:
         """Watch until the stream ends; return why, as the next start's reason."""
@@ -281,11 +294,15 @@ class Reflector:
                 self._stats.heartbeat(self._loop)
                 received += 1
                 try:
-                    self._dispatch(_parse_event(line))
+                    typed = self._resource.typed_event(line)
+                    if typed is None:
+                        self._dispatch(_parse_event(line))
+                    else:
+                        self._deliver(*typed)
                 except UndecodableEvent as exc:
                     # Skipped, counted, and the watch goes on: resuming from the
                     # same version would read the same poison line forever.
-                    self._stats.request_failed("undecodable_event", self._resource.name)
+                    self._stats.skipped(UNDECODABLE, self._resource.name)
                     log.warning("skipping undecodable %s watch event: %s", self._resource.name, exc)
                 if stop.is_set():
                     return "stopped"
@@ -296,6 +313,7 @@ class Reflector:
         if received == 0 and self._clock() - started < s.short_watch:
             raise ShortWatch("watch ended at once with nothing received")
         self._backoff.reset()
+        self._stats.progressed(self._resource.name)
         return "stream_end"
 
     def _dispatch(self, raw: dict[str, Any]) -> None:
@@ -307,11 +325,17 @@ class Reflector:
         if kind == BOOKMARK:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             event = Event(BOOKMARK, resource_version=str(meta.get("resourceVersion") or ""), kind=self._resource.kind)
+            self._put(event)
         else:
-            record = self._decode(obj)
-            if record is None:
-                return
-            event = self._resource.event(kind, record)
+            self._deliver(kind, obj)
+
+    def _deliver(self, kind: str, obj: Any) -> None:
+        """One ADDED, MODIFIED or DELETED object (typed or parsed) as an event, unless it is dropped (counted)."""
+        record = self._decode(obj)
+        if record is not None:
+            self._put(self._resource.event(kind, record))
+
+    def _put(self, event: Event) -> None:
         self._queue.put(event)
         if event.resource_version:
             self.resource_version = event.resource_version
@@ -321,8 +345,8 @@ class Reflector:
 def _parse_event(line: bytes) -> dict[str, Any]:
     """One watch line as a JSON object; anything else is an UndecodableEvent."""
     try:
-        raw = json.loads(line)
-    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser's limit
+        raw = loads(line)
+    except (ValueError, RecursionError) as exc:  # not JSON, nested past the parser's limit
         raise UndecodableEvent(f"{type(exc).__name__}: {str(exc)[:120]}") from None
     if not isinstance(raw, dict):
         raise UndecodableEvent(f"watch line is a JSON {type(raw).__name__}, not an object")

@@ -18,11 +18,12 @@ from typing import Any
 
 from agent.source.documents import DumpError, nodes_of, pods_of, read_documents
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from agent.model.node import NodeRecord, decode_node
+from agent.model.node import NodeRecord
 from agent.model.fields import DecodeError
-from agent.model.pod import PodRecord, decode_pod
+from agent.model.pod import PodRecord
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.stats import UNDECODABLE, RuntimeStats, source_loop
+from agent.source.typed_decode import node_record, pod_record
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 
@@ -49,23 +50,29 @@ class ReplaySource:
         self._queue = queue
         self._stats = stats
         self.finished = threading.Event()
+        self._matched = 0
+        self._other_nodes: set[str] = set()
 
     def _decode(self, obj: Any) -> PodRecord | None:
         try:
-            pod = decode_pod(obj)
+            pod = pod_record(obj)
         except DecodeError as exc:
-            self._stats.handler_error(UNDECODABLE)
+            self._stats.skipped(UNDECODABLE)
             log.warning("skipping unidentifiable object in capture: %s", exc)
             return None
         # The field selector the live source would have applied.
-        return pod if pod.node_name == self._node else None
+        if pod.node_name != self._node:
+            self._other_nodes.add(pod.node_name or "(unscheduled)")
+            return None
+        self._matched += 1
+        return pod
 
     def _node_in(self, doc: Any) -> NodeRecord | None:
         for obj in nodes_of(doc):
             try:
-                node = decode_node(obj)
+                node = node_record(obj)
             except DecodeError as exc:
-                self._stats.handler_error(UNDECODABLE)
+                self._stats.skipped(UNDECODABLE)
                 log.warning("skipping unidentifiable node in capture: %s", exc)
                 continue
             if node.name == self._node:
@@ -99,6 +106,15 @@ class ReplaySource:
         self._put(Event(RELIST, kind="node", node=node))
         self._stats.relisted()
 
+    def _warn_empty(self) -> None:
+        """Once: a capture of another node's pods would otherwise export nothing, silently."""
+        if self._other_nodes:
+            log.warning("the capture has no pod bound to node %s; its pods are bound to %s: pass one of them as "
+                        "--node-name", self._node, ", ".join(sorted(self._other_nodes)))
+        else:
+            log.warning("the capture has no pod at all (node %s); capture one with kubectl get pods -A "
+                        "--field-selector spec.nodeName=%s -o json", self._node, self._node)
+
     def run(self, stop: threading.Event) -> None:
         self._stats.heartbeat(source_loop())
         try:
@@ -117,6 +133,8 @@ class ReplaySource:
                 self._replay_event(doc)
             if not listed:
                 self._relist()
+            if not self._matched:
+                self._warn_empty()
         except DumpError as exc:
             log.error("capture is unusable: %s", exc)
         finally:

@@ -1,0 +1,49 @@
+"""The RSS floor: only the packages the design mandates, loaded and holding the agent's points.
+
+Interpreter + kubernetes configuration and API client (loaded from the same
+kubeconfig) + psutil (reading the process's CPU times, as the agent reads
+/proc) + opentelemetry-sdk with the SDK's own OTLP/HTTP exporter, exporting
+the very points the agent exported (read from a file) through observable
+gauges every ``interval`` seconds. No watch, no decoding, no HTTP endpoint:
+whatever the agent needs beyond this is its own cost.
+
+Run by bench/run.py with the production venv's interpreter:
+python floor.py KUBECONFIG POINTS_JSON INTERVAL
+"""
+
+import json
+import sys
+import time
+from collections import defaultdict
+
+import psutil
+from kubernetes import config
+from kubernetes.client import ApiClient, Configuration
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.metrics import Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+
+def main() -> None:
+    kubeconfig, points_file, interval = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    configuration = Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    api = ApiClient(configuration)  # noqa: F841 - loaded and held, as the agent holds its client
+    by_metric = defaultdict(list)
+    with open(points_file) as f:
+        for name, attributes, value in json.load(f):
+            by_metric[name].append((attributes, value))
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=interval * 1000)
+    meter = MeterProvider(metric_readers=[reader]).get_meter("floor")
+    for name, points in by_metric.items():
+        meter.create_observable_gauge(name, callbacks=[lambda options, p=points: [Observation(v, a) for a, v in p]])
+    process = psutil.Process()
+    print("ready", flush=True)
+    while True:
+        process.cpu_times()
+        time.sleep(interval)
+
+
+if __name__ == "__main__":
+    main()
