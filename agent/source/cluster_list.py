@@ -2,7 +2,7 @@
 
 The same parts the agent's reflectors use: the kubernetes package's
 configuration and transport (``KubeApi``), the reflectors' resource
-definitions (path, field selector, decoder) and item-by-item LIST decoding,
+definitions (path, field selector, decoder) and the streamed LIST reader,
 so a live answer and the agent's numbers come from the same code.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from agent.model.fields import DecodeError
 from agent.model.node import NodeRecord
 from agent.model.pod import PodRecord
-from agent.source.listing import Unparsable, iter_list
+from agent.source.listing import Unparsable, read_list
 from agent.source.reflector import ListWatchApi, Resource, node_object, pods_of_node
 
 __all__ = ["Listed", "list_cluster", "list_resource"]
@@ -29,7 +28,7 @@ class Listed(NamedTuple):
 def list_resource(api: ListWatchApi, resource: Resource, timeout: float = 60.0) -> tuple[list[Any], list[str]]:
     """Every decodable object of one LIST, and a note for each item skipped."""
     params = {"fieldSelector": resource.field_selector} if resource.field_selector else {}
-    _, items = iter_list(api.get_text(resource.path, params, read_timeout=timeout))
+    _, items = read_list(api.get_chunks(resource.path, params, read_timeout=timeout))
     records, skipped = [], []
     for item in items:
         if isinstance(item, Unparsable):
@@ -37,7 +36,7 @@ def list_resource(api: ListWatchApi, resource: Resource, timeout: float = 60.0) 
             continue
         try:
             records.append(resource.decode(item))
-        except (DecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # DecodeError, or bytes that are not JSON
             skipped.append(f"{resource.name}: {exc}")
     return records, skipped
 
