@@ -2,7 +2,7 @@
 
 The same parts the agent's reflectors use: the kubernetes package's
 configuration and transport (``KubeApi``), the reflectors' resource
-definitions (path, field selector, decoder) and item-by-item LIST decoding,
+definitions (path, field selector, decoder) and the streamed LIST reader,
 so a live answer and the agent's numbers come from the same code.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from agent.model.fields import DecodeError
 from agent.model.node import NodeRecord
 from agent.model.pod import PodRecord
 from agent.source.listing import Unparsable, read_list
@@ -37,7 +36,7 @@ def list_resource(api: ListWatchApi, resource: Resource, timeout: float = 60.0) 
             continue
         try:
             records.append(resource.decode(item))
-        except (DecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # DecodeError, or bytes that are not JSON
             skipped.append(f"{resource.name}: {exc}")
     return records, skipped
 
