@@ -128,3 +128,57 @@ def test_a_node_with_more_live_pods_than_the_sdk_default_limit_is_exported_whole
     make_agent(exporter="otlp")
     points = http_receiver.wait_for(lambda pts: len(pods_in(pts)) == 2100, timeout=30)
     assert not any(OVERFLOW in p.attributes for p in points)
+
+
+def _metrics_by_name(request):
+    return {m.name: (sm.scope.name, m) for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+
+
+def test_the_agents_own_table_is_encoded_as_cumulative_counters_and_gauges_beside_the_sdks_process_metrics(
+        apiserver, make_agent, http_receiver, otlp_env):
+    from agent.export.runtime import PREFIX, RUNTIME_METRICS
+
+    apiserver.create(pod("a"))
+    otlp_env(http_receiver)
+    agent = make_agent(exporter="otlp")
+    http_receiver.wait_for(lambda pts: pods_in(pts) == {"a"})
+    apiserver.create(pod("b"))
+    http_receiver.wait_for(lambda pts: pods_in(pts) == {"a", "b"})
+    http_receiver.wait_for(lambda pts: True)  # one more export, so exports_total{success} has moved
+    with http_receiver.cond:
+        first, last = http_receiver.requests[0][1], http_receiver.requests[-1][1]
+    early, late = _metrics_by_name(first), _metrics_by_name(last)
+
+    adds = PREFIX + "workqueue_adds_total"
+    scope, metric = late[adds]
+    assert scope == "node_requests_agent" and metric.WhichOneof("data") == "sum"
+    assert metric.sum.is_monotonic and metric.sum.aggregation_temporality == 2  # CUMULATIVE
+    by_type = {dp.attributes[0].value.string_value: dp for dp in metric.sum.data_points}
+    assert by_type["ADDED"].as_int >= 1  # pod b, from the watch
+    assert by_type["ADDED"].as_int <= agent.stats.snapshot().events_added["ADDED"]
+    # One start for the life of the agent, before every point, the same in the first export and the last.
+    starts = {dp.start_time_unix_nano for _, m in (early[adds], late[adds]) for dp in m.sum.data_points}
+    assert len(starts) == 1 and 0 < starts.pop() < min(dp.time_unix_nano for dp in metric.sum.data_points)
+    early_added = {dp.attributes[0].value.string_value: dp.as_int for dp in early[adds][1].sum.data_points}
+    assert all(by_type[k].as_int >= v for k, v in early_added.items())  # a counter never goes down
+
+    depth = late[PREFIX + "workqueue_depth"][1]
+    assert depth.WhichOneof("data") == "gauge" and depth.gauge.data_points[0].start_time_unix_nano == 0
+    # Every row of the table that has a value is there; histograms as _bucket/_sum/_count counters.
+    for row in RUNTIME_METRICS:
+        if row.kind == "histogram":
+            buckets = late[PREFIX + row.name + "_bucket"][1].sum.data_points
+            assert [dp.attributes[0].value.string_value for dp in buckets][-1] == "+Inf"
+            assert buckets[-1].as_int == late[PREFIX + row.name + "_count"][1].sum.data_points[0].as_int
+        elif row.name in ("workqueue_depth", "events_handled_total", "pods_cached", "synced", "exports_total"):
+            assert PREFIX + row.name in late
+    assert late[PREFIX + "pods_cached"][1].gauge.data_points[0].as_int == 2
+
+    # The SDK's own instruments: the process, under the semantic conventions' names, in the same resource.
+    scope, cpu = late["process.cpu.time"]
+    assert scope == "node_requests_agent.process" and cpu.sum.is_monotonic
+    assert {dp.attributes[0].value.string_value for dp in cpu.sum.data_points} == {"user", "system"}
+    assert late["process.memory.usage"][1].sum.data_points[0].as_int > 10 * 2**20
+    assert len(last.resource_metrics) == 1
+    resource = {a.key: a.value.string_value for a in last.resource_metrics[0].resource.attributes}
+    assert resource["telemetry.sdk.name"] == "opentelemetry" and resource["k8s.node.name"] == "node-a"

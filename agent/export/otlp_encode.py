@@ -1,12 +1,13 @@
-"""The node state as OTLP gauges, encoded straight into the protobuf request.
+"""The node state and the agent's own table, encoded straight into the OTLP protobuf request.
 
 Per-pod series are not SDK instruments: an instrument remembers every
 attribute set it has seen (opentelemetry-sdk 1.45 has no delete and no
 MetricProducer), so a pod that is gone would linger or overflow the
-cardinality limit. Instead each export encodes exactly the points of the
-current snapshot, from the one ``state_points()`` function that ``/metrics``
-uses too, and adds them to what the SDK collected for the agent's own
-instruments. A deleted pod's series is absent from the very next export.
+cardinality limit. Instead each export encodes exactly the points of one
+snapshot, from the same ``state_points()`` and ``RUNTIME_METRICS`` that
+``/metrics`` renders, and adds them to whatever the SDK collected (the
+exporter's public contract: ``MetricExporter.export(metrics_data)``). A
+deleted pod's series is absent from the very next export.
 """
 
 from __future__ import annotations
@@ -16,18 +17,22 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, ScopeMetrics
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE, Metric, ScopeMetrics
 from opentelemetry.sdk.metrics.export import MetricsData
 
 from agent.export.metrics import GAUGES, Point, state_points
+from agent.export.runtime import Readings, Series, otlp_series
 from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
 
-__all__ = ["add_state_points", "count_points", "RequestBuilder", "SCOPE_NAME"]
+__all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME", "RUNTIME_SCOPE_NAME"]
 
 SCOPE_NAME = "node_requests_agent.state"
+RUNTIME_SCOPE_NAME = "node_requests_agent"
 
 
-def _scope(request: ExportMetricsServiceRequest, resource_attributes: dict[str, str], version: str) -> ScopeMetrics:
+def _scope(request: ExportMetricsServiceRequest, resource_attributes: dict[str, str], version: str,
+           name: str = SCOPE_NAME) -> ScopeMetrics:
     if not request.resource_metrics:
         rm = request.resource_metrics.add()
         for key, value in resource_attributes.items():
@@ -35,9 +40,38 @@ def _scope(request: ExportMetricsServiceRequest, resource_attributes: dict[str, 
             kv.key = key
             kv.value.string_value = value
     scope = request.resource_metrics[0].scope_metrics.add()
-    scope.scope.name = SCOPE_NAME
+    scope.scope.name = name
     scope.scope.version = version
     return scope
+
+
+def add_runtime_series(request: ExportMetricsServiceRequest, series: Iterable[Series], start_unix_nano: int,
+                       time_unix_nano: int, resource_attributes: dict[str, str], version: str) -> int:
+    """Append the agent's own metrics: gauges, and counters as cumulative monotonic sums since ``start_unix_nano``."""
+    scope = _scope(request, resource_attributes, version, RUNTIME_SCOPE_NAME)
+    count = 0
+    for s in series:
+        metric = scope.metrics.add()
+        metric.name, metric.unit, metric.description = s.name, s.unit, s.description
+        if s.kind == "gauge":
+            data, start = metric.gauge, 0
+        else:
+            data, start = metric.sum, start_unix_nano
+            data.aggregation_temporality = AGGREGATION_TEMPORALITY_CUMULATIVE
+            data.is_monotonic = True
+        for attributes, value in s.points:
+            dp = data.data_points.add()
+            dp.start_time_unix_nano, dp.time_unix_nano = start, time_unix_nano
+            if isinstance(value, int):
+                dp.as_int = value
+            else:
+                dp.as_double = value
+            for key, text in attributes.items():
+                kv = dp.attributes.add()
+                kv.key = key
+                kv.value.string_value = text
+            count += 1
+    return count
 
 
 def add_state_points(request: ExportMetricsServiceRequest, points: Iterable[Point], time_unix_nano: int,
@@ -83,20 +117,24 @@ def count_points(request: ExportMetricsServiceRequest) -> int:
 
 
 class RequestBuilder:
-    """One export's request: what the SDK collected (the agent's own instruments) plus the current state."""
+    """One export's request: what the SDK collected, the agent's own table and the node state, from one snapshot each."""
 
-    def __init__(self, state: NodeState, resource_attributes: dict[str, str], version: str,
+    def __init__(self, state: NodeState, stats: RuntimeStats, resource_attributes: dict[str, str], version: str,
                  wall_ns: Callable[[], int] = time.time_ns) -> None:
         self._state = state
-        self._resource = resource_attributes
+        self._stats = stats
+        self._resource = resource_attributes  # the SDK Resource's, used if the SDK collected nothing
         self._version = version
         self._wall_ns = wall_ns
+        self._start_ns = wall_ns()  # the counters count from here: the agent's start
 
     def build(self, metrics_data: MetricsData) -> tuple[ExportMetricsServiceRequest, int]:
         """The request and how many points it carries."""
         request = encode_metrics(metrics_data)
-        sdk_points = count_points(request)
-        snapshot = self._state.snapshot()
-        added = add_state_points(request, state_points(snapshot.pods, snapshot.summary()), self._wall_ns(),
-                                 self._resource, self._version)
-        return request, sdk_points + added
+        points = count_points(request)
+        readings = Readings(self._stats.snapshot(), self._state.snapshot())
+        now = self._wall_ns()
+        points += add_runtime_series(request, otlp_series(readings), self._start_ns, now, self._resource, self._version)
+        points += add_state_points(request, state_points(readings.node.pods, readings.node.summary()), now,
+                                   self._resource, self._version)
+        return request, points

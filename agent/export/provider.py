@@ -1,8 +1,9 @@
 """Builds the OpenTelemetry MeterProvider, its periodic reader and the exporter the configuration asks for.
 
-The SDK's own PeriodicExportingMetricReader collects the agent's runtime
-instruments on schedule (and once more at shutdown); the exporter adds the
-current node state to each collection (``otlp_encode.RequestBuilder``).
+The SDK's own PeriodicExportingMetricReader drives the exports on schedule
+(and once more at shutdown); the exporter, the SDK's public extension point,
+adds the agent's own table and the current node state to each collection
+(``otlp_encode.RequestBuilder``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 
 from agent.export.otlp import GrpcTransport, HttpTransport, OtlpExporter, OtlpSettings, StateExporter
 from agent.export.otlp_encode import RequestBuilder
-from agent.export.runtime import RuntimeMetrics
+from agent.export.process import observe_process
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import EXPORT_LOOP, RuntimeStats
 
@@ -74,7 +75,8 @@ def build_telemetry(
         "service.instance.id": state.node_name,
         "k8s.node.name": state.node_name,
     }
-    builder = RequestBuilder(state, attributes, service_version)
+    resource = Resource.create(attributes)
+    builder = RequestBuilder(state, stats, {k: str(v) for k, v in resource.attributes.items()}, service_version)
     exporter = _exporter(exporter_kind, otlp, builder, stats, timeout)
     readers = []
     reader = None
@@ -83,7 +85,7 @@ def build_telemetry(
                                                else math.inf, export_timeout_millis=timeout * 1000)
         readers.append(reader)
         stats.heartbeat(EXPORT_LOOP)  # the loop exists from start-up; the first export is an interval away
-    provider = MeterProvider(resource=Resource.create(attributes), metric_readers=readers, shutdown_on_exit=False)
+    provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     if reader is not None:
-        RuntimeMetrics(provider.get_meter("node_requests_agent", service_version), stats, state)
+        observe_process(provider.get_meter("node_requests_agent.process", service_version))
     return Telemetry(provider, reader, exporter)

@@ -1,27 +1,24 @@
 """The agent's own metrics: one table over the stats snapshot, two exporters.
 
 Names mirror controller-runtime's workqueue set under the agent's namespace.
-OTLP gets observable instruments; the OTel API has no asynchronous histogram,
-so each histogram is sent as Prometheus-style ``_bucket{le}``, ``_sum`` and
-``_count`` counters read from the same snapshot (one source for every number,
-and ``histogram_quantile`` works on them unchanged). ``/metrics`` renders the
-same table natively. Every attribute is bounded.
+Every value is already counted in ``RuntimeStats``, so nothing here is an SDK
+instrument: each export encodes one snapshot of the table (``otlp_series``,
+then ``otlp_encode``), the way ``/metrics`` renders it natively. Through the
+SDK's observable instruments the same ~100 points cost four times their
+direct encoding (callbacks, per-attribute aggregation, then re-encoding) and
+came from several snapshots. Every attribute is bounded.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from agent.pipeline.state import NodeSnapshot
+from agent.pipeline.stats import HistogramSnapshot, StatsSnapshot
 
-from agent.pipeline.state import NodeSnapshot, NodeState
-from agent.pipeline.stats import HistogramSnapshot, RuntimeStats, StatsSnapshot
-
-__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "RuntimeMetrics", "Readings", "PREFIX", "le_label"]
+__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "Readings", "Series", "otlp_series", "PREFIX", "le_label"]
 
 PREFIX = "node_requests_agent_"
 
@@ -133,51 +130,34 @@ def le_label(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
-def _histogram_parts(h: HistogramSnapshot | None) -> dict[str, Points]:
-    if h is None:
-        return {"_bucket": [], "_sum": [], "_count": []}
-    return {
-        "_bucket": [({"le": le_label(bound)}, n) for bound, n in h.cumulative()],
-        "_sum": [({}, h.sum)],
-        "_count": [({}, h.count)],
-    }
+class Series(NamedTuple):
+    """One OTLP metric of the table: a gauge, or a cumulative monotonic sum (``kind`` "counter")."""
+
+    name: str  # with PREFIX
+    kind: str
+    unit: str
+    description: str
+    points: Points
 
 
-class RuntimeMetrics:
-    """OTel observable instruments over the table; ``refresh()`` takes the snapshot they read."""
+def otlp_series(readings: Readings) -> Iterator[Series]:
+    """The table as OTLP metrics, a histogram as ``_bucket{le}``, ``_sum`` and ``_count`` counters.
 
-    # Callbacks within one collection run microseconds apart: they share one pair of snapshots,
-    # so the numbers of one export agree with each other.
-    _FRESH_FOR = 0.05
-
-    def __init__(self, meter: Meter, stats: RuntimeStats, state: NodeState,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._stats = stats
-        self._state = state
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._readings = Readings(stats.snapshot(), state.snapshot())
-        self._taken = -float("inf")
-        for metric in RUNTIME_METRICS:
-            if metric.kind == "histogram":
-                for suffix, unit in (("_bucket", "{event}"), ("_sum", metric.unit), ("_count", "{event}")):
-                    meter.create_observable_counter(
-                        PREFIX + metric.name + suffix, unit=unit, description=f"{metric.description} ({suffix[1:]})",
-                        callbacks=[self._callback(lambda s, m=metric, x=suffix: _histogram_parts(m.read(s))[x])])
-            elif metric.kind == "counter":
-                meter.create_observable_counter(PREFIX + metric.name, unit=metric.unit, description=metric.description,
-                                                callbacks=[self._callback(metric.read)])
-            else:
-                meter.create_observable_gauge(PREFIX + metric.name, unit=metric.unit, description=metric.description,
-                                              callbacks=[self._callback(metric.read)])
-
-    def _callback(self, read: Callable[[Readings], Points]) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        return lambda options: [Observation(value, attrs) for attrs, value in read(self.readings())]
-
-    def readings(self) -> Readings:
-        with self._lock:
-            now = self._clock()
-            if now - self._taken > self._FRESH_FOR:
-                self._readings = Readings(self._stats.snapshot(), self._state.snapshot())
-                self._taken = now
-            return self._readings
+    The OTel API has no asynchronous histogram, and these counters are what
+    Prometheus' own histogram is made of, so ``histogram_quantile`` works on
+    them unchanged. A metric with no points yet is left out.
+    """
+    for metric in RUNTIME_METRICS:
+        name = PREFIX + metric.name
+        if metric.kind != "histogram":
+            points = metric.read(readings)
+            if points:
+                yield Series(name, metric.kind, metric.unit, metric.description, points)
+            continue
+        h: HistogramSnapshot | None = metric.read(readings)
+        if h is None:
+            continue
+        parts = (("_bucket", "{event}", [({"le": le_label(bound)}, n) for bound, n in h.cumulative()]),
+                 ("_sum", metric.unit, [({}, h.sum)]), ("_count", "{event}", [({}, h.count)]))
+        for suffix, unit, points in parts:
+            yield Series(name + suffix, "counter", unit, f"{metric.description} ({suffix[1:]})", points)
