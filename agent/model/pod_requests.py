@@ -35,7 +35,6 @@ Pod-level ``spec.resources.requests`` then replaces the aggregate, and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from agent.model.fields import Requests
@@ -51,8 +50,9 @@ __all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse
 Resources = dict[str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class Contribution:
+# Named tuples, as PodRecord: several are built per watch event that changes a request,
+# and a frozen dataclass costs three times as much to build.
+class Contribution(NamedTuple):
     """One line of the explanation: what a container (or pod field) asks for."""
 
     name: str
@@ -63,12 +63,14 @@ class Contribution:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestsResult:
+class RequestsResult(NamedTuple):
     cpu: int
     memory: int
     contributions: tuple[Contribution, ...]
     problems: tuple[Problem, ...]
+    # The spec-only sum: kube-scheduler's reservation as `kubectl describe node` shows it.
+    spec_cpu: int = 0
+    spec_memory: int = 0
 
 
 def parse_requests(requests: Requests, where: str, problems: list[Problem]) -> Resources:
@@ -123,14 +125,15 @@ class _Container(NamedTuple):
     note: str  # "replaced by VM usage", else ""
 
 
-def _containers(pod: PodRecord, override: Resources | None, problems: list[Problem]) -> list[_Container]:
-    """App containers then init containers, in order, with their spec requests parsed."""
+def _containers(pod: PodRecord, overridden: bool, problems: list[Problem]) -> list[_Container]:
+    """App containers then init containers, in order, with their spec requests parsed.
+
+    The first container's parse problems are dropped when it is ``overridden``:
+    its requests count only for the spec-only sum, and the VM's usage replaces them.
+    """
     out = []
     for i, c in enumerate(pod.containers):
-        if i == 0 and override is not None:
-            out.append(_Container(c.name, "container", dict(override), "replaced by VM usage"))
-        else:
-            out.append(_Container(c.name, "container", parse_requests(c.requests, c.name, problems), ""))
+        out.append(_Container(c.name, "container", parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems), ""))
     for c in pod.init_containers:
         out.append(_Container(c.name, "sidecar" if c.restartable else "init", parse_requests(c.requests, c.name, problems), ""))
     return out
@@ -307,34 +310,47 @@ _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
 
 def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resources | None = None,
                  use_status: bool = True) -> RequestsResult:
-    """Effective cpu and memory requests of ``pod`` under ``rules``, in nano-units.
+    """Effective cpu and memory requests of ``pod`` under ``rules``, in nano-units, and its spec-only sum.
 
     ``first_container_override`` replaces the first app container's requests,
     which is how neon's patched cluster-autoscaler applies a VM's usage.
-    ``use_status=False`` is the spec-only sum ``kubectl describe node`` shows
-    as "Allocated resources" (the same in every release). A resource nobody
-    requests is 0.
+    The spec-only sum (``spec_cpu``, ``spec_memory``) is what ``kubectl
+    describe node`` shows as "Allocated resources": the same in every
+    release, never overridden. ``use_status=False`` makes it the result too.
+    A resource nobody requests is 0.
     """
     aggregate, pod_level = _BY_RULES[rules]
     problems: list[Problem] = []
-    containers = _containers(pod, first_container_override, problems)
-    if use_status and not (first_container_override is None and not problems and statuses_repeat_spec(pod)):
+    overridden = first_container_override is not None and bool(pod.containers)
+    spec_containers = _containers(pod, overridden, problems)
+    containers = spec_containers
+    if overridden:
+        first = spec_containers[0]
+        containers = [_Container(first.name, "container", dict(first_container_override or {}), "replaced by VM usage"),
+                      *spec_containers[1:]]
+    read_status = use_status and (overridden or bool(problems) or not statuses_repeat_spec(pod))
+    if read_status:
         total, contributions = aggregate(pod, containers, problems)
     else:
         # Spec only, or statuses that repeat it: the same totals and lines, without reading them all again
         # (with a problem in the spec, the statuses repeating it must report it too, so they are read then).
         total, contributions = _spec_only(containers)
+    # The spec-only sum is the total itself unless statuses or the override changed it; else one more
+    # aggregate of the requests already parsed (it was a second whole pass, a third of an event's cost).
+    spec = _aggregate((c.kind, c.spec) for c in spec_containers) if read_status or overridden else None
     if pod.pod_requests is not None:
         line = pod_level(pod, pod.pod_status if use_status else None, total, problems)
         if line is not None:
             contributions.append(line)
+        if spec is not None:
+            pod_level(pod, None, spec, [])  # the same spec.resources, whose problems the line above reported
     if pod.overhead:
         overhead = parse_requests(pod.overhead, "spec.overhead", problems)
         _add(total, overhead)
         contributions.append(_contribution("spec.overhead", "overhead", overhead))
-    return RequestsResult(
-        cpu=total.get("cpu", 0),
-        memory=total.get("memory", 0),
-        contributions=tuple(contributions),
-        problems=tuple(problems),
-    )
+        if spec is not None:
+            _add(spec, overhead)
+    if spec is None:
+        spec = total
+    return RequestsResult(total.get("cpu", 0), total.get("memory", 0), tuple(contributions), tuple(problems),
+                          spec.get("cpu", 0), spec.get("memory", 0))
