@@ -107,3 +107,24 @@ def test_snapshot_is_an_immutable_value():
         pass
     else:
         raise AssertionError("snapshot mappings must be read-only")
+
+
+def test_a_full_queue_holds_the_source_back_and_loses_nothing_in_order():
+    """The bound is back-pressure on the watch reader, not a drop: every event arrives, in order."""
+    queue = EventQueue(maxsize=3, full_poll=0.001)
+    sent = events(12)
+    producer = threading.Thread(target=lambda: [queue.put(e) for e in sent], daemon=True)
+    producer.start()
+    wait_until(lambda: queue.qsize() == 3, timeout=5)
+    time.sleep(0.05)
+    assert producer.is_alive() and queue.qsize() == 3  # held at the bound, not past it
+    assert not queue.join(0.01)  # put and not handled
+    received = []
+    while len(received) < len(sent):
+        item = queue.get(timeout=5)
+        assert item is not None
+        assert queue.qsize() <= 3
+        received.append(item.event)
+        queue.task_done()
+    producer.join(5)
+    assert received == sent and queue.get(timeout=0) is None and queue.join(0.01)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import Usage
@@ -24,8 +24,7 @@ SAMPLE = "SAMPLE"
 VERSION = "VERSION"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):  # one per watch event: a named tuple is the cheapest immutable record to build
     type: str
     pod: PodRecord | None = None
     # Only for RELIST.
