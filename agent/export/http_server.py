@@ -203,10 +203,10 @@ class HttpServer:
                         self._close(key.data)
             self._expire()
 
-    def _timeout(self) -> float:
-        now = self._clock()
+    def _timeout(self) -> float | None:
+        """Until the nearest deadline; with none, sleep until a connection or a wake-up (idle costs no CPU)."""
         pending = [c.deadline for c in self._connections.values() if not c.waiting]
-        return max(0.0, min(pending) - now) if pending else 1.0
+        return max(0.0, min(pending) - self._clock()) if pending else None
 
     def _expire(self) -> None:
         now = self._clock()
