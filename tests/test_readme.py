@@ -99,3 +99,12 @@ def test_product_metric_tables_match_state_points():
             attrs = attribute_names(cells[3] if header == "OTel name" else cells[2], previous)
             documented[name] = previous = attrs
     assert documented == exported and set(documented) == set(GAUGES)
+
+
+def test_process_metric_table_matches_the_sdk_instruments():
+    from agent.export.process import PROCESS_METRICS
+
+    rows = table("OTel name (SDK instrument)")
+    documented = {re.findall(r"`([a-z_.]+)`", cells[0])[0]: (cells[2].strip("`"), re.findall(r"`([a-z_]+)`", cells[4])[0])
+                  for cells in rows}
+    assert documented == {name: (unit, name.replace(".", "_")) for name, (unit, _) in PROCESS_METRICS.items()}
