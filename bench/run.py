@@ -136,18 +136,20 @@ def list_decode(pods: int = 2000, repeat: int = 5) -> None:
     """Decoding one LIST answer: main's way (whole body as text, json module per item) against the streamed typed one."""
     from agent.model.pod import decode_pod
     from agent.source.listing import iter_list, read_list
-    from agent.source.typed_decode import pod_record
+    from agent.source.typed_decode import pod_item, pod_record
 
-    body = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"},
-                       "items": [realistic_pod(i) for i in range(pods)]}, separators=(",", ":")).encode()
+    # As the API server writes a LIST: compact, items without their kind and apiVersion.
+    items = [{k: v for k, v in realistic_pod(i).items() if k not in ("kind", "apiVersion")} for i in range(pods)]
+    body = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": items},
+                      separators=(",", ":")).encode()
     chunks = [body[i:i + 65536] for i in range(0, len(body), 65536)]
 
     def text_then_json():  # main before this change: bytes -> str, then json per item
         fields, items = iter_list(body.decode("utf-8"))
         return [decode_pod(item) for item in items]
 
-    def streamed_typed():
-        fields, items = read_list(iter(chunks))
+    def streamed_typed():  # as the reflector reads a LIST
+        fields, items = read_list(iter(chunks), pod_item)
         return [pod_record(item) for item in items]
 
     assert text_then_json() == streamed_typed()
@@ -157,7 +159,7 @@ def list_decode(pods: int = 2000, repeat: int = 5) -> None:
     print("| path | ms | per pod us | vs text + json |")
     print("|---|---:|---:|---:|")
     print(f"| body as text, json module per item, tolerant decode (before) | {t_old * 1000:.0f} | {t_old / pods * 1e6:.0f} | 1.00x |")
-    print(f"| streamed 64 KiB chunks, msgspec per item, typed decode (now) | {t_new * 1000:.0f} | {t_new / pods * 1e6:.0f} | "
+    print(f"| streamed 64 KiB chunks, each item parsed once by msgspec into the typed records (now) | {t_new * 1000:.0f} | {t_new / pods * 1e6:.0f} | "
           f"{t_old / t_new:.1f}x less CPU |")
 
 

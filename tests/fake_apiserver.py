@@ -254,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _send_json(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+        data = json.dumps(body, separators=(",", ":")).encode()  # compact, as the API server writes
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -302,7 +302,9 @@ class _Handler(BaseHTTPRequestHandler):
             if query.get("watch", [""])[0] in ("true", "1"):
                 return self._watch(fake, kind, query, matches)
             with fake._lock:
-                items = [copy.deepcopy(o) for o in fake._objects[kind].values() if matches(o)]
+                # As the API server lists: items without their kind and apiVersion (the List has them).
+                items = [{k: copy.deepcopy(v) for k, v in o.items() if k not in ("kind", "apiVersion")}
+                         for o in fake._objects[kind].values() if matches(o)]
                 rv = fake._rv
             items.sort(key=lambda o: (_field(o, "metadata.namespace"), _field(o, "metadata.name")))
             body = {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",

@@ -78,3 +78,61 @@ def test_read_list_malformed_raises_value_error(text):
     with pytest.raises(ValueError):
         fields, items = read_list(chunked(text.encode(), 3))
         list(items)
+
+
+# -- with a typed decoder: each item parsed once, its end found by where the next one starts ------
+
+def _api_server_list(items, separators=(",", ":")) -> bytes:
+    """A LIST body as the API server writes it: compact, the List's kind and version, items without theirs."""
+    return json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": items},
+                      separators=separators).encode()
+
+
+def _records(body: bytes, size: int, typed: bool):
+    from agent.source.typed_decode import pod_item, pod_record
+
+    _, items = read_list(chunked(body, size), pod_item if typed else None)
+    out = list(items)
+    return out, [pod_record(i) for i in out]
+
+
+def _pods(n: int) -> list[dict]:
+    from tests.factory import container, pod
+
+    pods = []
+    for i in range(n):
+        p = pod(f"p{i}", containers=[container("c", f"{i + 1}00m", "64Mi")])
+        del p["kind"], p["apiVersion"]
+        pods.append(p)
+    return pods
+
+
+@given(st.integers(1, 12), st.integers(1, 700))
+def test_typed_items_are_the_records_the_bytes_give_whatever_the_chunks(n, size):
+    body = _api_server_list(_pods(n))
+    typed_items, typed = _records(body, size, typed=True)
+    plain_items, plain = _records(body, size, typed=False)
+    assert typed == plain and [r.name for r in typed] == [f"p{i}" for i in range(n)]
+    # Every item but the last came parsed once as a Struct; the last has no next item to end it.
+    assert [isinstance(i, bytes) for i in typed_items] == [False] * (n - 1) + [True]
+
+
+def test_a_marker_inside_an_item_or_a_refused_item_costs_nothing_but_speed():
+    pods = _pods(4)
+    # An array of objects that start with metadata inside a pod: a false end, whose slice is truncated.
+    pods[1]["spec"]["volumes"] = [{"metadata": {"x": 1}}, {"metadata": {"name": "tmpl"}}]
+    pods[1]["spec"]["extra"] = [{"a": 1}, {"metadata": {"name": "y"}}]
+    # A pod the Structs refuse (a number for a name): the tolerant decoder reads it.
+    pods[2]["spec"]["containers"][0]["name"] = 7
+    body = _api_server_list(pods)
+    assert b'},{"metadata":{' in json.dumps(pods[1]["spec"], separators=(",", ":")).encode()
+    items, records = _records(body, 64, typed=True)
+    _, plain = _records(body, 64, typed=False)
+    assert records == plain and [r.name for r in records] == ["p0", "p1", "p2", "p3"]
+    assert records[2].containers[0].name == "#0"  # as the tolerant decoder names a container without a usable name
+
+
+def test_a_body_without_the_api_servers_layout_is_read_the_skipping_way_once_per_item():
+    body = _api_server_list(_pods(50), separators=(", ", ": "))
+    items, records = _records(body, 256, typed=True)
+    assert all(isinstance(i, bytes) for i in items) and [r.name for r in records] == [f"p{i}" for i in range(50)]

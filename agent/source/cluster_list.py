@@ -28,7 +28,7 @@ class Listed(NamedTuple):
 def list_resource(api: ListWatchApi, resource: Resource, timeout: float = 60.0) -> tuple[list[Any], list[str]]:
     """Every decodable object of one LIST, and a note for each item skipped."""
     params = {"fieldSelector": resource.field_selector} if resource.field_selector else {}
-    _, items = read_list(api.get_chunks(resource.path, params, read_timeout=timeout))
+    _, items = read_list(api.get_chunks(resource.path, params, read_timeout=timeout), resource.typed_item)
     records, skipped = [], []
     for item in items:
         if isinstance(item, Unparsable):

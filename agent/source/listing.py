@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -154,6 +154,12 @@ _WS_BYTES = frozenset(b" \t\n\r")
 # The API server writes kind, apiVersion and metadata before items: a few hundred bytes.
 _HEADER_LIMIT = 1 << 20
 _SKIP = msgspec.json.Decoder(msgspec.Raw)
+# Where the API server's compact JSON puts one item's end: every object of a List starts with its
+# metadata (kind and apiVersion are empty in items, so omitted). Only a candidate: the slice up to it
+# must decode as exactly one value, which no other place can give (see _typed_item).
+_NEXT_ITEM = b'},{"metadata":{'
+_NO_NEXT_ITEM, _REFUSED = -1, -2
+_AHEAD_LIMIT = 1 << 18  # read at most this far past an item's start looking for the next one
 
 
 def _text(data: bytes | bytearray) -> str:
@@ -195,18 +201,23 @@ class _Chunks:
         return _text(self.data[pos:])
 
 
-def read_list(chunks: Iterable[bytes]) -> tuple[dict[str, Any], Iterator[Any]]:
+def read_list(chunks: Iterable[bytes], typed_item: Callable[[memoryview], Any] | None = None,
+              ) -> tuple[dict[str, Any], Iterator[Any]]:
     """:func:`iter_list` for an answer arriving as byte chunks; items come as JSON bytes (or as iter_list's).
 
     Same contract: the top-level fields other than ``items`` up front, the
     iterator over ``items``, and fields after ``items`` only once it is done.
+    With ``typed_item`` (bytes of exactly one item -> a typed object, or
+    ``msgspec.DecodeError``) most items come as its typed objects instead,
+    each parsed once: an item's end is found by where the next one starts,
+    not by a second parse that skips it.
     """
     buf = _Chunks(chunks)
     while True:
         for match in _ITEMS_KEY.finditer(buf.data):
             fields = _header(buf.data[:match.start()])
             if fields is not None:
-                return fields, _stream_items(buf, match.end(), fields)
+                return fields, _stream_items(buf, match.end(), fields, typed_item)
         if len(buf.data) > _HEADER_LIMIT or not buf.more():
             return iter_list(buf.rest(0))
 
@@ -223,7 +234,8 @@ def _header(prefix: bytearray) -> dict[str, Any] | None:
     return header
 
 
-def _stream_items(buf: _Chunks, pos: int, fields: dict[str, Any]) -> Iterator[Any]:
+def _stream_items(buf: _Chunks, pos: int, fields: dict[str, Any],
+                  typed_item: Callable[[memoryview], Any] | None) -> Iterator[Any]:
     first = True
     while True:
         pos = _skip_bytes(buf, pos)
@@ -233,6 +245,19 @@ def _stream_items(buf: _Chunks, pos: int, fields: dict[str, Any]) -> Iterator[An
             pos += 1
             break
         first = False
+        if typed_item is not None:
+            end, item = _typed_item(buf, pos, typed_item)
+            if end > 0:
+                yield item
+                pos = end
+                if pos > 65536 and pos * 2 > len(buf.data):
+                    pos = buf.drop(pos)
+                pos += 1  # the "," the next item's start was found after
+                continue
+            if end == _NO_NEXT_ITEM:
+                # Not the API server's layout (or the last item): from here on, the skipping reader only,
+                # so a body without the marker is not searched ahead once per item.
+                typed_item = None
         end = _item_end(buf, pos)
         if end < 0:  # not an item msgspec can read: the json module's reader takes over from here
             base = buf.dropped + pos
@@ -264,6 +289,34 @@ def _skip_bytes(buf: _Chunks, pos: int) -> int:
             return pos
         if not buf.more():
             return -1
+
+
+def _typed_item(buf: _Chunks, pos: int, typed_item: Callable[[memoryview], Any]) -> tuple[int, Any]:
+    """(end, typed object) of the item at ``pos`` when the next item starts right after it, else (_NO_NEXT_ITEM or _REFUSED, None).
+
+    The slice up to a candidate end decodes only if it is exactly one JSON
+    value; a value has one end, so a successful decode proves the boundary. A
+    candidate inside the item (an array of objects that start with metadata)
+    gives a truncated slice and the next candidate is tried; the last item,
+    a bad one, or none in reach fall back to the skipping reader.
+    """
+    start = pos
+    while True:
+        found = buf.data.find(_NEXT_ITEM, start)
+        if found < 0:
+            start = max(pos, len(buf.data) - len(_NEXT_ITEM) + 1)  # the next one may straddle two chunks
+            if len(buf.data) - pos > _AHEAD_LIMIT or not buf.more():
+                return _NO_NEXT_ITEM, None
+            continue
+        with memoryview(buf.data) as data, data[pos:found + 1] as view:
+            try:
+                return found + 1, typed_item(view)
+            except msgspec.DecodeError as exc:
+                if "truncated" not in str(exc):
+                    return _REFUSED, None  # a whole item the Structs refuse: the tolerant path takes it
+            except RecursionError:
+                return _REFUSED, None
+        start = found + 1
 
 
 def _item_end(buf: _Chunks, pos: int) -> int:

@@ -36,7 +36,7 @@ from agent.pipeline.stats import NODES, OTHER_NODE, PODS, UNDECODABLE, RuntimeSt
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import Unparsable, read_list
-from agent.source.typed_decode import loads, node_event, node_record, pod_event, pod_record
+from agent.source.typed_decode import loads, node_event, node_item, node_record, pod_event, pod_item, pod_record
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "Retry", "decide", "pods_of_node", "node_object",
            "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
@@ -60,6 +60,8 @@ class Resource:
     decode: Callable[[Any], Any]  # JSON bytes, a typed object or a parsed one; DecodeError if unidentifiable
     # (type, typed object) of a plain ADDED/MODIFIED/DELETED watch line, or None: parse it the tolerant way.
     typed_event: Callable[[bytes], tuple[str, Any] | None]
+    # The typed object of exactly one LIST item's bytes, or msgspec.DecodeError (see listing.read_list).
+    typed_item: Callable[[Any], Any]
     event: Callable[[str, Any], Event]
     relist: Callable[[tuple, str], Event]
     accept: Callable[[Any], bool]  # the field selector, checked again on our side
@@ -67,7 +69,7 @@ class Resource:
 
 def pods_of_node(node_name: str) -> Resource:
     """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache)."""
-    return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", pod_record, pod_event,
+    return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", pod_record, pod_event, pod_item,
                     lambda kind, pod: Event(kind, pod=pod, resource_version=pod.resource_version),
                     lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv),
                     lambda pod: pod.node_name == node_name)
@@ -75,7 +77,7 @@ def pods_of_node(node_name: str) -> Resource:
 
 def node_object(node_name: str) -> Resource:
     """The agent's own Node object."""
-    return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", node_record, node_event,
+    return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", node_record, node_event, node_item,
                     lambda kind, node: Event(kind, kind="node", node=node, resource_version=node.resource_version),
                     lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv),
                     lambda node: node.name == node_name)
@@ -241,7 +243,7 @@ class Reflector:
             {"fieldSelector": self._resource.field_selector, "resourceVersion": self.list_resource_version()},
             read_timeout=self._settings.list_timeout,
         )
-        fields, items = read_list(chunks)
+        fields, items = read_list(chunks, self._resource.typed_item)
         records = [r for r in map(self._decode, items) if r is not None]
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}

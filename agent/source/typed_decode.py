@@ -28,7 +28,7 @@ from agent.model.pod import (OVERCOMMIT_ANNOTATION, USAGE_ANNOTATION, VM_NAME_LA
                              StatusRequests, decode_pod)
 from agent.pipeline.events import ADDED, DELETED, MODIFIED
 
-__all__ = ["pod_record", "node_record", "pod_event", "node_event", "loads"]
+__all__ = ["pod_record", "node_record", "pod_event", "node_event", "pod_item", "node_item", "loads"]
 
 _NEONVM_API_VERSION = "vm.neon.tech/v1"
 _OBJECT_EVENTS = frozenset({ADDED, MODIFIED, DELETED})
@@ -321,6 +321,15 @@ def node_record(obj: Any) -> NodeRecord:
         except (msgspec.DecodeError, RecursionError):
             obj = loads(obj)
     return decode_node(obj)
+
+
+def pod_item(data: bytes | memoryview) -> _Pod:
+    """Bytes of exactly one pod as its Struct, for :func:`pod_record`; msgspec.DecodeError otherwise (a LIST reader's test)."""
+    return _POD.decode(data)
+
+
+def node_item(data: bytes | memoryview) -> _Node:
+    return _NODE.decode(data)
 
 
 def pod_event(line: bytes) -> tuple[str, _Pod] | None:
