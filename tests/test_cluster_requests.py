@@ -42,21 +42,23 @@ def control_plane(request, tmp_path_factory) -> Cluster:
     kubernetes_bin(version)
     etcd_bin()
     cluster = Cluster(tmp_path_factory.mktemp(f"cluster-{version}"), version=version)
-    try:
-        cluster.start()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    if not cluster.has_controller_manager:
-        # The controller-manager's job, done by hand where the build has none: pods need their ServiceAccount.
-        cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
-                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
-    wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60,
-               message="default ServiceAccount")
-    yield cluster
-    if request.session.testsfailed:
-        print(f"\ncontrol-plane {version} logs:\n{cluster.logs_tail()}")
-    cluster.stop()
+    try:  # stopped on every path: a start that fails half-way must not leave etcd or an API server running
+        try:
+            cluster.start()
+        except RuntimeError as error:
+            pytest.fail(str(error), pytrace=False)
+        cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        if not cluster.has_controller_manager:
+            # The controller-manager's job, done by hand where the build has none: pods need their ServiceAccount.
+            cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
+                        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+        wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60,
+                   interval=0.25, message="default ServiceAccount")
+        yield cluster
+        if request.session.testsfailed:
+            print(f"\ncontrol-plane {version} logs:\n{cluster.logs_tail()}")
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
@@ -109,7 +111,7 @@ def pod_path(name: str) -> str:
 def create_bound(cluster: Cluster, body: dict) -> dict:
     cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
     name = body["metadata"]["name"]
-    return wait_until(lambda: (p := cluster.api("GET", pod_path(name)))["spec"].get("nodeName") and p, 60,
+    return wait_until(lambda: (p := cluster.api("GET", pod_path(name)))["spec"].get("nodeName") and p, 60, interval=0.25,
                       message=f"{name} bound by kube-scheduler")
 
 
@@ -164,7 +166,7 @@ def test_ordinary_pods_equal_the_schedulers_resource_metrics(control_plane, agen
                 view.setdefault(s["pod"], {})[s["resource"]] = s["value"]
         return view if set(view) == names - {f"bare-{suffix}"} else {}
 
-    view = wait_until(scheduler_view, 60, message="kube_pod_resource_request for every pod")
+    view = wait_until(scheduler_view, 60, interval=0.25, message="kube_pod_resource_request for every pod")
     wait_until(lambda: {v.name for v in agent.state.pods()} == names, 30, message="the agent sees every pod")
     for name in names:
         v = value_of(agent, name)
@@ -294,7 +296,7 @@ def probe(cluster: Cluster, node: str, cpu: Fraction) -> str:
     verdict = wait_until(decided, 60, interval=0.2, message=f"the scheduler's verdict on {name} ({cpu} cpu)")
     if verdict == "unschedulable":
         cluster.api("DELETE", pod_path(name))  # never bound: gone at once, and out of the way of the next probe
-        wait_until(lambda: not cluster.exists(pod_path(name)), 30, message=f"{name} deleted")
+        wait_until(lambda: not cluster.exists(pod_path(name)), 30, interval=0.25, message=f"{name} deleted")
     return verdict
 
 

@@ -60,7 +60,7 @@ def test_live_answer_matches_the_scheduler_per_node(live):
                  if s["namespace"] == namespace and s["resource"] == "cpu"}
         return found if len(found) == 3 else {}
 
-    assert wait_until(oracle, 30, message="kube_pod_resource_request for the three pods") == pytest.approx(ours)
+    assert wait_until(oracle, 30, interval=0.25, message="kube_pod_resource_request for the three pods") == pytest.approx(ours)
 
 
 def test_kubectl_node_requests_against_the_real_api_server(live):
