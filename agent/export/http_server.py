@@ -34,6 +34,7 @@ MAX_REQUEST_LINE = 8192
 MAX_HEADER_BYTES = 32768
 MAX_HEADERS = 100
 _LINGER = 0.5  # seconds an answered connection is read (and discarded) until the client closes
+_ACCEPT_PAUSE = 0.1  # seconds the listener rests when accepting fails (out of descriptors)
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,15 @@ def listen_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
     if host == "":
         try:
             sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            family_host = "::"
         except OSError:  # no IPv6 on this host
             sock, family_host = socket.socket(socket.AF_INET, socket.SOCK_STREAM), "0.0.0.0"
+        else:
+            try:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                family_host = "::"
+            except OSError:  # IPv6 only, no dual-stack: IPv4, so the kubelet's probes still reach it
+                sock.close()
+                sock, family_host = socket.socket(socket.AF_INET, socket.SOCK_STREAM), "0.0.0.0"
     else:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         family_host = host
@@ -147,7 +153,8 @@ class HttpServer:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=f"{name}-view")
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}
-        self._rendered: queue.SimpleQueue[tuple[_Connection, Response]] = queue.SimpleQueue()
+        self._rendered: queue.SimpleQueue[tuple[_Connection, bytes]] = queue.SimpleQueue()
+        self._accept_resume: float | None = None  # when accepting, paused after a failure, starts again
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -201,15 +208,23 @@ class HttpServer:
                     log.debug("connection failed", exc_info=True)
                     if isinstance(key.data, _Connection):
                         self._close(key.data)
-            self._expire()
+            try:
+                self._expire()
+            except Exception:  # noqa: BLE001 - as above: the loop outlives any one connection
+                log.debug("expiring connections failed", exc_info=True)
 
     def _timeout(self) -> float | None:
         """Until the nearest deadline; with none, sleep until a connection or a wake-up (idle costs no CPU)."""
         pending = [c.deadline for c in self._connections.values() if not c.waiting]
+        if self._accept_resume is not None:
+            pending.append(self._accept_resume)
         return max(0.0, min(pending) - self._clock()) if pending else None
 
     def _expire(self) -> None:
         now = self._clock()
+        if self._accept_resume is not None and self._accept_resume <= now:
+            self._accept_resume = None
+            self._selector.register(self._sock, selectors.EVENT_READ, "accept")
         for conn in [c for c in self._connections.values() if not c.waiting and c.deadline <= now]:
             if conn.out is None:
                 self._answer(conn, _error(408, "request too slow"))
@@ -221,6 +236,15 @@ class HttpServer:
             try:
                 sock, _ = self._sock.accept()
             except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                # Out of descriptors (EMFILE, ENFILE, ENOBUFS): the connection stays pending, the listener
+                # readable, and selecting on it again at once would spin a core until a descriptor frees.
+                log.warning("cannot accept a connection (%s): pausing %.1f s", exc, _ACCEPT_PAUSE)
+                self._selector.unregister(self._sock)
+                self._accept_resume = self._clock() + _ACCEPT_PAUSE
                 return
             sock.setblocking(False)
             if len(self._connections) >= 2 * self._max_clients:
@@ -264,11 +288,11 @@ class HttpServer:
         conn.head_only = method == "HEAD"
         path = path.split("?", 1)[0]
         if path in self._inline:
-            self._answer(conn, self._render(path))  # probes: answered at once, never queued behind a render
+            self._write(conn, self._render(path, conn.head_only))  # probes: at once, never queued behind a render
             return
         conn.waiting = True
         self._selector.unregister(conn.sock)  # one request per connection: nothing more to read
-        future = self._pool.submit(self._render, path)
+        future = self._pool.submit(self._render, path, conn.head_only)
         future.add_done_callback(lambda f, c=conn: self._rendered_one(c, f))
 
     def _rendered_one(self, conn: _Connection, future: concurrent.futures.Future) -> None:
@@ -277,12 +301,14 @@ class HttpServer:
         self._rendered.put((conn, future.result()))
         self._wake()
 
-    def _render(self, path: str) -> Response:
+    def _render(self, path: str, head_only: bool) -> bytes:
+        """The answer, encoded here: a view that raises, or returns what cannot be encoded (a str body), is a 500,
+        never a silent close, and never an exception on the loop that would strand the answers queued behind it."""
         try:
-            return self._route(path)
+            return _encode(self._route(path), head_only)
         except Exception:  # noqa: BLE001 - a bug in a view is a 500, not a dead connection
             log.exception("view failed on %s", path)
-            return _error(500, "internal error")
+            return _encode(_error(500, "internal error"), head_only)
 
     def _drain_wake(self) -> None:
         try:
@@ -292,16 +318,19 @@ class HttpServer:
             pass
         while True:
             try:
-                conn, response = self._rendered.get_nowait()
+                conn, answer = self._rendered.get_nowait()
             except queue.Empty:
                 return
             if self._connections.get(conn.sock.fileno()) is conn:
                 conn.waiting = False
                 self._selector.register(conn.sock, selectors.EVENT_WRITE, conn)
-                self._answer(conn, response)
+                self._write(conn, answer)
 
     def _answer(self, conn: _Connection, response: Response) -> None:
-        conn.out = memoryview(_encode(response, conn.head_only))
+        self._write(conn, _encode(response, conn.head_only))
+
+    def _write(self, conn: _Connection, answer: bytes) -> None:
+        conn.out = memoryview(answer)
         conn.deadline = self._clock() + self._write_deadline
         self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
         self._send(conn)
