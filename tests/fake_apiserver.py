@@ -269,6 +269,9 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(url.query)
         with fake._lock:
             fake.requests.append((time.monotonic(), url.path, query))
+            # A watch belongs to the generation it was asked in: drop_watches() right after a request
+            # was counted ends that watch too, however late its handler starts.
+            self.generation = fake._generation
             fake._open.add(self.connection)
             pending = fake._fail.get(url.path)
             failure = pending.pop(0) if pending else None
@@ -382,7 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _watch_start(self, fake: FakeApiServer, kind: str, rv_text: str):
         """(generation, changes to send first, cursor), or None when the watch already ended (hang, 410)."""
         with fake._lock:
-            generation = fake._generation
+            generation = self.generation
             if fake._hang_watches:
                 # A half-open peer: the client sees headers, then nothing ever.
                 while fake._hang_watches and generation == fake._generation and fake._server is not None:
