@@ -9,7 +9,7 @@ kubelet projects it: a TokenRequest for the pod's ServiceAccount bound to the po
 
 What cannot be reproduced without a container, and is replaced explicitly (see ``TEST_OVERRIDES``): the image's
 filesystem (its ``/opt/agent`` virtual environment is this checkout's), the pod's network namespace (the debug
-port is a free loopback port, not 9808 on a pod IP), cluster DNS (the Collector address is the test's receiver),
+port is a free loopback port, not the default port on a pod IP), cluster DNS (the Collector address is the test's receiver),
 and the mount of the token folder (``NRA_SERVICEACCOUNT_DIR`` names where it was written).
 """
 
@@ -174,7 +174,7 @@ class ServiceAccountVolume:
 #: What a test changes in the pod's environment, and why (each names something only a real node provides).
 TEST_OVERRIDES = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": "cluster DNS for the Collector Service: the test's OTLP receiver instead",
-    "DEBUG_ADDRESS": "the pod's own network namespace: a free loopback port instead of :9808",
+    "DEBUG_ADDRESS": "the pod's own network namespace: a free loopback port instead of the default debug port",
     SERVICEACCOUNT_DIR_ENV: "the volume mount: the folder the stand-in projected the volume into",
 }
 

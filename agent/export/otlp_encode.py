@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE, Metric, ScopeMetrics
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE, Metric, NumberDataPoint, ScopeMetrics
 from opentelemetry.sdk.metrics.export import MetricsData
 
 from agent.export.metrics import GAUGES, Point, state_points
@@ -45,6 +45,13 @@ def _scope(request: ExportMetricsServiceRequest, resource_attributes: dict[str, 
     return scope
 
 
+def _set_attributes(dp: NumberDataPoint, attributes: dict[str, str]) -> None:
+    for key, text in attributes.items():
+        kv = dp.attributes.add()
+        kv.key = key
+        kv.value.string_value = text
+
+
 def add_runtime_series(request: ExportMetricsServiceRequest, series: Iterable[Series], start_unix_nano: int,
                        time_unix_nano: int, resource_attributes: dict[str, str], version: str) -> int:
     """Append the agent's own metrics: gauges, and counters as cumulative monotonic sums since ``start_unix_nano``."""
@@ -66,10 +73,7 @@ def add_runtime_series(request: ExportMetricsServiceRequest, series: Iterable[Se
                 dp.as_int = value
             else:
                 dp.as_double = value
-            for key, text in attributes.items():
-                kv = dp.attributes.add()
-                kv.key = key
-                kv.value.string_value = text
+            _set_attributes(dp, attributes)
             count += 1
     return count
 
@@ -96,11 +100,7 @@ def add_state_points(request: ExportMetricsServiceRequest, points: Iterable[Poin
         dp = metric.gauge.data_points.add()
         dp.time_unix_nano = time_unix_nano
         dp.as_double = point.value
-        attributes = dp.attributes
-        for key, value in point.attributes.items():
-            kv = attributes.add()
-            kv.key = key
-            kv.value.string_value = value
+        _set_attributes(dp, point.attributes)
         count += 1
     return count
 

@@ -324,9 +324,9 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     overridden = first_container_override is not None and bool(pod.containers)
     spec_containers = _containers(pod, overridden, problems)
     containers = spec_containers
-    if overridden:
+    if first_container_override is not None and overridden:
         first = spec_containers[0]
-        containers = [_Container(first.name, "container", dict(first_container_override or {}), "replaced by VM usage"),
+        containers = [_Container(first.name, "container", dict(first_container_override), "replaced by VM usage"),
                       *spec_containers[1:]]
     read_status = use_status and (overridden or bool(problems) or not statuses_repeat_spec(pod))
     if read_status:
