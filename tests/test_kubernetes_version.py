@@ -68,7 +68,7 @@ def test_a_version_outside_the_supported_releases_warns_once(caplog):
         for _ in range(3):
             handler.handle(version_event("v1.39.0"))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["Kubernetes v1.39.0 is newer than the newest supported release 1.37; using the 1.37 rules"]
+    assert warnings == ["Kubernetes v1.39.0 is newer than the newest supported release 1.38; using the 1.37 rules"]
     assert state.kubernetes.rules is RULES_1_37 and state.kubernetes.warning == warnings[0]
     assert state.pods()[0].cpu == 3 * NANO
 
