@@ -73,6 +73,18 @@ def test_a_version_outside_the_supported_releases_warns_once(caplog):
     assert state.pods()[0].cpu == 3 * NANO
 
 
+def test_a_1_38_server_counts_with_the_1_37_rules_without_a_warning(caplog):
+    state = NodeState("node-a")
+    handler = Handler(state, RuntimeStats(), KubernetesInfo(RULES_1_36, "", "flag"))
+    handler.handle(Event(RELIST, pods=(decode_pod(resizing_pod()),)))
+    with caplog.at_level(logging.INFO, logger="agent.pipeline.handler"):
+        handler.handle(version_event("v1.38.0-rc.0"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "v1.38.0-rc.0" in caplog.records[0].getMessage() and "1.37 rules" in caplog.records[0].getMessage()
+    assert state.kubernetes == KubernetesInfo(RULES_1_37, "v1.38.0-rc.0", "apiserver")
+    assert state.pods()[0].cpu == 3 * NANO
+
+
 def test_a_status_update_after_the_switch_does_not_reuse_a_value_of_the_old_rules():
     state = NodeState("node-a")
     handler = Handler(state, RuntimeStats())
