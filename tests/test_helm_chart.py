@@ -260,6 +260,22 @@ def pods_on_node(cluster: Cluster, release) -> list[dict]:
     return [p for p in items["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
+def finish_deletions(cluster: Cluster, release) -> None:
+    """The kubelet's last step for the release's pods being deleted (grace 0, UID-guarded); nobody else's."""
+    from tests.cluster import ApiError
+
+    for pod in cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/pods")["items"]:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            try:
+                cluster.api("DELETE", f"/api/v1/namespaces/{release.namespace}/pods/{meta['name']}",
+                            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                             "preconditions": {"uid": meta["uid"]}})
+            except ApiError as error:
+                if error.status not in (404, 409):
+                    raise
+
+
 def install_args(release, *more: str) -> list[str]:
     return [str(CHART), "--namespace", release.namespace, "--set", f"nodeSelector.nra-helm={release.selector}", *more]
 
@@ -288,6 +304,7 @@ def test_helm_install_passes_pod_security_and_the_daemonset_pod_is_admitted(clus
     (pod,) = wait_until(lambda: pods_on_node(cluster, release), 90, interval=0.5,
                         message=f"the DaemonSet pod on {release.node}, admitted under restricted")
     assert pod["spec"]["serviceAccountName"] == f"{release.name}-node-requests-agent"
+    cluster.set_pod_status(release.namespace, pod["metadata"]["name"], "Running")  # as its kubelet would report it
     status = wait_until(lambda: (s := daemonset_of(cluster, release).get("status", {}))
                         .get("desiredNumberScheduled") == 1 and s, 60, interval=0.5,
                         message="the DaemonSet selects exactly the release's Node")
@@ -309,6 +326,7 @@ def test_helm_upgrade_rolls_the_pods_with_the_new_values(cluster: Cluster, helm:
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
 
     def rolled() -> dict | None:
+        finish_deletions(cluster, release)  # the controller deletes the old pod first (maxUnavailable 10%: 1 of 1)
         pods = pods_on_node(cluster, release)
         new = [p for p in pods if p["spec"]["containers"][0].get("args") == ["run", "--kubernetes-version=1.37"]]
         return new[0] if len(pods) == 1 and new else None
