@@ -141,3 +141,27 @@ def test_a_live_answer_from_the_real_api_server_after_install(cluster: Cluster, 
     assert as_json.returncode == 0, as_json.stderr
     (web,) = [p for p in json.loads(as_json.stdout)["pods"] if p["namespace"] == namespace]
     assert (web["name"], web["node"], web["cpu_cores"]) == ("web", NODE, 1.5)  # max(app 500m, init 1500m)
+
+
+def test_the_launcher_refuses_another_python_with_a_message(built, krew_env, tmp_path) -> None:
+    _, archive = built
+    with tarfile.open(archive) as tar:
+        launcher = tar.extractfile("kubectl-node_requests").read().decode()
+    major, minor = sys.version_info[:2]
+    other = tmp_path / "kubectl-node_requests"
+    other.write_text(launcher.replace(f"NEEDED = ({major}, {minor})", "NEEDED = (3, 99)"))
+    result = subprocess.run(["python3", str(other), "--help"], capture_output=True, text=True, env=krew_env, timeout=60)
+    assert result.returncode == 3 and not result.stdout
+    assert result.stderr.startswith("kubectl node-requests: needs Python 3.99 as python3 on PATH"), result.stderr
+    assert f"found {major}.{minor}" in result.stderr
+
+
+def test_the_build_refuses_an_environment_that_is_not_the_lock(monkeypatch) -> None:
+    import krew.build as build
+
+    monkeypatch.setattr(build, "locked", lambda: {"msgspec": "0.0.1", "no-such-distribution-nra": "1.0"})
+    with pytest.raises(build.BuildError) as refused:
+        build.dependency_files()
+    message = str(refused.value)
+    assert "msgspec is 0.23.0, the lock says 0.0.1" in message
+    assert "no-such-distribution-nra 1.0 is not installed" in message
