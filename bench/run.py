@@ -415,7 +415,7 @@ def export_cycle(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:
     import os
     import urllib.parse
 
-    from agent.cli import Agent
+    from agent.run.agent import Agent
     from agent.config import Config
     from agent.model.pod import decode_pod
     from agent.pipeline.events import RELIST, Event

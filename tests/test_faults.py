@@ -28,7 +28,7 @@ _batch = itertools.count()
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
     """One real agent (subprocess-free, in this process) fed by the fake API server, exporting OTLP/HTTP."""
-    from agent.cli import Agent
+    from agent.run.agent import Agent
     from agent.config import Config
     from tests.fake_apiserver import FakeApiServer
 

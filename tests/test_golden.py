@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from agent.export.metrics import state_points
-from agent.export.prometheus import render_metrics
+from agent.export.prometheus.exposition import render_metrics
 from agent.model.node import decode_node
 from agent.model.node_summary import Usage
 from agent.model.pod import decode_pod

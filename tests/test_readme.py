@@ -102,7 +102,7 @@ def test_product_metric_tables_match_state_points():
 
 
 def test_process_metric_table_matches_the_sdk_instruments():
-    from agent.export.process import PROCESS_METRICS
+    from agent.export.otlp.process import PROCESS_METRICS
 
     rows = table("OTel name (SDK instrument)")
     documented = {re.findall(r"`([a-z_.]+)`", cells[0])[0]: (cells[2].strip("`"), re.findall(r"`([a-z_]+)`", cells[4])[0])

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from agent.export.views import pod_report, summary_report, totals_report
+from agent.report.views import pod_report, summary_report, totals_report
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.fields import DecodeError
 from agent.model.node import NodeRecord

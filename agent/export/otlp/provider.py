@@ -15,9 +15,11 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from agent.export.otlp import GrpcTransport, HttpTransport, OtlpExporter, OtlpSettings, StateExporter
-from agent.export.otlp_encode import RequestBuilder
-from agent.export.process import observe_process
+from agent.config import OtlpSettings
+from agent.export.otlp.exporter import OtlpExporter, StateExporter
+from agent.export.otlp.transport import GrpcTransport, HttpTransport
+from agent.export.otlp.encode import RequestBuilder
+from agent.export.otlp.process import observe_process
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import EXPORT_LOOP, RuntimeStats
 
@@ -32,7 +34,7 @@ def _exporter(kind: str, otlp: OtlpSettings | None, builder: RequestBuilder, sta
     if kind == "none":
         return None
     if kind in ("table", "console"):
-        from agent.export.table import console_sink, table_sink
+        from agent.export.otlp.local import console_sink, table_sink
 
         return StateExporter(builder, table_sink(sys.stdout) if kind == "table" else console_sink(sys.stdout), stats)
     assert otlp is not None, "the configuration resolves OTLP settings for the otlp exporter"
