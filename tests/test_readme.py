@@ -7,9 +7,8 @@ from pathlib import Path
 
 from agent.export.metrics import GAUGES, state_points
 from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
-from agent.model.node import decode_node
 from agent.model.node_summary import Usage, summarize
-from agent.model.pod import decode_pod
+from agent.decode.reader import NODE, POD
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION
@@ -61,7 +60,7 @@ def populated() -> Readings:
     stats.export_finished(False, 0.01, reason="http_503", rejected_points=2)
     stats.usage_error("missing")
     state = NodeState("node-a")
-    state.replace([evaluate(decode_pod(pod("p")), NEWEST)])
+    state.replace([evaluate(POD.record(pod("p")), NEWEST)])
     return Readings(stats.snapshot(), state.snapshot())
 
 
@@ -85,8 +84,8 @@ def test_workqueue_event_types_are_all_documented():
 
 
 def test_product_metric_tables_match_state_points():
-    values = [evaluate(decode_pod(pod("p")), NEWEST), evaluate(decode_pod(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
-    points = list(state_points(values, summarize("node-a", decode_node(node("node-a", "4", "8Gi")), values,
+    values = [evaluate(POD.record(pod("p")), NEWEST), evaluate(POD.record(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
+    points = list(state_points(values, summarize("node-a", NODE.record(node("node-a", "4", "8Gi")), values,
                                                  Usage(cpu=10**9, memory=10**9))))
     exported: dict[str, set[str]] = {}
     for p in points:
