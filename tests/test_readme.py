@@ -1,4 +1,4 @@
-"""README's metric tables are what the agent exports: names, types and attribute sets."""
+"""The metric tables of docs/metrics.md are what the agent exports: names, types and attribute sets."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from agent.pipeline.stats import NODES, PODS, RuntimeStats
 from tests.factory import pod, vm_pod
 from tests.test_explain_cluster import node
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+METRICS_DOC = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text(encoding="utf-8")
 
 
 def table(header: str) -> list[list[str]]:
     """The rows of the Markdown table whose header row starts with ``header``."""
-    lines = README.splitlines()
+    lines = METRICS_DOC.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header}"))
     rows = []
     for line in lines[start + 2:]:
