@@ -184,7 +184,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
             raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
         debug_address = debug
     # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
-    # shows the whole host, so no host mount is needed (README, Deployment).
+    # shows the whole host, so no host mount is needed (docs/deployment.md).
     procfs = str(args.get("procfs") or env.get("HOST_PROC") or "/proc")
     procfs = None if procfs.lower() == "off" else procfs
     level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()

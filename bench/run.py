@@ -1,6 +1,6 @@
 """Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
 
-Each prints a Markdown table row set; README's figures come from this script.
+Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
 
 from __future__ import annotations
