@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import msgspec
@@ -60,18 +59,18 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
         return json.loads(bytes(data).decode("utf-8", errors="replace"))
 
 
-@dataclass(frozen=True, kw_only=True)
 class ObjectKind(Generic[R]):
-    """One kind of object (pods, Nodes): its Structs and how they become records."""
+    """One kind of object (pods, Nodes): its Structs, their decoders, and how they become records."""
 
-    resource: str
-    struct: type[msgspec.Struct]
-    event: type[msgspec.Struct]
-    build: Callable[[Any, tuple[str, ...]], R]
+    __slots__ = ("resource", "struct", "_build", "_item", "_line")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_item", msgspec.json.Decoder(self.struct))
-        object.__setattr__(self, "_line", msgspec.json.Decoder(self.event))
+    def __init__(self, *, resource: str, struct: type[msgspec.Struct], event: type[msgspec.Struct],
+                 build: Callable[[Any, tuple[str, ...]], R]) -> None:
+        self.resource = resource
+        self.struct = struct
+        self._build = build
+        self._item = msgspec.json.Decoder(struct)
+        self._line = msgspec.json.Decoder(event)
 
     def record(self, obj: Any) -> R:
         """The record of one object: JSON bytes, a Struct of this kind, or a parsed object.
@@ -81,15 +80,15 @@ class ObjectKind(Generic[R]):
         (or RecursionError) for bytes that are not JSON.
         """
         if obj.__class__ is self.struct:
-            return self.build(obj, ())
+            return self._build(obj, ())
         if isinstance(obj, _BYTES):
             try:
-                return self.build(self._item.decode(obj), ())  # type: ignore[attr-defined]
+                return self._build(self._item.decode(obj), ())
             except (msgspec.DecodeError, RecursionError):  # ValidationError included
                 obj = loads(obj)
         elif isinstance(obj, dict):
             try:
-                return self.build(msgspec.convert(obj, self.struct), ())
+                return self._build(msgspec.convert(obj, self.struct), ())
             except (msgspec.ValidationError, RecursionError):
                 pass
         return self.tolerant(obj)
@@ -99,11 +98,11 @@ class ObjectKind(Generic[R]):
         if not isinstance(obj, dict):
             raise DecodeError(f"{self.resource[:-1]} is not an object but {type(obj).__name__}")
         problems: list[str] = []
-        return self.build(fill(self.struct, obj, problems), tuple(problems))
+        return self._build(fill(self.struct, obj, problems), tuple(problems))
 
     def list_item(self, data: bytes | memoryview) -> msgspec.Struct:
         """The Struct of exactly one LIST item's bytes; msgspec.DecodeError otherwise (the LIST reader's test)."""
-        return self._item.decode(data)  # type: ignore[attr-defined]
+        return self._item.decode(data)
 
     def watch_line(self, line: bytes) -> tuple[str, msgspec.Struct] | None:
         """(type, Struct) of an ADDED, MODIFIED or DELETED watch line the fast path accepts, else None.
@@ -111,7 +110,7 @@ class ObjectKind(Generic[R]):
         None sends the line down the tolerant path (bookmarks, ERROR events, odd or broken lines).
         """
         try:
-            event = self._line.decode(line)  # type: ignore[attr-defined]
+            event = self._line.decode(line)
         except (msgspec.DecodeError, RecursionError):
             return None
         return (event.type, event.object) if event.type in WATCH_OBJECT_EVENTS else None
@@ -131,7 +130,10 @@ class ObjectKind(Generic[R]):
         skipped: list[Skipped] = []
         for obj in objects:
             result = self.decode(obj)
-            (skipped if result.__class__ is Skipped else found).append(result)  # type: ignore[arg-type]
+            if isinstance(result, Skipped):
+                skipped.append(result)
+            else:
+                found.append(result)
         return found, skipped
 
 

@@ -90,7 +90,7 @@ class PodsOfNode:
     def changed(self, type: str, record: PodRecord) -> Event:
         if type == DELETED:
             return PodDeleted(pod=record, resource_version=record.resource_version)
-        return PodChanged(type=type, pod=record, resource_version=record.resource_version)  # type: ignore[arg-type]
+        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
 
     def listed(self, records: tuple[PodRecord, ...], resource_version: str) -> Event:
         return PodsListed(pods=records, resource_version=resource_version)
@@ -114,7 +114,8 @@ class NodeObject:
     def changed(self, type: str, record: NodeRecord) -> Event:
         if type == DELETED:
             return NodeDeleted(node=record, resource_version=record.resource_version)
-        return NodeChanged(type=type, node=record, resource_version=record.resource_version)  # type: ignore[arg-type]
+        return NodeChanged(type=ADDED if type == ADDED else MODIFIED, node=record,
+                           resource_version=record.resource_version)
 
     def listed(self, records: tuple[NodeRecord, ...], resource_version: str) -> Event:
         return NodeListed(node=records[0] if records else None, resource_version=resource_version)
