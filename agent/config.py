@@ -7,22 +7,96 @@ stderr and exit code 2, before anything starts.
 from __future__ import annotations
 
 import math
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.export.debug import parse_address
-from agent.export.otlp import OtlpSettings, otlp_settings
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
-__all__ = ["Config", "ConfigError", "EXPORTERS", "from_sources", "kubernetes_version"]
+__all__ = ["Config", "ConfigError", "EXPORTERS", "OTLP_PROTOCOLS", "OtlpSettings", "from_sources", "kubernetes_version",
+           "otlp_settings", "parse_address"]
 
 EXPORTERS = ("otlp", "console", "table", "none")
 # All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
 DEFAULT_DEBUG_ADDRESS = ":9808"
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+LOG_FORMATS = ("text", "json")
 
 
 class ConfigError(ValueError):
     """Configuration the agent cannot start with."""
+
+
+@dataclass(frozen=True)
+class OtlpSettings:
+    protocol: str
+    endpoint: str  # http: the full URL (…/v1/metrics); grpc: scheme://host:port
+    headers: tuple[tuple[str, str], ...] = ()
+    compression: str = "gzip"  # "gzip" or "none"
+    certificate: str | None = None
+    client_certificate: str | None = None
+    client_key: str | None = None
+    insecure: bool | None = None  # gRPC without TLS; None: decided by the endpoint's scheme
+
+
+def _first(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _headers(text: str | None) -> tuple[tuple[str, str], ...]:
+    if not text:
+        return ()
+    out = []
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"OTLP header {part.strip()!r} is not key=value")
+        out.append((urllib.parse.unquote(key.strip()).lower(), urllib.parse.unquote(value.strip())))
+    return tuple(out)
+
+
+def otlp_settings(env: Mapping[str, str], protocol: str) -> OtlpSettings:
+    """The exporter's settings from the standard variables (signal-specific ones win). Raises ValueError."""
+    if protocol not in OTLP_PROTOCOLS:
+        raise ValueError(f"OTLP protocol must be grpc or http/protobuf, got {protocol!r}")
+    specific = _first(env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    generic = _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
+    if protocol == "grpc":
+        endpoint = specific or generic or "http://localhost:4317"
+    elif specific:
+        endpoint = specific
+    else:
+        endpoint = (generic or "http://localhost:4318").rstrip("/") + "/v1/metrics"
+    parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"OTLP endpoint must be an http:// or https:// URL, got {endpoint!r}")
+    compression = (_first(env, "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION") or "none").lower()
+    if compression not in ("gzip", "none"):
+        raise ValueError(f"OTLP compression must be gzip or none, got {compression!r}")
+    insecure = _first(env, "OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
+    return OtlpSettings(
+        protocol=protocol,
+        endpoint=urllib.parse.urlunsplit(parsed),
+        headers=_headers(_first(env, "OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")),
+        compression=compression,
+        certificate=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        client_certificate=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
+                                  "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
+        client_key=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+        insecure=None if insecure is None else insecure.lower() == "true",
+    )
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[v6]:PORT``, or ``:PORT``: every interface, IPv6 and IPv4 ("" host)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"debug address must be HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True)
@@ -46,6 +120,8 @@ class Config:
     # The /proc the "used" series are read from; None turns them off.
     procfs: str | None = None
     log_level: str = "INFO"
+    # "text" (for a person) or "json" (one object a line, for a log pipeline).
+    log_format: str = "text"
     # --kubernetes-version: whose request rules to use; None reads the API server's /version.
     kubernetes_version: KubernetesVersion | None = None
 
@@ -111,12 +187,15 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
             raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
         debug_address = debug
     # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
-    # shows the whole host, so no host mount is needed (README, Deployment).
+    # shows the whole host, so no host mount is needed (docs/deployment.md).
     procfs = str(args.get("procfs") or env.get("HOST_PROC") or "/proc")
     procfs = None if procfs.lower() == "off" else procfs
     level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    log_format = str(args.get("log_format") or env.get("LOG_FORMAT") or "text").strip().lower()
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"log format must be {' or '.join(LOG_FORMATS)}, got {log_format!r}")
     return Config(
         node_name=node,
         kubeconfig=args.get("kubeconfig") or None,  # type: ignore[arg-type]
@@ -132,5 +211,6 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=debug_address,
         procfs=procfs,
         log_level=level,
+        log_format=log_format,
         kubernetes_version=kubernetes_version(args.get("kubernetes_version")),
     )

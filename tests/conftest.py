@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.cli import Agent
+from agent.run.agent import Agent
 from agent.config import Config
 from tests.fake_apiserver import FakeApiServer
 

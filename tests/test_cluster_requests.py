@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import pytest
 
-from agent.cli import Agent
+from agent.run.agent import Agent
 from agent.config import Config
 from agent.model.quantity import NANO
 from agent.model.rules import RULES_1_36, RULES_1_37

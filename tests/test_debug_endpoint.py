@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.export.debug import DebugServer
+from agent.debug.endpoint import DebugServer
 from agent.pipeline.health import HealthLimits, liveness
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import RuntimeStats, StatsSnapshot

@@ -50,7 +50,7 @@ def test_an_answer_that_accepted_nothing_is_a_failure(apiserver, make_agent, mon
 def test_a_partial_rejection_is_counted_and_logged_once(apiserver, make_agent, monkeypatch, receiver, caplog):
     apiserver.create(pod("p"))
     receiver.mode = "reject_some"
-    with caplog.at_level("WARNING", logger="agent.export.otlp"):
+    with caplog.at_level("WARNING", logger="agent.export.otlp.exporter"):
         agent = exporting_agent(make_agent, monkeypatch, receiver, export_interval=0.2)
         wait_until(lambda: agent.stats.snapshot().exports["success"] >= 4, timeout=15)
     s = agent.stats.snapshot()

@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 
 from agent.export.metrics import state_points
-from agent.export.prometheus import render_metrics
-from agent.model.node import decode_node
+from agent.export.prometheus.exposition import render_metrics
 from agent.model.node_summary import Usage
-from agent.model.pod import decode_pod
+from agent.decode.reader import NODE, POD
 from agent.model.quantity import NANO
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
@@ -30,8 +29,8 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def snapshot() -> NodeSnapshot:
-    pods = tuple(sorted((evaluate(decode_pod(p), NEWEST) for p in mixed_pods()), key=lambda v: v.name))
-    return NodeSnapshot("node-a", pods, decode_node(node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
+    pods = tuple(sorted((evaluate(POD.record(p), NEWEST) for p in mixed_pods()), key=lambda v: v.name))
+    return NodeSnapshot("node-a", pods, NODE.record(node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
                         synced=True, node_listed=True, resource_version="42")
 
 

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from agent.export.http_server import HttpServer, Response, listen_socket
+from agent.debug.http_server import HttpServer, Response, listen_socket
 from tests.conftest import wait_until
 
 BIG = b"x" * (20 << 20)  # far more than the socket buffers hold: a client that does not read blocks the answer

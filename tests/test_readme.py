@@ -1,4 +1,4 @@
-"""README's metric tables are what the agent exports: names, types and attribute sets."""
+"""The metric tables of docs/metrics.md are what the agent exports: names, types and attribute sets."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 
 from agent.export.metrics import GAUGES, state_points
 from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
-from agent.model.node import decode_node
 from agent.model.node_summary import Usage, summarize
-from agent.model.pod import decode_pod
+from agent.decode.reader import NODE, POD
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION
@@ -18,12 +17,12 @@ from agent.pipeline.stats import NODES, PODS, RuntimeStats
 from tests.factory import pod, vm_pod
 from tests.test_explain_cluster import node
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+METRICS_DOC = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text(encoding="utf-8")
 
 
 def table(header: str) -> list[list[str]]:
     """The rows of the Markdown table whose header row starts with ``header``."""
-    lines = README.splitlines()
+    lines = METRICS_DOC.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header}"))
     rows = []
     for line in lines[start + 2:]:
@@ -61,7 +60,7 @@ def populated() -> Readings:
     stats.export_finished(False, 0.01, reason="http_503", rejected_points=2)
     stats.usage_error("missing")
     state = NodeState("node-a")
-    state.replace([evaluate(decode_pod(pod("p")), NEWEST)])
+    state.replace([evaluate(POD.record(pod("p")), NEWEST)])
     return Readings(stats.snapshot(), state.snapshot())
 
 
@@ -85,8 +84,8 @@ def test_workqueue_event_types_are_all_documented():
 
 
 def test_product_metric_tables_match_state_points():
-    values = [evaluate(decode_pod(pod("p")), NEWEST), evaluate(decode_pod(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
-    points = list(state_points(values, summarize("node-a", decode_node(node("node-a", "4", "8Gi")), values,
+    values = [evaluate(POD.record(pod("p")), NEWEST), evaluate(POD.record(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
+    points = list(state_points(values, summarize("node-a", NODE.record(node("node-a", "4", "8Gi")), values,
                                                  Usage(cpu=10**9, memory=10**9))))
     exported: dict[str, set[str]] = {}
     for p in points:
@@ -102,7 +101,7 @@ def test_product_metric_tables_match_state_points():
 
 
 def test_process_metric_table_matches_the_sdk_instruments():
-    from agent.export.process import PROCESS_METRICS
+    from agent.export.otlp.process import PROCESS_METRICS
 
     rows = table("OTel name (SDK instrument)")
     documented = {re.findall(r"`([a-z_.]+)`", cells[0])[0]: (cells[2].strip("`"), re.findall(r"`([a-z_]+)`", cells[4])[0])

@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
 from agent.pipeline.stats import HistogramSnapshot, StatsSnapshot
 
-__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "Readings", "Series", "otlp_series", "PREFIX", "le_label"]
+__all__ = ["RuntimeMetric", "RUNTIME_METRICS", "Readings", "Series", "otlp_series", "PREFIX"]
 
 PREFIX = "node_requests_agent_"
 
@@ -123,11 +124,6 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
                   "Failed reads of the host's /proc for the used series, by reason (missing, unreadable, malformed)",
                   _by("reason", lambda s: s.usage_errors)),
 )
-
-
-def le_label(bound: float) -> str:
-    """Prometheus' spelling of a bucket bound."""
-    return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 class Series(NamedTuple):

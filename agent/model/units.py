@@ -14,7 +14,7 @@ import math
 
 from agent.model.quantity import NANO, to_bytes
 
-__all__ = ["cores", "memory", "percent"]
+__all__ = ["cores", "memory", "percent", "le_label"]
 
 _CPU_UNITS = (("", NANO), ("m", 10**6), ("u", 10**3), ("n", 1))  # nano-cores per unit, largest first
 _MEMORY_UNITS = tuple((suffix, 1 << shift) for suffix, shift in
@@ -63,3 +63,8 @@ def memory(nanos: int) -> str:
 def percent(ratio: float | None) -> str:
     """A ratio as a whole percentage, half up like the quantities (``12.5 %`` is ``13%``); ``-`` when unknown."""
     return "-" if ratio is None else f"{math.floor(ratio * 100 + 0.5)}%"
+
+
+def le_label(bound: float) -> str:
+    """Prometheus' spelling of a histogram bucket bound."""
+    return "+Inf" if bound == float("inf") else repr(float(bound))

@@ -13,7 +13,7 @@ from typing import Any
 from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary, pod_totals
 from agent.model.valuation import PodValue
-from agent.export.runtime import le_label
+from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
 from agent.pipeline.stats import StatsSnapshot
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from agent.export.columns import GAP, Column, clip, fit, row
+from agent.report.columns import GAP, Column, clip, fit, row
 from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, order, sections as shown_sections
 from agent.model.deciding import describe_terms
 from agent.model.node_summary import QUANTITIES, RATIOS, Comparison

@@ -16,7 +16,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from agent.pipeline.state import NodeSnapshot
 from agent.pipeline.stats import StatsSnapshot
 from agent.export.metrics import GAUGES, state_points
-from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings, le_label
+from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
+from agent.model.units import le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
 

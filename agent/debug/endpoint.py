@@ -15,14 +15,15 @@ import logging
 import time
 from typing import Any
 
+from agent.config import parse_address
 from agent.pipeline.health import HealthLimits, liveness, readiness
-from agent.export.views import pods_report, runtime_report, summary_report
+from agent.report.views import pods_report, runtime_report, summary_report
 from agent.pipeline.state import NodeSnapshot, NodeState
-from agent.pipeline.stats import RuntimeStats
-from agent.export.http_server import HttpServer, Response, listen_socket
-from agent.export.page import render_page
+from agent.pipeline.interfaces import StatsReader
+from agent.debug.http_server import HttpServer, Response, listen_socket
+from agent.debug.page import render_page
 
-__all__ = ["DebugServer", "parse_address"]
+__all__ = ["DebugServer"]
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +31,12 @@ log = logging.getLogger(__name__)
 PROBES = frozenset({"/healthz", "/readyz"})
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[v6]:PORT``, or ``:PORT``: every interface, IPv6 and IPv4 ("" host)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"debug address must be HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
-
-
 class DebugServer:
     def __init__(
         self,
         address: str,
         state: NodeState,
-        stats: RuntimeStats,
+        stats: StatsReader,
         limits: HealthLimits,
         need_node: bool = True,
         timeout: float = 5.0,
@@ -92,7 +85,7 @@ class DebugServer:
             return self._json(200, runtime_report(self.stats.snapshot(), self.state.snapshot()))
         if path == "/metrics":
             # prometheus_client (~1.4 MiB RSS) loads on the first scrape: an agent that only pushes OTLP never pays it.
-            from agent.export.prometheus import CONTENT_TYPE, render_metrics
+            from agent.export.prometheus.exposition import CONTENT_TYPE, render_metrics
 
             return 200, CONTENT_TYPE, render_metrics(self.state.snapshot(), self.stats.snapshot())
         if path in ("/", "/index.html"):

@@ -1,0 +1,102 @@
+"""The ``explain`` command: a dump or one LIST of the live cluster, valued and printed node by node.
+
+The I/O of the command lives here (files, the API server, the terminal);
+what it computes is in ``view`` and what it prints in ``agent.report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agent.config import ConfigError, kubernetes_version
+from agent.model.rules import NEWEST
+
+__all__ = ["explain", "list_live", "EXIT_CONFIG", "EXIT_FAILED"]
+
+EXIT_CONFIG = 2
+EXIT_FAILED = 1
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, code: int = EXIT_CONFIG) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def explain(args: argparse.Namespace) -> int:
+    """The ``explain`` command: read a dump or list the cluster, value every pod, print per node."""
+    import shutil
+
+    from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line
+    from agent.report.cluster_table import cluster_table
+    from agent.report.columns import clip
+    from agent.model.cluster import pod_filter
+    from agent.model.rules import rules_for
+    from agent.source.documents import DumpError, read_documents
+    from agent.source.replay import load_capture
+
+    from_server = False
+    try:
+        version = kubernetes_version(args.kubernetes_version)
+        if args.live:
+            if args.file != "-" or args.node_file:
+                raise _Failed("--live reads the cluster: give no input file or --node-file")
+            from_server = version is None
+            pods, nodes, skipped, server_version = list_live(args, ask_version=from_server)
+            version = version or server_version
+        else:
+            if args.kubeconfig or args.context:
+                raise _Failed("--kubeconfig and --context read the cluster: add --live")
+            documents = read_documents(load_capture(args.file))
+            where = "standard input" if args.file == "-" else args.file
+            dump = pods_dump(documents, where)
+            pods, nodes, skipped = dump.pods, dump.nodes, dump.skipped
+            if args.node_file is not None:
+                with open(args.node_file, encoding="utf-8") as f:
+                    nodes = nodes + nodes_only(read_documents(f.read()), args.node_file)
+        rules, warning = (NEWEST, None) if version is None else rules_for(version)
+        view = explain_view(pods, nodes, rules, args.node, args.sort)
+    except (OSError, UnicodeDecodeError, DumpError, _Failed, ConfigError) as exc:
+        print(f"node-requests-agent explain: {exc}", file=sys.stderr)
+        return getattr(exc, "code", EXIT_CONFIG)
+    for reason in skipped:
+        print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
+    if warning:
+        print(f"node-requests-agent explain: {warning}", file=sys.stderr)
+    shown = pod_filter(args.namespace, args.source, args.problems)
+    if args.output == "json":
+        print(explain_json(view, rules, shown))
+    else:
+        width = shutil.get_terminal_size((120, 24)).columns
+        print(clip(rules_line(rules, version, from_server), None if args.output == "wide" else width))
+        print(cluster_table(view, shown, width=width, wide=args.output == "wide"))
+    return 0
+
+
+def list_live(args: argparse.Namespace, ask_version: bool = False):
+    """One LIST of pods and one of Nodes through the agent's own source code; the API server's version if asked."""
+    from agent.model.rules import VersionError
+    from agent.source.cluster_list import list_cluster
+    from agent.source.kube import TRANSPORT_ERRORS, ApiError, KubeApi, KubeConfigError, load_configuration
+    from agent.source.server_version import read_server_version
+
+    try:
+        api = KubeApi(load_configuration(args.kubeconfig, args.context))
+    except KubeConfigError as exc:
+        raise _Failed(f"{exc}; pass --kubeconfig FILE (or --context), or explain a dump: "
+                      "kubectl get nodes,pods -A -o json | node-requests-agent explain") from None
+    try:
+        pods, nodes, skipped = list_cluster(api, args.node)
+        version = None
+        if ask_version:
+            try:
+                version = read_server_version(api)
+            except (ApiError, *TRANSPORT_ERRORS, VersionError) as exc:
+                print(f"node-requests-agent explain: cannot read the API server's version ({exc}); using the {NEWEST} "
+                      "rules", file=sys.stderr)
+        return pods, nodes, skipped, version
+    except (ApiError, *TRANSPORT_ERRORS, ValueError) as exc:
+        raise _Failed(f"cannot list pods and nodes from the cluster: {exc}", EXIT_FAILED) from None
+    finally:
+        api.close()

@@ -1,0 +1,152 @@
+"""The SDK's public exporter interface, sending each export once within its timeout.
+
+The SDK collects the agent's own instruments and encodes them
+(``encode_metrics``, public); the node state is added (``encode``); then a
+transport (``transport``) sends the request. Retryable answers (429, 502,
+503, 504, UNAVAILABLE, connection failures) are retried with backoff until the
+deadline, waiting on the close signal so shutdown cuts a wait short.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+
+from agent.export.otlp.encode import RequestBuilder
+from agent.export.otlp.transport import Attempt, Transport
+from agent.pipeline.interfaces import ExportMetrics
+from agent.pipeline.stats import EXPORT_LOOP
+
+__all__ = ["OtlpExporter", "StateExporter"]
+
+log = logging.getLogger(__name__)
+
+
+class OtlpExporter(MetricExporter):
+    """Sends each export's request once (retrying what is retryable) within the export timeout."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        builder: RequestBuilder,
+        stats: ExportMetrics,
+        timeout: float,
+        final_timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[threading.Event, float], object] = threading.Event.wait,
+    ) -> None:
+        super().__init__()
+        self._transport = transport
+        self._builder = builder
+        self._stats = stats
+        self._timeout = timeout
+        self._final_timeout = min(timeout, final_timeout)
+        self._clock = clock
+        self._wait = wait
+        # Set by begin_close to end a retry's wait at once; a fresh one serves the final export.
+        self._wake = threading.Event()
+        self._last_message: str | None = None
+        self.muted = False  # a shutdown that must not send a final export
+        self.closing = False  # the final export: a shorter deadline, so SIGTERM ends promptly
+        self._generation = 0
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
+        if self.muted:
+            return MetricExportResult.SUCCESS
+        started = self._clock()
+        deadline = started + (self._final_timeout if self.closing else self._timeout)
+        try:
+            request, points = self._builder.build(metrics_data)
+            verdict = self._send(request, points, deadline)
+        except Exception as exc:  # noqa: BLE001 - an export failure must never end the export loop
+            log.exception("OTLP export failed unexpectedly")
+            verdict = Attempt(False, "unexpected", message=type(exc).__name__)
+        self._stats.heartbeat(EXPORT_LOOP)
+        self._stats.export_finished(verdict.ok, self._clock() - started, verdict.reason, verdict.rejected_points)
+        self._log(verdict)
+        return MetricExportResult.SUCCESS if verdict.ok else MetricExportResult.FAILURE
+
+    def _send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> Attempt:
+        delay, generation, wake = 0.5, self._generation, self._wake
+        while True:
+            verdict = self._transport.send(request, points, deadline)
+            if verdict.ok or not verdict.retryable or generation != self._generation:
+                return verdict
+            wait = max(delay, verdict.retry_after or 0.0)
+            if self._clock() + wait >= deadline:
+                return verdict
+            self._wait(wake, wait)
+            if generation != self._generation:
+                return verdict
+            delay = min(delay * 2, 8.0)
+
+    def _log(self, verdict: Attempt) -> None:
+        """One line per change of outcome, not one per export."""
+        if verdict.ok and not verdict.rejected_points:
+            text = None
+        else:
+            text = f"{verdict.reason}: {verdict.message}" if verdict.message else verdict.reason
+        if text == self._last_message:
+            return
+        if text is None:
+            log.info("OTLP export succeeding again")
+        elif verdict.ok:
+            log.warning("the Collector rejected %d point(s): %s", verdict.rejected_points, verdict.message)
+        else:
+            log.warning("OTLP export failed (%s); the next export sends the then-current state", text)
+        self._last_message = text
+
+    def begin_close(self, final_export: bool) -> None:
+        """Cut the export in flight; the final one (if wanted) gets the short deadline."""
+        self.muted = not final_export
+        self.closing = True
+        self._generation += 1  # the export in flight must not retry after this
+        woken, self._wake = self._wake, threading.Event()
+        woken.set()
+        self._transport.interrupt()
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+        self._transport.close()
+
+
+class StateExporter(MetricExporter):
+    """The same request, handed to a local sink (the demo's table, the console) instead of the network."""
+
+    def __init__(self, builder: RequestBuilder, sink: Callable[[ExportMetricsServiceRequest], None],
+                 stats: ExportMetrics) -> None:
+        super().__init__()
+        self._builder = builder
+        self._sink = sink
+        self._stats = stats
+        self.muted = False
+
+    def begin_close(self, final_export: bool) -> None:
+        self.muted = not final_export
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
+        if self.muted:
+            return MetricExportResult.SUCCESS
+        started = time.monotonic()
+        try:
+            self._sink(self._builder.build(metrics_data)[0])
+            ok, reason = True, "success"
+        except (OSError, ValueError) as exc:  # a closed stdout: fail this export, never loop on tracebacks
+            ok, reason = False, "output_closed"
+            log.debug("local export failed: %s", exc)
+        self._stats.heartbeat(EXPORT_LOOP)
+        self._stats.export_finished(ok, time.monotonic() - started, reason)
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+        pass

@@ -1,0 +1,220 @@
+"""The two OTLP transports: one attempt each, bounded by a deadline, judged by what the Collector answered.
+
+Why not the SDK's OTLP exporters' transport: with opentelemetry-exporter-otlp
+1.45 a redirect, a 200 with an HTML body and a partial-success answer that
+rejects every point all count as success, and an HTTP export has no whole-
+request deadline (a Collector that trickles bytes holds it for ever). So:
+
+- HTTP: ``http.client`` on one kept-alive connection, no redirects followed,
+  a watchdog that shuts the socket at the deadline;
+- gRPC: the official stub with a call deadline (gRPC deadlines are total).
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+
+from agent.config import OtlpSettings
+
+__all__ = ["Attempt", "Transport", "HttpTransport", "GrpcTransport"]
+
+_RETRYABLE_HTTP = (429, 502, 503, 504)
+
+
+class Transport(Protocol):
+    """What the exporter needs of a transport."""
+
+    def send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> "Attempt": ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """How one attempt ended. ``reason`` is a bounded word for the failure counter."""
+
+    ok: bool
+    reason: str
+    retryable: bool = False
+    rejected_points: int = 0
+    message: str = ""
+    retry_after: float | None = None
+
+
+def _accepted(response: ExportMetricsServiceResponse, sent_points: int) -> Attempt:
+    rejected = response.partial_success.rejected_data_points
+    message = response.partial_success.error_message
+    if rejected and rejected >= sent_points:
+        return Attempt(False, "rejected", rejected_points=rejected, message=message)
+    return Attempt(True, "success", rejected_points=rejected, message=message)
+
+
+def _ssl_context(s: OtlpSettings) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=s.certificate)
+    if s.client_certificate:
+        context.load_cert_chain(s.client_certificate, s.client_key)
+    return context
+
+
+class HttpTransport:
+    """OTLP/HTTP protobuf over one kept-alive connection, with a whole-request deadline."""
+
+    def __init__(self, settings: OtlpSettings) -> None:
+        self._s = settings
+        url = urllib.parse.urlsplit(settings.endpoint)
+        self._https = url.scheme == "https"
+        self._host, self._port = url.hostname or "localhost", url.port or (443 if self._https else 80)
+        self._path = (url.path or "/v1/metrics") + (f"?{url.query}" if url.query else "")
+        self._context = _ssl_context(settings) if self._https else None
+        self._conn: http.client.HTTPConnection | None = None
+        self._headers = {"Content-Type": "application/x-protobuf", "User-Agent": "node-requests-agent",
+                         **dict(settings.headers)}
+        if settings.compression == "gzip":
+            self._headers["Content-Encoding"] = "gzip"
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self._https:
+                self._conn = http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._context)
+            else:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        else:
+            self._conn.timeout = timeout
+            if self._conn.sock is not None:
+                self._conn.sock.settimeout(timeout)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> Attempt:
+        body = request.SerializeToString()
+        if self._s.compression == "gzip":
+            body = gzip.compress(body, compresslevel=6)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Attempt(False, "timeout")
+        conn = self._connection(remaining)
+        # A Collector that trickles its answer resets every per-read timeout; this does not.
+        watchdog = threading.Timer(remaining, self._cut, args=(conn,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            conn.request("POST", self._path, body=body, headers=self._headers)
+            response = conn.getresponse()
+            data = response.read()
+            status, content_type = response.status, response.getheader("Content-Type", "")
+            retry_after = response.getheader("Retry-After")
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            if time.monotonic() >= deadline:
+                return Attempt(False, "timeout", message=str(exc))
+            return Attempt(False, "transport", retryable=True, message=f"{type(exc).__name__}: {exc}")
+        finally:
+            watchdog.cancel()
+        if response.will_close:
+            self.close()
+        return self._judge(status, content_type, data, points, retry_after)
+
+    def interrupt(self) -> None:
+        """End the export in flight now (shutdown must not wait for a slow Collector)."""
+        if self._conn is not None:
+            self._cut(self._conn)
+
+    @staticmethod
+    def _cut(conn: http.client.HTTPConnection) -> None:
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    @staticmethod
+    def _judge(status: int, content_type: str, data: bytes, points: int, retry_after: str | None) -> Attempt:
+        if status in _RETRYABLE_HTTP:
+            wait = float(retry_after) if retry_after and retry_after.strip().isdigit() else None
+            return Attempt(False, f"http_{status}", retryable=True, retry_after=wait)
+        if status != 200:
+            # 3xx included: a redirect is a misconfigured endpoint, never success.
+            return Attempt(False, f"http_{status // 100}xx", message=f"HTTP {status}")
+        if data and not content_type.split(";")[0].strip().lower().startswith("application/x-protobuf"):
+            return Attempt(False, "unexpected_body", message=f"200 with Content-Type {content_type or 'none'!r}")
+        try:
+            response = ExportMetricsServiceResponse.FromString(data)
+        except Exception:  # noqa: BLE001 - any decode failure means this is not a Collector's answer
+            return Attempt(False, "unexpected_body", message="200 with a body that is not an OTLP response")
+        return _accepted(response, points)
+
+
+class GrpcTransport:
+    """OTLP/gRPC through the official stub; the call deadline bounds the whole export."""
+
+    def __init__(self, settings: OtlpSettings) -> None:
+        import grpc
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import MetricsServiceStub
+
+        self._grpc = grpc
+        url = urllib.parse.urlsplit(settings.endpoint)
+        target = f"{url.hostname}:{url.port or 4317}"
+        insecure = settings.insecure if settings.insecure is not None else url.scheme == "http"
+        if insecure:
+            self._channel = grpc.insecure_channel(target)
+        else:
+            read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
+            credentials = grpc.ssl_channel_credentials(read(settings.certificate), read(settings.client_key),
+                                                       read(settings.client_certificate))
+            self._channel = grpc.secure_channel(target, credentials)
+        self._stub = MetricsServiceStub(self._channel)
+        self._call = None
+        self._metadata = settings.headers
+        self._compression = grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def interrupt(self) -> None:
+        """Cancel the call in flight (shutdown must not wait for a slow Collector)."""
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+    def send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> Attempt:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return Attempt(False, "timeout")
+        grpc = self._grpc
+        call = self._stub.Export.future(request, timeout=remaining, metadata=self._metadata,
+                                        compression=self._compression)
+        self._call = call
+        try:
+            response = call.result()
+        except grpc.FutureCancelledError:
+            return Attempt(False, "interrupted")
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return Attempt(False, "timeout", message=str(exc.details() if hasattr(exc, "details") else exc))
+            retryable = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 grpc.StatusCode.ABORTED)
+            name = code.name.lower() if code is not None else "rpc_error"
+            return Attempt(False, f"grpc_{name}", retryable=retryable,
+                           message=str(exc.details() if hasattr(exc, "details") else exc))
+        return _accepted(response, points)

@@ -1,0 +1,161 @@
+"""The running agent's wiring: sources -> queue -> handler -> state -> exporters, put together once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from agent import __version__
+from agent.config import Config, ConfigError
+
+__all__ = ["Agent"]
+
+log = logging.getLogger("agent")
+
+
+class Agent:
+    """The wired pipeline: sources -> queue -> handler -> state -> exporters."""
+
+    def __init__(self, config: Config) -> None:
+        from agent.config import otlp_settings
+        from agent.export.otlp.provider import build_telemetry
+        from agent.pipeline.handler import Handler
+        from agent.pipeline.queue import EventQueue
+        from agent.pipeline.state import NodeState
+        from agent.pipeline.stats import RuntimeStats
+
+        self.config = config
+        self.stats = RuntimeStats()
+        self.state = NodeState(config.node_name)
+        self.queue = EventQueue(metrics=self.stats)
+        self.stop_event = threading.Event()
+        self.api = None
+        self.finished: threading.Event | None = None
+        sources = self._kubernetes_sources() if not config.replay else [self._replay_source()]
+        self.source = sources[0]
+        self.host_usage = self._host_usage_source()
+        if self.host_usage is not None:
+            sources.append(self.host_usage)
+        self.handler = Handler(state=self.state, metrics=self.stats, kubernetes=self._kubernetes_info())
+        otlp = config.otlp
+        if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
+            try:
+                otlp = otlp_settings(os.environ, config.otlp_protocol)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        self.telemetry = build_telemetry(self.state, self.stats, config.exporter, otlp,
+                                         interval=float("inf") if config.once else config.export_interval,
+                                         timeout=config.export_timeout, service_version=__version__)
+        self.debug = self._debug_server()
+        self._threads = [
+            *(threading.Thread(target=s.run, args=(self.stop_event,), name=f"source-{i}", daemon=True)
+              for i, s in enumerate(sources)),
+            threading.Thread(target=self.handler.run, args=(self.queue, self.stop_event), name="handler", daemon=True),
+        ]
+
+    def _replay_source(self):
+        from agent.source.documents import DumpError
+        from agent.source.replay import ReplaySource, load_capture
+
+        try:
+            source = ReplaySource(text=load_capture(self.config.replay), node_name=self.config.node_name,
+                                  emit=self.queue.put, metrics=self.stats)
+        except (OSError, UnicodeDecodeError, DumpError) as exc:
+            raise ConfigError(f"cannot read capture {self.config.replay!r}: {exc}") from None
+        self.finished = source.finished
+        return source
+
+    def _kubernetes_sources(self) -> list:
+        """One reflector for this node's pods, one for its Node object."""
+        from agent.source.kube import KubeApi, KubeConfigError, load_configuration
+        from agent.source.reflector import NodeObject, PodsOfNode, Reflector, ReflectorSettings
+
+        config = self.config
+        try:
+            self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
+        except KubeConfigError as exc:
+            raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay sample") from None
+        settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
+                                     max_watch_timeout=config.watch_timeout[1])
+        version = None
+        if config.kubernetes_version is None:
+            from agent.source.server_version import ServerVersionSource
+
+            version = ServerVersionSource(api=self.api, emit=self.queue.put, metrics=self.stats)
+        pods = Reflector(api=self.api, watched=PodsOfNode(node_name=config.node_name), emit=self.queue.put,
+                         metrics=self.stats, settings=settings,
+                         on_list=version.relisted if version is not None else None)
+        node = Reflector(api=self.api, watched=NodeObject(node_name=config.node_name), emit=self.queue.put,
+                         metrics=self.stats, settings=settings)
+        return [pods, node] + ([version] if version is not None else [])
+
+    def _kubernetes_info(self):
+        """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""
+        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
+        from agent.model.rules import rules_for
+
+        version = self.config.kubernetes_version
+        if version is None:
+            if self.config.replay:
+                log.info("replay: pod requests follow the Kubernetes %s rules (the newest supported; "
+                         "--kubernetes-version chooses another)", DEFAULT_KUBERNETES.rules)
+            return DEFAULT_KUBERNETES
+        rules, warning = rules_for(version)
+        if warning:
+            log.warning("%s", warning)
+        log.info("--kubernetes-version %s: pod requests follow the Kubernetes %s rules", version, rules)
+        return KubernetesInfo(rules, "", "flag", warning)
+
+    def _host_usage_source(self):
+        if not self.config.procfs:
+            return None
+        from agent.source.host_usage import HostUsageSource, UsageSampler, set_procfs
+
+        set_procfs(self.config.procfs)
+        return HostUsageSource(sampler=UsageSampler(on_error=self.stats.usage_error), emit=self.queue.put,
+                               interval=self.config.export_interval)
+
+    def _debug_server(self):
+        config = self.config
+        if not config.debug_address:
+            return None
+        from agent.debug.endpoint import DebugServer
+        from agent.pipeline.health import HealthLimits
+
+        periodic_export = not (config.once or config.exporter == "none")
+        limits = HealthLimits.for_config(config.read_timeout, config.export_interval if periodic_export else None,
+                                         config.export_timeout)
+        try:
+            return DebugServer(config.debug_address, self.state, self.stats, limits)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address} (the liveness and readiness "
+                              f"probes depend on it): {exc}; free the port or pass another --debug-address") from None
+
+    def start(self) -> "Agent":
+        for t in self._threads:
+            t.start()
+        if self.debug is not None:
+            self.debug.start()
+        log.info("node-requests-agent %s watching node %s (exporter %s)", __version__, self.config.node_name,
+                 self.config.exporter)
+        return self
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until a replay is fully handled (or ``timeout``)."""
+        if self.finished is not None and not self.finished.wait(timeout):
+            return False
+        return self.queue.join(timeout)
+
+    def shutdown(self, final_export: bool = True) -> None:
+        """Stop the source and handler, then export the final state once."""
+        self.stop_event.set()
+        if self.api is not None:
+            self.api.interrupt()  # a watch blocked in a read would otherwise hold shutdown for its read timeout
+        for t in self._threads:
+            t.join(timeout=5)
+        self.telemetry.shutdown(final_export=final_export)
+        if self.debug is not None:
+            self.debug.stop()
+        if self.api is not None:
+            self.api.close()

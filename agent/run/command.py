@@ -1,0 +1,61 @@
+"""The ``run`` command: start the wired agent, stop it on a signal with one final export."""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import signal
+
+from agent.config import Config
+from agent.run.agent import Agent
+
+__all__ = ["run"]
+
+log = logging.getLogger("agent")
+
+
+def _install_signal_handlers(agent: Agent) -> None:
+    """TERM and INT: final export, exit 0. QUIT: the same, after dumping every thread's stack (a daemon's
+    "what are you doing?"). HUP: nothing to reload, so it is logged and ignored rather than killing the agent."""
+
+    def stop(signum, frame):
+        log.info("received %s; exporting once more and exiting", signal.Signals(signum).name)
+        agent.stop_event.set()
+
+    def quit_with_stacks(signum, frame):
+        try:
+            faulthandler.dump_traceback(all_threads=True)
+        except (OSError, ValueError):  # stderr closed
+            pass
+        stop(signum, frame)
+
+    def ignore(signum, frame):
+        log.info("received SIGHUP; nothing to reload (configuration comes from flags and environment), ignoring it")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGQUIT, quit_with_stacks)
+    signal.signal(signal.SIGHUP, ignore)
+
+
+def run(config: Config) -> int:
+    # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
+    logging.raiseExceptions = False
+    agent = Agent(config)
+    _install_signal_handlers(agent)
+    agent.start()
+    if config.once:
+        if agent.host_usage is not None:
+            agent.host_usage.sample_now()  # a CPU delta since start, so the one export has a used cpu
+        agent.drain()
+        if config.exporter == "table":  # the demo: a person reads this first, then the metric lines
+            from agent.report.cluster_table import agent_summary
+
+            print(agent_summary(agent.state.snapshot()) + "\n", flush=True)
+        agent.telemetry.flush()
+        agent.shutdown(final_export=False)
+        return 0
+    while not agent.stop_event.wait(1.0):
+        pass
+    agent.shutdown()
+    return 0
