@@ -32,7 +32,7 @@ NODE = "krew-node"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
-    """(manifest, archive) from krew/build.py, run as the README says."""
+    """(manifest, archive) from krew/build.py, run as docs/deployment.md says."""
     out = tmp_path_factory.mktemp("krew-build")
     result = subprocess.run([sys.executable, str(ROOT / "krew" / "build.py"), "--out", str(out)],
                             capture_output=True, text=True, timeout=600)
