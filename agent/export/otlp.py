@@ -37,6 +37,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 
 from agent.export.otlp_encode import RequestBuilder
+from agent.export.bearer_token import TOKEN_FILE_VAR, TokenFile
 from agent.pipeline.stats import EXPORT_LOOP, RuntimeStats
 
 __all__ = ["OtlpSettings", "Verdict", "otlp_settings", "OtlpExporter", "HttpTransport", "GrpcTransport",
@@ -58,6 +59,7 @@ class OtlpSettings:
     client_certificate: str | None = None
     client_key: str | None = None
     insecure: bool | None = None  # gRPC without TLS; None: decided by the endpoint's scheme
+    token_file: str | None = None  # NRA_OTLP_TOKEN_FILE: a projected ServiceAccount token, sent as a bearer token
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:
@@ -109,6 +111,7 @@ def otlp_settings(env: Mapping[str, str], protocol: str) -> OtlpSettings:
                                   "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
         client_key=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
         insecure=None if insecure is None else insecure.lower() == "true",
+        token_file=_first(env, TOKEN_FILE_VAR),
     )
 
 
@@ -154,6 +157,7 @@ class HttpTransport:
                          **dict(settings.headers)}
         if settings.compression == "gzip":
             self._headers["Content-Encoding"] = "gzip"
+        self._token = TokenFile(settings.token_file) if settings.token_file else None
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -185,7 +189,9 @@ class HttpTransport:
         watchdog.daemon = True
         watchdog.start()
         try:
-            conn.request("POST", self._path, body=body, headers=self._headers)
+            auth = self._token.authorization() if self._token else None
+            conn.request("POST", self._path, body=body,
+                         headers={**self._headers, "Authorization": auth} if auth else self._headers)
             response = conn.getresponse()
             data = response.read()
             status, content_type = response.status, response.getheader("Content-Type", "")
@@ -253,6 +259,7 @@ class GrpcTransport:
         self._stub = MetricsServiceStub(self._channel)
         self._call = None
         self._metadata = settings.headers
+        self._token = TokenFile(settings.token_file) if settings.token_file else None
         self._compression = grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression
 
     def close(self) -> None:
@@ -269,7 +276,9 @@ class GrpcTransport:
         if remaining <= 0:
             return Verdict(False, "timeout")
         grpc = self._grpc
-        call = self._stub.Export.future(request, timeout=remaining, metadata=self._metadata,
+        auth = self._token.authorization() if self._token else None
+        metadata = (*self._metadata, ("authorization", auth)) if auth else self._metadata
+        call = self._stub.Export.future(request, timeout=remaining, metadata=metadata,
                                         compression=self._compression)
         self._call = call
         try:
