@@ -29,11 +29,11 @@ pytestmark = pytest.mark.collector
 REPO = Path(__file__).resolve().parent.parent
 SCRAPE_INTERVAL = 1.0  # the tests' Prometheus (prometheus_config's interval)
 EXPORT_INTERVAL = 1.0  # the tests' agents
-# Labels of a per-pod series in Prometheus: the point's attributes, every resource attribute
-# (resource_constant_labels), the scope, and job/instance from service.name/service.instance.id.
+# Labels of a per-pod series in Prometheus (the pull variant these tests run, without the token check and
+# nodeidentity, which tests/test_collector_trust.py runs): the point's attributes, the one named resource
+# attribute (k8s.node.name), the scope as the prometheus exporter adds it, and job/instance.
 POD_LABELS = {"__name__", "job", "instance", "k8s_namespace_name", "k8s_pod_name", "k8s_pod_uid", "source",
-              "k8s_node_name", "service_name", "service_version", "service_instance_id", "otel_scope_name",
-              "otel_scope_version", "telemetry_sdk_language", "telemetry_sdk_name", "telemetry_sdk_version"}
+              "k8s_node_name", "otel_scope_name", "otel_scope_version"}
 OTLP_ENDPOINTS = {"http/protobuf": "otlp_http_endpoint", "grpc": "otlp_grpc_endpoint"}
 
 
