@@ -4,7 +4,7 @@
 // (signature, issuer, audience, expiry) against the API server's OIDC discovery and JWKS. A
 // pod-bound token names the pod's node in its "kubernetes.io" claim ({"node": {"name": ...}}).
 // This processor:
-//   - refuses a push whose token is not the agent's ServiceAccount or names no node;
+//   - refuses (403) a push whose token is not the agent's ServiceAccount or names no node;
 //   - replaces every resource attribute: k8s.node.name is the token's node, service.name and
 //     service.instance.id are fixed from it, whatever the sender wrote (so a pod cannot write
 //     another node's numbers, and no sender-chosen or version-dependent resource label exists);
@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
@@ -99,8 +100,8 @@ func (p *identity) node(ctx context.Context) (string, error) {
 func (p *identity) process(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	node, err := p.node(ctx)
 	if err != nil {
-		// Permanent: the receiver answers 400 (gRPC InvalidArgument); retrying cannot help.
-		return md, consumererror.NewPermanent(err)
+		// 403 (gRPC PermissionDenied), not retryable: the sender is authenticated but may not write here.
+		return md, consumererror.NewOTLPHTTPError(err, http.StatusForbidden)
 	}
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
