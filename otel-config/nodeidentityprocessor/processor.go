@@ -21,16 +21,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const typeStr = "nodeidentity"
@@ -100,8 +100,8 @@ func (p *identity) node(ctx context.Context) (string, error) {
 func (p *identity) process(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	node, err := p.node(ctx)
 	if err != nil {
-		// 403 (gRPC PermissionDenied), not retryable: the sender is authenticated but may not write here.
-		return md, consumererror.NewOTLPHTTPError(err, http.StatusForbidden)
+		// PermissionDenied: the OTLP receiver answers HTTP 403 (gRPC PERMISSION_DENIED), not retryable.
+		return md, status.Error(codes.PermissionDenied, err.Error())
 	}
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
