@@ -148,10 +148,11 @@ def test_rolling_upgrade_two_versions_never_double_count(chain, tmp_path):
         assert float(peak["value"][1]) == truth
 
 
-def test_the_real_agent_passes_with_its_token_and_every_metric_it_sends_arrives(chain, tmp_path):
+@pytest.mark.parametrize("protocol, node", [("http/protobuf", "node-a"), ("grpc", "node-b")])
+def test_the_real_agent_passes_with_its_token_and_every_metric_it_sends_arrives(chain, tmp_path, protocol, node):
     """The allow-list and the token path with the agent itself: its API token lists only its own node."""
     cluster, otelcol, prom = chain
-    pod = cluster.agent_pod("node-a", name="agent-real")
+    pod = cluster.agent_pod(node, name=f"agent-real-{protocol.split('/')[0]}")
     token_dir = tmp_path / "collector-token"
     token_dir.mkdir()
     (token_dir / "token").write_text(cluster.pod_token(pod))
@@ -162,19 +163,24 @@ def test_the_real_agent_passes_with_its_token_and_every_metric_it_sends_arrives(
         def kubeconfig(path):
             return str(write_kubeconfig(path, cluster.server, cluster.pki, "agent", token=api_token))
 
-    env = {**otlp_env(otelcol.otlp_http_endpoint), "NRA_OTLP_TOKEN_FILE": str(token_dir / "token")}
-    with AgentProcess(_Api(), tmp_path / "agent", "node-a", env, 1.0) as agent:
-        names = wait_until(lambda: (n := prom.names('{job="node-requests-agent",instance="node-a"}')) >= {
+    endpoint = otelcol.otlp_grpc_endpoint if protocol == "grpc" else otelcol.otlp_http_endpoint
+    env = {**otlp_env(endpoint, protocol), "NRA_OTLP_TOKEN_FILE": str(token_dir / "token")}
+    with AgentProcess(_Api(), tmp_path / "agent", node, env, 1.0) as agent:
+        names = wait_until(lambda: (n := prom.names(f'{{job="node-requests-agent",instance="{node}"}}')) >= {
             "node_requests_agent_exports_total", "node_requests_node_cpu_cores", "process_memory_usage"} and n,
             timeout=30, message="the agent's series in Prometheus")
-        print(f"agent series names in Prometheus: {len(names)}")
-        assert not prom.query('node_requests_agent_export_failures_total{instance="node-a"}')
-        assert not prom.query('node_requests_agent_api_errors_total{instance="node-a"}')
+        print(f"agent series names in Prometheus ({protocol}): {len(names)}")
+        successes = f'node_requests_agent_exports_total{{result="success",instance="{node}"}}'
+        first = float(wait_until(lambda: prom.query(successes), timeout=10)[0]["value"][1])
+        wait_until(lambda: float(prom.query(successes)[0]["value"][1]) > first + 2, timeout=20,
+                   message=f"this agent's exports keep arriving over {protocol}")
+        assert not prom.query(f'node_requests_agent_export_failures_total{{instance="{node}"}}')
+        assert not prom.query(f'node_requests_agent_api_errors_total{{instance="{node}"}}')
         assert {"node_requests_agent_synced", "node_requests_agent_kubernetes_info",
                 "node_requests_agent_workqueue_queue_duration_seconds_bucket"} <= names
         # Every label of every series is one the allow-list names for it (and the node from the token).
-        for row in prom.query('{job="node-requests-agent",instance="node-a"}'):
-            assert row["metric"]["k8s_node_name"] == "node-a"
+        for row in prom.query(f'{{job="node-requests-agent",instance="{node}"}}'):
+            assert row["metric"]["k8s_node_name"] == node
 
 
 def test_the_agents_token_lists_only_its_own_nodes_pods_and_node(trust_cluster):
