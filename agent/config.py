@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
-__all__ = ["Config", "ConfigError", "EXPORTERS", "OTLP_PROTOCOLS", "OtlpSettings", "from_sources", "kubernetes_version",
+__all__ = ["Config", "ConfigError", "EXPORTERS", "OTLP_PROTOCOLS", "OTLP_TOKEN_FILE_VAR", "OtlpSettings", "from_sources", "kubernetes_version",
            "otlp_settings", "parse_address"]
 
 EXPORTERS = ("otlp", "console", "table", "none")
@@ -21,6 +21,8 @@ EXPORTERS = ("otlp", "console", "table", "none")
 DEFAULT_DEBUG_ADDRESS = ":9808"
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 LOG_FORMATS = ("text", "json")
+#: The environment variable naming the file of the bearer token the agent shows the Collector (docs/configuration.md).
+OTLP_TOKEN_FILE_VAR = "NRA_OTLP_TOKEN_FILE"
 
 
 class ConfigError(ValueError):
@@ -37,6 +39,7 @@ class OtlpSettings:
     client_certificate: str | None = None
     client_key: str | None = None
     insecure: bool | None = None  # gRPC without TLS; None: decided by the endpoint's scheme
+    token_file: str | None = None  # NRA_OTLP_TOKEN_FILE: a projected ServiceAccount token, sent as a bearer token
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:
@@ -88,6 +91,7 @@ def otlp_settings(env: Mapping[str, str], protocol: str) -> OtlpSettings:
                                   "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
         client_key=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
         insecure=None if insecure is None else insecure.lower() == "true",
+        token_file=_first(env, OTLP_TOKEN_FILE_VAR),
     )
 
 

@@ -26,6 +26,8 @@ BUILDER_VERSION = "v0.165.0"
 BUILDER_MODULE = "go.opentelemetry.io/collector/cmd/builder"
 MANIFEST = Path(__file__).resolve().parent.parent / "otel-config" / "builder-config.yaml"
 DIST_NAME = "otelcol-nra"  # dist.name and dist.output_path in the manifest
+#: This repository's own Collector components (Go modules the manifest names by ``path``), copied next to it.
+LOCAL_MODULES = ("nodeidentityprocessor",)
 
 
 def _nice(argv: list[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
@@ -50,8 +52,13 @@ def builder_bin() -> Path:
 
 
 def _manifest_key(manifest: Path) -> str:
-    """Cache key: builder version plus the manifest's content, so any edit rebuilds once."""
-    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16]
+    """Cache key: builder version plus the manifest's and the local modules' content, so any edit rebuilds once."""
+    h = hashlib.sha256(manifest.read_bytes())
+    for name in LOCAL_MODULES:
+        for path in sorted((manifest.parent / name).rglob("*")):
+            if path.is_file():
+                h.update(str(path.relative_to(manifest.parent)).encode() + b"\0" + path.read_bytes())
+    digest = h.hexdigest()[:16]
     return f"{BUILDER_VERSION}-{digest}"
 
 
@@ -59,6 +66,8 @@ def otelcol_bin(manifest: Path = MANIFEST) -> Path:
     """The collector binary described by ``manifest``, built on first use."""
     def build(out: Path) -> None:
         shutil.copy(manifest, out / "builder-config.yaml")  # records what was built
+        for name in LOCAL_MODULES:
+            shutil.copytree(manifest.parent / name, out / name)
         # The builder writes sources and binary to dist.output_path, relative to its cwd.
         run(_nice([builder_bin(), "--config", out / "builder-config.yaml"]), cwd=out)
         if not (out / DIST_NAME / DIST_NAME).is_file():

@@ -29,7 +29,8 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 from tests.conftest import wait_until  # re-exported: the suite's one polling helper
 
 __all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "free_port", "gauge",
-           "http_get", "otlp_request", "post_otlp", "prometheus_config", "sum_metric", "wait_until"]
+           "http_get", "otlp_request", "post_otlp", "prometheus_config", "pull_variant_config", "sum_metric",
+           "wait_until"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_CONFIG = REPO / "otel-config" / "collector.yaml"
@@ -109,6 +110,28 @@ def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5
         return e.code
 
 
+def pull_variant_config(directory: Path) -> Path:
+    """The shipped config as the scrape-based tests run it, written into ``directory``.
+
+    Those tests' agents watch a fake API server, so they hold no ServiceAccount token: the receivers'
+    oidc authenticator and the nodeidentity processor (which needs the verified token) are left out,
+    and the pipeline ends in the pull variant's prometheus exporter (with batch) as README describes.
+    Everything else (memory_limiter, the exporters' settings) is the shipped file's. The token path
+    and the remote-write pipeline run unmodified in tests/test_collector_trust.py and its neighbours.
+    """
+    config = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    for protocol in config["receivers"]["otlp"]["protocols"].values():
+        protocol.pop("auth", None)
+    config["extensions"].pop("oidc")
+    config["processors"].pop("nodeidentity")
+    config["service"]["extensions"] = [e for e in config["service"]["extensions"] if e != "oidc"]
+    config["service"]["pipelines"]["metrics"].update(processors=["memory_limiter", "batch"], exporters=["prometheus"])
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "collector-pull-variant.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
 def _stop_pid(proc: subprocess.Popen | None, graceful: bool, timeout: float = 10.0) -> None:
     """SIGTERM (or SIGKILL) the child by pid and reap it, escalating to SIGKILL after ``timeout``."""
     if proc is None or proc.poll() is not None:
@@ -127,7 +150,10 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 class Collector:
-    """The built otelcol running ``config_path`` (the shipped config by default) on free loopback ports.
+    """The built otelcol running ``config_path`` on free loopback ports.
+
+    ``config_path`` None (the default) runs ``pull_variant_config()``: the shipped config without the
+    token check, ending in the prometheus exporter. Pass SHIPPED_CONFIG for the file as shipped.
 
     The listen addresses reach the config through the environment variables it
     reads (ENDPOINT_VARS), so the file itself runs unmodified. The ports are
@@ -137,10 +163,10 @@ class Collector:
     applied last, so it can also point an endpoint variable elsewhere.
     """
 
-    def __init__(self, workdir: Path, config_path: Path = SHIPPED_CONFIG, env: Mapping[str, str] | None = None,
+    def __init__(self, workdir: Path, config_path: Path | None = None, env: Mapping[str, str] | None = None,
                  overrides: Iterable[str] = (), binary: Path | None = None) -> None:
-        self.config_path = Path(config_path)
         self.workdir = Path(workdir)
+        self.config_path = Path(config_path) if config_path is not None else pull_variant_config(self.workdir)
         self.extra_env = dict(env or {})
         self.overrides = list(overrides)
         self.binary = binary

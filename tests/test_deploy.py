@@ -92,7 +92,9 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
                                   ("DaemonSet", "node-requests-agent")}
     assert set(collector_objects) == {("Namespace", "node-requests-collector"), ("Deployment", "otel-collector"),
                                       ("Service", "otel-collector"), ("NetworkPolicy", "otel-collector"),
-                                      ("ConfigMap", "otel-collector-config")}
+                                      ("ConfigMap", "otel-collector-config"), ("ServiceAccount", "otel-collector"),
+                                      ("PodDisruptionBudget", "otel-collector"),
+                                      ("ClusterRoleBinding", "node-requests-collector-oidc-discovery")}
     binding = agent_objects[("ClusterRoleBinding", "node-requests-agent")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "node-requests-agent", "namespace": "node-requests-agent"}]
     # Each set lives in its own Namespace, created by the same kustomization.
@@ -101,7 +103,8 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
         assert {o["metadata"].get("namespace", name) for o in objects.values() if o["kind"] not in CLUSTER_SCOPED} == {name}
     assert namespace_of(agent_objects)["metadata"]["name"] != namespace_of(collector_objects)["metadata"]["name"]
     config = collector_objects[("ConfigMap", "otel-collector-config")]["data"]["collector.yaml"]
-    assert yaml.safe_load(config)["exporters"]["prometheus"]["translation_strategy"] == "UnderscoreEscapingWithoutSuffixes"
+    assert yaml.safe_load(config)["exporters"]["prometheus_remote_write"]["translation_strategy"] == \
+        "UnderscoreEscapingWithoutSuffixes"
     collector = collector_objects[("Deployment", "otel-collector")]["spec"]["template"]["spec"]
     assert collector["volumes"][0]["configMap"]["name"] == "otel-collector-config"
     # The agents' OTLP endpoint is this Service, by its DNS name in the Collector's namespace.
@@ -113,10 +116,22 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
         f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{http}"
 
 
-def test_rbac_is_exactly_read_only_pods_and_nodes(agent_objects):
+def test_rbac_is_exactly_list_and_watch_of_pods_and_nodes(agent_objects):
     rules = agent_objects[("ClusterRole", "node-requests-agent")]["rules"]
     granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
-    assert granted == {("", r, v) for r in ("pods", "nodes") for v in ("get", "list", "watch")}
+    # No get: the agent only lists and watches (with field selectors), never reads one object by name.
+    assert granted == {("", r, v) for r in ("pods", "nodes") for v in ("list", "watch")}
+
+
+def test_collector_replicas_survive_a_drain(collector_objects):
+    deployment = collector_objects[("Deployment", "otel-collector")]
+    assert deployment["spec"]["replicas"] >= 2
+    pdb = collector_objects[("PodDisruptionBudget", "otel-collector")]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    spread = {c["topologyKey"]: c for c in deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]}
+    assert spread["kubernetes.io/hostname"]["whenUnsatisfiable"] == "DoNotSchedule"
+    assert "topology.kubernetes.io/zone" in spread
 
 
 def test_daemonset_policy(agent_objects):
@@ -132,7 +147,12 @@ def test_daemonset_policy(agent_objects):
     assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
     assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_COMPRESSION"} <= set(env)
     # Nothing from the host: `used` comes from the container's own /proc (host-wide stat and meminfo).
-    assert "HOST_PROC" not in env and "volumes" not in spec and "volumeMounts" not in c
+    # The one volume is the Collector's projected token, read by the agent from NRA_OTLP_TOKEN_FILE.
+    assert "HOST_PROC" not in env
+    (volume,) = spec["volumes"]
+    assert set(volume) == {"name", "projected"}
+    (mount,) = c["volumeMounts"]
+    assert env["NRA_OTLP_TOKEN_FILE"]["value"] == f"{mount['mountPath']}/{volume['projected']['sources'][0]['serviceAccountToken']['path']}"
     assert restricted_violations(spec) == []
     # Probes on the debug port.
     (port,) = c["ports"]
@@ -289,7 +309,9 @@ def test_network_policy_admits_only_agents_to_otlp_and_only_prometheus_to_metric
         assert rule.get("from") and rule.get("ports") and all(isinstance(p["port"], int) for p in rule["ports"])
     config = yaml.safe_load((ROOT / "otel-config" / "collector.yaml").read_text())
     otlp_ports = {port_of(p["endpoint"]) for p in config["receivers"]["otlp"]["protocols"].values()}
-    metrics_port = port_of(config["exporters"]["prometheus"]["endpoint"])
+    # The Collector's own metrics (the telemetry reader), scraped by Prometheus for the otel-collector alerts.
+    reader = config["service"]["telemetry"]["metrics"]["readers"][0]["pull"]["exporter"]["prometheus"]
+    metrics_port = int(re.search(r":-(\d+)\}", str(reader["port"])).group(1))
     # The health_check extension's port; 13133 is its documented default.
     health_port = port_of(config.get("extensions", {}).get("health_check", {}).get("endpoint", ":13133"))
     assert otlp_ports == {4317, 4318}
@@ -468,10 +490,13 @@ def test_daemonset_container_command_runs_the_agent(image, agent_objects):
 def test_prometheus_scrape_config_targets_the_collector(collector_objects):
     scrape = yaml.safe_load((ROOT / "otel-config" / "prometheus" / "scrape.yaml").read_text())
     (job,) = scrape["scrape_configs"]
-    assert job["honor_labels"] is True
+    assert job["job_name"] == "otel-collector"
     (sd,) = job["kubernetes_sd_configs"]
+    assert sd["role"] == "endpoints"  # one target per replica
     assert sd["namespaces"]["names"] == [collector_objects[("Service", "otel-collector")]["metadata"]["namespace"]]
-    assert job["relabel_configs"][0]["regex"] == "otel-collector;prometheus"
+    service_ports = {p["name"] for p in collector_objects[("Service", "otel-collector")]["spec"]["ports"]}
+    service, port = job["relabel_configs"][0]["regex"].split(";")
+    assert service == "otel-collector" and port in service_ports
     assert scrape["rule_files"] == ["rules.yaml"]
 
 
@@ -481,13 +506,14 @@ def test_rules_pass_promtool():
     result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 13 rules found" in result.stdout
 
 
 def _expressions() -> list[tuple[str, str]]:
     """Every shipped query that has data while nothing is wrong (an alert's left-hand side)."""
     out = list(recording_rules().items())
-    out += [(name, left_side(rule["expr"])) for name, rule in alerts().items()]
+    # The otel-collector alerts read the Collector's own metrics: tests/test_collector_alerts.py drives them.
+    out += [(name, left_side(rule["expr"])) for name, rule in alerts().items() if not name.startswith("OtelCollector")]
     out += dashboard_queries()
     out += [(f"${v.name}", f"count by ({v.label}) ({v.metric})") for v in dashboard_variables()]
     return out

@@ -29,11 +29,11 @@ pytestmark = pytest.mark.collector
 REPO = Path(__file__).resolve().parent.parent
 SCRAPE_INTERVAL = 1.0  # the tests' Prometheus (prometheus_config's interval)
 EXPORT_INTERVAL = 1.0  # the tests' agents
-# Labels of a per-pod series in Prometheus: the point's attributes, every resource attribute
-# (resource_constant_labels), the scope, and job/instance from service.name/service.instance.id.
+# Labels of a per-pod series in Prometheus (the pull variant these tests run, without the token check and
+# nodeidentity, which tests/test_collector_trust.py runs): the point's attributes, the one named resource
+# attribute (k8s.node.name), the scope as the prometheus exporter adds it, and job/instance.
 POD_LABELS = {"__name__", "job", "instance", "k8s_namespace_name", "k8s_pod_name", "k8s_pod_uid", "source",
-              "k8s_node_name", "service_name", "service_version", "service_instance_id", "otel_scope_name",
-              "otel_scope_version", "telemetry_sdk_language", "telemetry_sdk_name", "telemetry_sdk_version"}
+              "k8s_node_name", "otel_scope_name", "otel_scope_version"}
 OTLP_ENDPOINTS = {"http/protobuf": "otlp_http_endpoint", "grpc": "otlp_grpc_endpoint"}
 
 
@@ -94,14 +94,18 @@ def test_the_built_collector_holds_exactly_what_the_shipped_config_names(tmp_pat
     for kind in ("receivers", "processors", "exporters", "extensions"):
         assert {c["name"] for c in built[kind]} == set(config[kind]), kind
     pipeline = config["service"]["pipelines"]["metrics"]
-    assert pipeline == {"receivers": ["otlp"], "processors": ["memory_limiter", "batch"], "exporters": ["prometheus"]}
-    # One release: every collector module of the build at core v0.165.0 / v1.71.0 or contrib v0.165.1.
+    assert pipeline == {"receivers": ["otlp"], "processors": ["memory_limiter", "nodeidentity"],
+                        "exporters": ["prometheus_remote_write"]}
+    # One release: every collector module of the build at core v0.165.0 / v1.71.0 or contrib v0.165.1, plus this
+    # repository's own processor (a local module, v0.0.0).
     versions = {c["module"].split()[-1] for kind in ("receivers", "processors", "exporters", "extensions")
-                for c in built[kind]}
+                for c in built[kind] if c["name"] != "nodeidentity"}
     assert versions == {"v0.165.0", "v0.165.1"}
     deployment = yaml.safe_load_all((REPO / "otel-config" / "collector-deployment.yaml").read_text())
     image = next(d for d in deployment if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == "otel/opentelemetry-collector-contrib:0.165.1"
+    # The distribution built from the manifest (the contrib image has no nodeidentity processor).
+    dist = yaml.safe_load((REPO / "otel-config" / "builder-config.yaml").read_text())["dist"]
+    assert image == f"{dist['name']}:{dist['version']}"
 
 
 # -- 2. agent -> Collector -> Prometheus: names, labels, values ------------------------------------
@@ -355,5 +359,8 @@ def test_watch_restarts_looping_alert_goes_pending_on_a_410_loop(chain, apiserve
 
 def test_every_shipped_alert_is_made_true_by_a_test():
     exercised = {"NodeAutoscalerViewAboveAllocatable", "NodeRequestsAgentNotExporting", "NodeRequestsAgentQueueSlow",
-                 "NodeRequestsAgentWatchRestartsLooping"}
+                 "NodeRequestsAgentWatchRestartsLooping",
+                 # tests/test_collector_alerts.py drives these to firing and back:
+                 "OtelCollectorReplicaDown", "OtelCollectorUnavailable", "OtelCollectorRefusingData",
+                 "OtelCollectorExportFailing", "OtelCollectorSendingQueueFull"}
     assert set(alerts()) == exercised

@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from agent.config import OtlpSettings
+from agent.export.otlp.bearer_token import TokenFile
 
 __all__ = ["Attempt", "Transport", "HttpTransport", "GrpcTransport"]
 
@@ -86,6 +87,7 @@ class HttpTransport:
                          **dict(settings.headers)}
         if settings.compression == "gzip":
             self._headers["Content-Encoding"] = "gzip"
+        self._token = TokenFile(settings.token_file) if settings.token_file else None
 
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -117,7 +119,9 @@ class HttpTransport:
         watchdog.daemon = True
         watchdog.start()
         try:
-            conn.request("POST", self._path, body=body, headers=self._headers)
+            auth = self._token.authorization() if self._token else None
+            conn.request("POST", self._path, body=body,
+                         headers={**self._headers, "Authorization": auth} if auth else self._headers)
             response = conn.getresponse()
             data = response.read()
             status, content_type = response.status, response.getheader("Content-Type", "")
@@ -185,6 +189,7 @@ class GrpcTransport:
         self._stub = MetricsServiceStub(self._channel)
         self._call = None
         self._metadata = settings.headers
+        self._token = TokenFile(settings.token_file) if settings.token_file else None
         self._compression = grpc.Compression.Gzip if settings.compression == "gzip" else grpc.Compression.NoCompression
 
     def close(self) -> None:
@@ -201,7 +206,9 @@ class GrpcTransport:
         if remaining <= 0:
             return Attempt(False, "timeout")
         grpc = self._grpc
-        call = self._stub.Export.future(request, timeout=remaining, metadata=self._metadata,
+        auth = self._token.authorization() if self._token else None
+        metadata = (*self._metadata, ("authorization", auth)) if auth else self._metadata
+        call = self._stub.Export.future(request, timeout=remaining, metadata=metadata,
                                         compression=self._compression)
         self._call = call
         try:
