@@ -3,7 +3,7 @@
 import os
 
 from agent.export.otlp.bearer_token import TokenFile
-from agent.export.otlp import otlp_settings
+from agent.config import otlp_settings
 
 
 def _project(folder, token: str, generation: int) -> None:

@@ -44,7 +44,7 @@ def test_prometheus_exporters_keep_seed_names_and_only_the_node_label():
 
 def _agent_metric_names() -> set[str]:
     from agent.export.metrics import GAUGES
-    from agent.export.process import PROCESS_METRICS
+    from agent.export.otlp.process import PROCESS_METRICS
     from agent.export.runtime import PREFIX, RUNTIME_METRICS
 
     names = set(GAUGES) | set(PROCESS_METRICS)
