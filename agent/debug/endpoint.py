@@ -56,8 +56,8 @@ class DebugServer:
         log.info("debug endpoint on port %d", self.port)
         return self
 
-    def stop(self) -> None:
-        self._server.stop()
+    def stop(self, timeout: float = 5.0) -> None:
+        self._server.stop(timeout)
 
     def _respond(self, path: str) -> Response:
         status, content_type, body = self.route(path)

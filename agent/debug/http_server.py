@@ -168,11 +168,11 @@ class HttpServer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self._stopping = True
         self._wake()
         if self._thread.is_alive():
-            self._thread.join(5)
+            self._thread.join(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for conn in list(self._connections.values()):
             self._close(conn)

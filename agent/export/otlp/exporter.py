@@ -105,8 +105,10 @@ class OtlpExporter(MetricExporter):
             self._warn.warning(verdict.reason, "OTLP export failed (%s); the next export sends the then-current state",
                                text)
 
-    def begin_close(self, final_export: bool) -> None:
-        """Cut the export in flight; the final one (if wanted) gets the short deadline."""
+    def begin_close(self, final_export: bool, timeout: float | None = None) -> None:
+        """Cut the export in flight; the final one (if wanted) gets the short deadline, at most ``timeout``."""
+        if timeout is not None:
+            self._final_timeout = max(0.0, min(self._final_timeout, timeout - 0.2))  # 0.2 s to encode and return
         self.muted = not final_export
         self.closing = True
         self._generation += 1  # the export in flight must not retry after this
@@ -132,7 +134,7 @@ class StateExporter(MetricExporter):
         self._stats = stats
         self.muted = False
 
-    def begin_close(self, final_export: bool) -> None:
+    def begin_close(self, final_export: bool, timeout: float | None = None) -> None:
         self.muted = not final_export
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
