@@ -136,7 +136,8 @@ class Agent:
         limits = HealthLimits.for_config(config.read_timeout, config.export_interval if periodic_export else None,
                                          config.export_timeout)
         try:
-            return DebugServer(config.debug_address, self.state, self.stats, limits)
+            return DebugServer(config.debug_address, self.state, self.stats, limits, views=config.debug_views,
+                               hosts=config.debug_hosts)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address} (the liveness and readiness "
                               f"probes depend on it): {exc}; free the port or pass another --debug-address") from None
