@@ -22,6 +22,18 @@ from tests.fake_apiserver import FakeApiServer
 LIMIT = 10.0
 
 
+def accept_each(listener: socket.socket, handle) -> None:
+    """Hand every accepted connection to ``handle``, on a thread, until the listener is closed."""
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            handle(conn)
+    threading.Thread(target=loop, daemon=True).start()
+
+
 class SilentServer:
     """Accepts every connection, reads what it is sent, never answers: a hung Collector."""
 
@@ -30,17 +42,12 @@ class SilentServer:
         self.port = self._listener.getsockname()[1]
         self.accepted = 0
         self._held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        accept_each(self._listener, self._accepted)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            self._held.append(conn)
-            threading.Thread(target=self._swallow, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        self.accepted += 1
+        self._held.append(conn)
+        threading.Thread(target=self._swallow, args=(conn,), daemon=True).start()
 
     @staticmethod
     def _swallow(conn: socket.socket) -> None:
@@ -68,22 +75,17 @@ class HangingProxy:
         self.held: list[socket.socket] = []
         self._open: list[socket.socket] = []
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        accept_each(self._listener, self._accepted)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
+    def _accepted(self, client: socket.socket) -> None:
+        with self._lock:
+            if self.hanging:
+                self.held.append(client)
                 return
-            with self._lock:
-                if self.hanging:
-                    self.held.append(client)
-                    continue
-                server = socket.create_connection(("127.0.0.1", self.upstream))
-                self._open += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self._open += [client, server]
+        for a, b in ((client, server), (server, client)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
     @staticmethod
     def _pipe(source: socket.socket, sink: socket.socket) -> None:

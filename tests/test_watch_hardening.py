@@ -93,12 +93,14 @@ class OddServer:
         self._server.server_close()
 
 
-def run_on_virtual_time(server: OddServer, tmp_path, horizon: float = 120.0, real_limit: float = 15.0):
-    """The real Reflector and KubeApi against ``server`` until ``horizon`` virtual seconds have been waited.
+def run_on_virtual_time(tmp_path, caplog, horizon: float = 120.0, real_limit: float = 15.0, **answers):
+    """The real Reflector and KubeApi against an OddServer answering as told, until ``horizon`` virtual seconds
+    have been waited; (hot, the server, the clock, the stats, the warnings logged).
 
     A hot loop never waits, so virtual time never reaches the horizon: the real-time limit stops it and the
     test then sees the thread was still running.
     """
+    server = OddServer(**answers)
     clock = VirtualClock(horizon=horizon)
     api = KubeApi(load_configuration(server.kubeconfig(tmp_path / "kubeconfig")))
     stats = RuntimeStats()
@@ -108,25 +110,23 @@ def run_on_virtual_time(server: OddServer, tmp_path, horizon: float = 120.0, rea
                           wait=clock.wait)
     stop = threading.Event()
     thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
-    thread.start()
-    thread.join(real_limit)
-    hot = thread.is_alive()
-    stop.set()
-    api.close()
-    thread.join(5)
-    return hot, clock, stats
+    try:
+        with caplog.at_level(logging.INFO, logger="agent.source.reflector"):
+            thread.start()
+            thread.join(real_limit)
+            hot = thread.is_alive()
+            stop.set()
+            api.close()
+            thread.join(5)
+    finally:
+        server.stop()
+    return hot, server, clock, stats, [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 @pytest.mark.parametrize("answer", ["html", "html labelled json", "garbage"])
 def test_a_watch_answered_with_a_page_backs_off_and_logs_a_few_lines(answer, tmp_path, caplog):
-    server = OddServer(watch_answer=ANSWERS[answer])
-    try:
-        with caplog.at_level(logging.INFO, logger="agent.source.reflector"):
-            hot, clock, stats = run_on_virtual_time(server, tmp_path)
-    finally:
-        server.stop()
+    hot, server, clock, stats, lines = run_on_virtual_time(tmp_path, caplog, watch_answer=ANSWERS[answer])
     watches = server.count(watch=True)
-    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not hot, f"hot loop: {watches} watches and {len(lines)} warnings without ever waiting"
     # Backoff 0.8 s doubling to 30 s, jittered: at most ~10 attempts in two virtual minutes, each a relist too.
     assert 3 <= watches <= 12, watches
@@ -139,25 +139,17 @@ def test_a_watch_answered_with_a_page_backs_off_and_logs_a_few_lines(answer, tmp
 
 @pytest.mark.parametrize("answer", ["html", "empty", "garbage", "empty object"])
 def test_a_list_answered_with_something_else_backs_off(answer, tmp_path, caplog):
-    server = OddServer(list_answer=ANSWERS[answer], watch_answer=(200, "application/json", b""))
-    try:
-        with caplog.at_level(logging.INFO, logger="agent.source.reflector"):
-            hot, clock, _ = run_on_virtual_time(server, tmp_path)
-    finally:
-        server.stop()
+    hot, server, _, _, lines = run_on_virtual_time(tmp_path, caplog, list_answer=ANSWERS[answer],
+                                                   watch_answer=(200, "application/json", b""))
     lists = server.count(watch=False)
     assert not hot, f"hot loop: {lists} LISTs"
     assert 3 <= lists <= 12, lists
     assert server.count(watch=True) == 0, "a LIST that is not a List must never be taken for one"
-    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) <= 4
+    assert len(lines) <= 4, [r.getMessage() for r in lines]
 
 
-def test_an_empty_watch_answer_backs_off(tmp_path):
-    server = OddServer(watch_answer=ANSWERS["empty"])
-    try:
-        hot, clock, _ = run_on_virtual_time(server, tmp_path)
-    finally:
-        server.stop()
+def test_an_empty_watch_answer_backs_off(tmp_path, caplog):
+    hot, server, _, _, _ = run_on_virtual_time(tmp_path, caplog, watch_answer=ANSWERS["empty"])
     assert not hot and 3 <= server.count(watch=True) <= 12, server.count(watch=True)
 
 
