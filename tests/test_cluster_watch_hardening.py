@@ -16,7 +16,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -25,6 +24,7 @@ from agent.run.agent import Agent
 from tests.cluster import Cluster, cluster  # noqa: F401  (session fixture)
 from tests.conftest import wait_until
 from tests.factory import for_create, pod
+from tests.test_watch_hardening import QuietHandler, answer, plain_http_kubeconfig, serve
 
 pytestmark = pytest.mark.cluster
 
@@ -40,12 +40,7 @@ class ReverseProxy:
         self._lock = threading.Lock()
         proxy, upstream, context = self, cluster.server, cluster._tls()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):  # noqa: N802
                 watch = "watch=true" in self.path
                 with proxy._lock:
@@ -53,12 +48,12 @@ class ReverseProxy:
                     proxy._open.add(self.connection)
                 try:
                     if watch and proxy.mode == "html":
-                        return self._answer(200, "text/html; charset=utf-8", PAGE)
+                        return answer(self, 200, "text/html; charset=utf-8", PAGE)
                     request = urllib.request.Request(upstream + self.path, headers={"Accept": "application/json"})
                     try:
                         response = urllib.request.urlopen(request, timeout=700, context=context)
                     except urllib.error.HTTPError as error:
-                        return self._answer(error.code, error.headers.get("Content-Type", ""), error.read())
+                        return answer(self, error.code, error.headers.get("Content-Type", ""), error.read())
                     with response:
                         self.send_response(response.status)
                         self.send_header("Content-Type", response.headers.get("Content-Type", "application/json"))
@@ -74,17 +69,8 @@ class ReverseProxy:
                     with proxy._lock:
                         proxy._open.discard(self.connection)
 
-            def _answer(self, status, content_type, body):
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = serve(Handler)
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def cut(self) -> None:
         """End every open connection (the watches among them) so the agent asks again."""
@@ -101,15 +87,7 @@ class ReverseProxy:
             return sum(1 for t, w in self.requests if t >= since and w == watch)
 
     def kubeconfig(self, path) -> str:
-        import yaml
-
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "proxy",
-            "clusters": [{"name": "proxy", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
-            "users": [{"name": "agent", "user": {"token": "unused-the-proxy-authenticates"}}],
-            "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "agent"}}],
-        }))
-        return str(path)
+        return plain_http_kubeconfig(path, self.port, token="unused-the-proxy-authenticates")
 
     def stop(self) -> None:
         self._server.shutdown()

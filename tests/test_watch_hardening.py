@@ -46,6 +46,44 @@ ANSWERS = {
 }
 
 
+def plain_http_kubeconfig(path, port: int, token: str = "t") -> str:
+    """A kubeconfig for a plain-HTTP server on loopback ``port`` (a stand-in or a proxy), written to ``path``."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "plain",
+        "clusters": [{"name": "plain", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "agent", "user": {"token": token}}],
+        "contexts": [{"name": "plain", "context": {"cluster": "plain", "user": "agent"}}],
+    }))
+    return str(path)
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 (chunked answers, kept-alive connections, as the API server's), and no line per request."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """``handler`` served on a loopback port of the kernel's choice, on a thread of its own."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
+def answer(handler: BaseHTTPRequestHandler, status: int, content_type: str | None, body: bytes) -> None:
+    """One whole answer with a Content-Length (no Content-Type when ``content_type`` is None)."""
+    handler.send_response(status)
+    if content_type:
+        handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class OddServer:
     """Answers LISTs and WATCHes of /api/v1/pods as told: what a proxy or captive portal in the way might send."""
 
@@ -54,39 +92,20 @@ class OddServer:
         self.requests: list[tuple[float, bool]] = []  # (monotonic time, is a watch)
         odd = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):  # noqa: N802
                 watch = "watch=true" in self.path
                 odd.requests.append((time.monotonic(), watch))
-                status, content_type, body = odd.watch_answer if watch else odd.list_answer
-                self.send_response(status)
-                if content_type:
-                    self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                answer(self, *(odd.watch_answer if watch else odd.list_answer))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = serve(Handler)
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def count(self, watch: bool) -> int:
         return sum(1 for _, w in self.requests if w == watch)
 
     def kubeconfig(self, path) -> str:
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "odd",
-            "clusters": [{"name": "odd", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
-            "users": [{"name": "agent", "user": {"token": "t"}}],
-            "contexts": [{"name": "odd", "context": {"cluster": "odd", "user": "agent"}}],
-        }))
-        return str(path)
+        return plain_http_kubeconfig(path, self.port)
 
     def stop(self):
         self._server.shutdown()
