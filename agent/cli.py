@@ -50,6 +50,13 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     run.add_argument("--debug-address", metavar="HOST:PORT",
                      help="read-only debug endpoint and probes (env DEBUG_ADDRESS; default :9808, 'off' to disable; "
                           "off by default with --once)")
+    run.add_argument("--debug-views", choices=("local", "any"),
+                     help="who may read the debug views (pods, node, runtime, /metrics, the page): local, only "
+                          "loopback peers such as kubectl port-forward, or any (env DEBUG_VIEWS; default local); "
+                          "the probes answer everyone")
+    run.add_argument("--debug-host", action="append", metavar="NAME",
+                     help="a Host name the debug views accept besides localhost and IP literals (DNS rebinding "
+                          "protection); repeatable (env DEBUG_HOSTS, comma-separated)")
     run.add_argument("--procfs", metavar="PATH",
                      help="the /proc to read the used series from (env HOST_PROC; default /proc, whose stat and meminfo "
                           "are host-wide inside a container; 'off')")

@@ -19,6 +19,9 @@ __all__ = ["Config", "ConfigError", "EXPORTERS", "OTLP_PROTOCOLS", "OTLP_TOKEN_F
 EXPORTERS = ("otlp", "console", "table", "none")
 # All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
 DEFAULT_DEBUG_ADDRESS = ":9808"
+# Who may read the debug views (pods, node, runtime, /metrics, the page): "local", loopback peers only (kubectl
+# port-forward arrives there), or "any". The probes answer every peer either way.
+DEBUG_VIEWS = ("local", "any")
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 LOG_FORMATS = ("text", "json")
 #: The environment variable naming the file of the bearer token the agent shows the Collector (docs/configuration.md).
@@ -121,6 +124,9 @@ class Config:
     watch_timeout: tuple[int, int] = (300, 600)
     # HOST:PORT of the debug endpoint; None turns it off.
     debug_address: str | None = None
+    debug_views: str = "local"
+    # Host names the views accept besides loopback names and addresses and the IP literal connected to.
+    debug_hosts: tuple[str, ...] = ()
     # The /proc the "used" series are read from; None turns them off.
     procfs: str | None = None
     log_level: str = "INFO"
@@ -190,6 +196,14 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         except ValueError:
             raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
         debug_address = debug
+    views = str(args.get("debug_views") or env.get("DEBUG_VIEWS") or "local").strip().lower()
+    if views not in DEBUG_VIEWS:
+        raise ConfigError(f"--debug-views must be local or any, got {views!r}")
+    hosts_arg = args.get("debug_host")
+    hosts_text = ",".join(hosts_arg) if isinstance(hosts_arg, (list, tuple)) else str(hosts_arg or env.get("DEBUG_HOSTS") or "")
+    debug_hosts = tuple(h.strip() for h in hosts_text.split(",") if h.strip())
+    if any(c in h for h in debug_hosts for c in "/ @"):
+        raise ConfigError(f"--debug-host takes host names, got {hosts_text!r}")
     # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
     # shows the whole host, so no host mount is needed (docs/deployment.md).
     procfs = str(args.get("procfs") or env.get("HOST_PROC") or "/proc")
@@ -213,6 +227,8 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         export_timeout=timeout,
         read_timeout=read_timeout,
         debug_address=debug_address,
+        debug_views=views,
+        debug_hosts=debug_hosts,
         procfs=procfs,
         log_level=level,
         log_format=log_format,

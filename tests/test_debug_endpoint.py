@@ -170,7 +170,7 @@ def test_clients_beyond_the_limit_get_503_and_the_server_recovers(bare_server):
     finally:
         for s in stalled:
             s.close()
-    wait_until(lambda: raw(port, b"GET /debug/node HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 200"))
+    wait_until(lambda: raw(port, b"GET /debug/node HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 200"))
 
 
 def test_fifty_slow_clients_do_not_delay_event_handling(apiserver, make_agent):

@@ -84,7 +84,7 @@ def test_same_name_new_uid_replaces_the_old_pod_without_a_deleted_event(apiserve
     assert len(agent.state) == 1
 
 
-def test_a_tls_failure_never_ends_the_sources_and_readiness_then_liveness_fail(apiserver, make_agent, tmp_path):
+def test_a_tls_failure_never_ends_the_sources_and_fails_readiness_only(apiserver, make_agent, tmp_path):
     """A CA or scheme that does not match: the kubernetes package raises ApiException(status=0) on every request."""
     kubeconfig = tmp_path / "tls-kubeconfig"
     apiserver.kubeconfig(kubeconfig)
@@ -97,9 +97,11 @@ def test_a_tls_failure_never_ends_the_sources_and_readiness_then_liveness_fail(a
     # Both sources still run (they keep retrying with backoff): their loops are alive...
     checks = json.loads(get(port, "/healthz")[2])["checks"]
     assert checks["source:pods"] == "ok" and checks["source:nodes"] == "ok"
-    # ...but after five read timeouts without progress the agent asks to be restarted.
-    wait_until(lambda: get(port, "/healthz")[0] == 503, timeout=15)
-    assert json.loads(get(port, "/healthz")[2])["checks"]["progress:pods"].startswith("stuck")
+    # ...and stay alive however long it lasts: a restart cannot fix the API server (issue 21, item 6).
+    time.sleep(6 * 1.0)  # past the five read timeouts after which liveness used to fail
+    status, _, body = get(port, "/healthz")
+    assert status == 200, body
+    assert not any(k.startswith("progress:") for k in json.loads(body)["checks"])
 
 
 def _agent_process(apiserver, tmp_path, *extra, **popen):

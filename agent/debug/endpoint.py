@@ -1,6 +1,13 @@
 """The node-local debug endpoint: health probes, what the agent sees, /metrics, a page.
 
 Read-only by construction: GET and HEAD only, every other method is 405.
+Node-local by default: the probes answer every peer (the kubelet probes the
+pod IP), the views (pods, node, runtime, /metrics, the page) only peers on
+loopback, which is where ``kubectl port-forward`` arrives; any other pod gets
+403. The views also check the Host header against DNS rebinding: a web page
+whose name was re-pointed at 127.0.0.1 arrives with its own name in Host and
+is refused; loopback names and addresses, the IP literal the client connected
+to (the pod IP) and names configured with ``--debug-host`` are accepted.
 The server (``http_server``) gives each connection a whole-request deadline
 and answers the probes at once however many slow clients are connected; views
 only read immutable snapshots, so no client can block event handling or
@@ -10,9 +17,11 @@ annotations other than the two NeonVM ones the value is computed from.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from agent.config import parse_address
@@ -20,15 +29,50 @@ from agent.pipeline.health import HealthLimits, liveness, readiness
 from agent.report.views import pods_report, runtime_report, summary_report
 from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.pipeline.interfaces import StatsReader
-from agent.debug.http_server import HttpServer, Response, listen_socket
-from agent.debug.page import render_page
+from agent.debug.http_server import HttpServer, Request, Response, listen_socket
+from agent.debug.page import refresh_seconds, render_page
 
-__all__ = ["DebugServer"]
+__all__ = ["DebugServer", "VIEWS_LOCAL", "VIEWS_ANY", "is_loopback", "host_allowed"]
 
 log = logging.getLogger(__name__)
 
 
 PROBES = frozenset({"/healthz", "/readyz"})
+VIEWS_LOCAL, VIEWS_ANY = "local", "any"  # who may read the views: loopback peers only, or every peer
+_REFUSED_PEER = ("the debug views answer on loopback only (the probes answer anywhere): reach them with kubectl "
+                 "-n NAMESPACE port-forward pod/POD 9808 and http://localhost:9808/, or start the agent with "
+                 "--debug-views any behind a NetworkPolicy")
+_REFUSED_HOST = "Host not accepted (DNS rebinding protection): use localhost, 127.0.0.1 or the pod IP, or --debug-host NAME"
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped  # a dual-stack socket shows IPv4 peers as ::ffff:a.b.c.d
+    return address
+
+
+def is_loopback(peer: str) -> bool:
+    address = _address(peer)
+    return address is not None and address.is_loopback
+
+
+def host_allowed(host: str, local: str, names: Iterable[str] = ()) -> bool:
+    """Whether a Host header names this endpoint as only its own users can: a loopback name or address, the IP
+    literal the connection arrived on, or a configured name. A rebinding attacker's page always sends its own name."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        name = host[1:host.find("]")] if "]" in host else host
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    name = name.rstrip(".")
+    if name == "localhost" or name in {n.lower().rstrip(".") for n in names}:
+        return True
+    address = _address(name)
+    return address is not None and (address.is_loopback or address == _address(local))
 
 
 class DebugServer:
@@ -41,14 +85,21 @@ class DebugServer:
         need_node: bool = True,
         timeout: float = 5.0,
         max_clients: int = 512,
+        views: str = VIEWS_LOCAL,
+        hosts: Iterable[str] = (),
     ) -> None:
         """Binds at once, so a port in use is an OSError here, before the agent starts."""
+        if views not in (VIEWS_LOCAL, VIEWS_ANY):
+            raise ValueError(f"debug views must be {VIEWS_LOCAL} or {VIEWS_ANY}, got {views!r}")
         self.state = state
         self.stats = stats
         self.limits = limits
         self.need_node = need_node
+        self.views = views
+        self.hosts = tuple(hosts)
         self._server = HttpServer(listen_socket(*parse_address(address)), self._respond, inline_paths=PROBES,
-                                  head_deadline=timeout, max_clients=max_clients, name="debug-http")
+                                  head_deadline=timeout, max_clients=max_clients, name="debug-http",
+                                  admit=self.admit, keep_query=True)
         self.port = self._server.port
 
     def start(self) -> "DebugServer":
@@ -56,11 +107,26 @@ class DebugServer:
         log.info("debug endpoint on port %d", self.port)
         return self
 
-    def stop(self) -> None:
-        self._server.stop()
+    def stop(self, timeout: float = 5.0) -> None:
+        self._server.stop(timeout)
 
-    def _respond(self, path: str) -> Response:
-        status, content_type, body = self.route(path)
+    def admit(self, request: Request) -> Response | None:
+        """Probes for everyone; views for loopback peers (unless --debug-views any) whose Host is acceptable."""
+        if request.path in PROBES:
+            return None
+        if self.views == VIEWS_LOCAL and not is_loopback(request.peer):
+            return self._refusal(_REFUSED_PEER)
+        # No Host at all is no browser, so no rebinding: curl -0 and the like are let through.
+        if request.host is not None and not host_allowed(request.host, request.local, self.hosts):
+            return self._refusal(_REFUSED_HOST)
+        return None
+
+    def _refusal(self, message: str) -> Response:
+        return Response(403, "application/json", (json.dumps({"error": message}) + "\n").encode())
+
+    def _respond(self, target: str) -> Response:
+        path, _, query = target.partition("?")
+        status, content_type, body = self.route(path, query)
         return Response(status, content_type, body)
 
     def ready_conditions(self, snapshot: NodeSnapshot) -> dict[str, bool]:
@@ -70,7 +136,7 @@ class DebugServer:
         return conditions
 
     # -- views ---------------------------------------------------------------
-    def route(self, path: str) -> tuple[int, str, bytes]:
+    def route(self, path: str, query: str = "") -> tuple[int, str, bytes]:
         if path == "/healthz":
             verdict = liveness(self.stats.snapshot(), self.limits)
             return self._json(200 if verdict.ok else 503, {"ok": verdict.ok, "checks": verdict.checks})
@@ -89,7 +155,7 @@ class DebugServer:
 
             return 200, CONTENT_TYPE, render_metrics(self.state.snapshot(), self.stats.snapshot())
         if path in ("/", "/index.html"):
-            return 200, "text/html; charset=utf-8", self._page().encode()
+            return 200, "text/html; charset=utf-8", self._page(refresh_seconds(query)).encode()
         return self._json(404, {"error": f"no such path {path!r}",
                                 "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node", "/debug/runtime"]})
 
@@ -97,8 +163,8 @@ class DebugServer:
     def _json(status: int, body: Any) -> tuple[int, str, bytes]:
         return status, "application/json", (json.dumps(body, indent=2) + "\n").encode()
 
-    def _page(self) -> str:
+    def _page(self, refresh: int) -> str:
         node = self.state.snapshot()
         snapshot = self.stats.snapshot()
         return render_page(node, snapshot, liveness(snapshot, self.limits),
-                           readiness(self.ready_conditions(node), snapshot, self.limits), time.time())
+                           readiness(self.ready_conditions(node), snapshot, self.limits), time.time(), refresh)

@@ -23,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-__all__ = ["HttpServer", "Response", "listen_socket"]
+__all__ = ["HttpServer", "Request", "Response", "listen_socket"]
 
 log = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            408: "Request Timeout",
             414: "URI Too Long", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
             503: "Service Unavailable"}
 MAX_REQUEST_LINE = 8192
@@ -43,6 +44,18 @@ class Response:
     content_type: str
     body: bytes
     headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``admit`` decides on: the request line, the Host header (None when absent), and both ends' addresses."""
+
+    method: str
+    path: str  # without the query
+    query: str
+    host: str | None
+    peer: str  # the client's IP address
+    local: str  # the IP address the client connected to
 
 
 def listen_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
@@ -79,8 +92,9 @@ class _BadRequest(Exception):
         self.status = status
 
 
-def _parse_head(buf: bytes | bytearray) -> tuple[str, str] | None:
-    """(method, path) once ``buf`` holds a whole request head, None while it does not; _BadRequest if it never will."""
+def _parse_head(buf: bytes | bytearray) -> tuple[str, str, str | None] | None:
+    """(method, target, Host) once ``buf`` holds a whole request head, None while it does not; _BadRequest if it
+    never will."""
     end = buf.find(b"\n")
     if end < 0:
         if len(buf) > MAX_REQUEST_LINE:
@@ -91,7 +105,7 @@ def _parse_head(buf: bytes | bytearray) -> tuple[str, str] | None:
     parts = bytes(buf[:end + 1]).decode("latin-1").split()
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
         raise _BadRequest(400, "malformed request line")
-    pos, total, count = end + 1, 0, 0
+    pos, total, count, host = end + 1, 0, 0, None
     while True:
         end = buf.find(b"\n", pos)
         if end < 0:
@@ -100,7 +114,12 @@ def _parse_head(buf: bytes | bytearray) -> tuple[str, str] | None:
             return None
         line = buf[pos:end + 1]
         if line in (b"\r\n", b"\n"):
-            return parts[0], parts[1]
+            return parts[0], parts[1], host
+        name, sep, value = bytes(line).partition(b":")
+        if sep and name.strip().lower() == b"host":
+            if host is not None:
+                raise _BadRequest(400, "more than one Host header")
+            host = value.strip().decode("latin-1")
         total += len(line)
         count += 1
         if total > MAX_HEADER_BYTES or count > MAX_HEADERS:
@@ -123,6 +142,8 @@ def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ())
 class _Connection:
     sock: socket.socket
     deadline: float  # for the whole head while reading, for the whole answer while writing
+    peer: str = ""
+    local: str = ""
     buf: bytearray = field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
@@ -142,9 +163,15 @@ class HttpServer:
         name: str = "http",
         write_deadline: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        admit: Callable[[Request], Response | None] | None = None,
+        keep_query: bool = False,
     ) -> None:
+        """``admit`` sees every request first, on the loop (it must be cheap): None lets it through, a Response
+        answers instead. ``keep_query`` hands ``route`` the path with its query."""
         self._sock = sock
         self._route = route
+        self._admit = admit
+        self._keep_query = keep_query
         self._inline = inline_paths
         self._head_deadline = head_deadline
         self._write_deadline = write_deadline
@@ -168,11 +195,11 @@ class HttpServer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         self._stopping = True
         self._wake()
         if self._thread.is_alive():
-            self._thread.join(5)
+            self._thread.join(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for conn in list(self._connections.values()):
             self._close(conn)
@@ -234,7 +261,7 @@ class HttpServer:
     def _accept(self) -> None:
         for _ in range(64):  # a burst of connections, without starving the rest
             try:
-                sock, _ = self._sock.accept()
+                sock, address = self._sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionAbortedError:
@@ -250,7 +277,11 @@ class HttpServer:
             if len(self._connections) >= 2 * self._max_clients:
                 sock.close()  # a flood: even the answer that says so would cost what it protects
                 continue
-            conn = _Connection(sock, self._clock() + self._head_deadline)
+            try:
+                local = sock.getsockname()[0]
+            except OSError:
+                local = ""
+            conn = _Connection(sock, self._clock() + self._head_deadline, peer=str(address[0]), local=str(local))
             self._connections[sock.fileno()] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
             if self._active() > self._max_clients:
@@ -281,18 +312,23 @@ class HttpServer:
         if head is not None:
             self._dispatch(conn, *head)
 
-    def _dispatch(self, conn: _Connection, method: str, path: str) -> None:
+    def _dispatch(self, conn: _Connection, method: str, target: str, host: str | None = None) -> None:
         if method not in ("GET", "HEAD"):
             self._answer(conn, _error(405, "read-only endpoint: GET and HEAD only", (("Allow", "GET, HEAD"),)))
             return
         conn.head_only = method == "HEAD"
-        path = path.split("?", 1)[0]
+        path, _, query = target.partition("?")
+        if self._admit is not None:
+            refused = self._admit(Request(method, path, query, host, conn.peer, conn.local))
+            if refused is not None:
+                self._answer(conn, refused)
+                return
         if path in self._inline:
             self._write(conn, self._render(path, conn.head_only))  # probes: at once, never queued behind a render
             return
         conn.waiting = True
         self._selector.unregister(conn.sock)  # one request per connection: nothing more to read
-        future = self._pool.submit(self._render, path, conn.head_only)
+        future = self._pool.submit(self._render, target if self._keep_query else path, conn.head_only)
         future.add_done_callback(lambda f, c=conn: self._rendered_one(c, f))
 
     def _rendered_one(self, conn: _Connection, future: concurrent.futures.Future) -> None:

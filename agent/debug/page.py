@@ -3,7 +3,8 @@
 Node comparison (every quantity, with its share of allocatable for cpu and
 memory), what the cluster-autoscaler sees, every reported pod (sortable by any
 column), agent health. It refreshes itself every few seconds (``?refresh=N``
-changes the period) with a visible pause toggle, and says when it was
+changes the period, clamped to 1-3600 s so a link cannot make a browser reload
+it in a tight loop) with a visible pause toggle, and says when it was
 rendered. One small inline script and inline styles: nothing is fetched from
 anywhere else, so it works on a node with no internet and leaks nothing.
 """
@@ -19,9 +20,10 @@ from agent.pipeline.health import Verdict
 from agent.pipeline.state import NodeSnapshot
 from agent.pipeline.stats import StatsSnapshot
 
-__all__ = ["render_page", "REFRESH_SECONDS"]
+__all__ = ["render_page", "refresh_seconds", "REFRESH_SECONDS", "REFRESH_RANGE"]
 
 REFRESH_SECONDS = 5
+REFRESH_RANGE = (1, 3600)  # seconds: faster would be a reload loop against the agent, slower is "paused"
 
 _STYLE = """body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
@@ -35,7 +37,7 @@ td.problems{white-space:normal;min-width:14em}.scroll{overflow-x:auto;max-width:
 # Refresh (unless paused), the age of the data, and sorting the pod table.
 # The pause and the sort survive the reload through sessionStorage.
 _SCRIPT = """(function () {
-  var every = parseFloat(new URLSearchParams(location.search).get("refresh")) || %(refresh)d;
+  var every = %(refresh)d;
   var store = window.sessionStorage, button = document.getElementById("pause");
   var paused = store.getItem("nra-paused") === "1";
   function show() {
@@ -84,8 +86,26 @@ def _rows(cells: dict[str, str]) -> str:
     return "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in cells.items())
 
 
-def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: Verdict, now: float) -> str:
-    """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated")."""
+def refresh_seconds(query: str) -> int:
+    """The page's refresh period from its query (``refresh=N``), clamped to REFRESH_RANGE; the default otherwise."""
+    low, high = REFRESH_RANGE
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name == "refresh":
+            try:
+                asked = float(value)
+            except ValueError:
+                return REFRESH_SECONDS
+            if asked != asked:  # NaN
+                return REFRESH_SECONDS
+            return int(min(max(asked, low), high))
+    return REFRESH_SECONDS
+
+
+def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: Verdict, now: float,
+                refresh: int = REFRESH_SECONDS) -> str:
+    """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated"), ``refresh`` the seconds
+    between reloads (already clamped by ``refresh_seconds``)."""
     e = html.escape
     pods = sorted((p for p in node.pods if p.reported), key=lambda p: (-p.cpu, -p.memory, p.namespace, p.name))
     totals = pod_totals(pods)
@@ -131,6 +151,6 @@ def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: 
 <table id=health><tr><th>check</th><th>state</th></tr>{_rows({**live.checks, **ready.checks})}</table>
 <table id=runtime><tr><th>signal</th><th>value</th></tr>{_rows(facts)}</table>
 <p><a href=/debug/pods>/debug/pods</a> · <a href=/debug/node>/debug/node</a> · <a href=/debug/runtime>/debug/runtime</a> · <a href=/metrics>/metrics</a></p>
-<script>{_SCRIPT % {"refresh": REFRESH_SECONDS}}</script>
+<script>{_SCRIPT % {"refresh": refresh}}</script>
 </body></html>
 """

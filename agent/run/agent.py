@@ -5,13 +5,22 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 from agent import __version__
 from agent.config import Config, ConfigError
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "SHUTDOWN_SECONDS", "FINAL_EXPORT_SECONDS"]
 
 log = logging.getLogger("agent")
+
+# One deadline for the whole shutdown, well inside the pod's terminationGracePeriodSeconds (30 s) and the
+# promised 10 s: the loops get a second to stop, the final export what its own limit allows, the debug
+# endpoint the rest. Threads still blocked past it (a LIST or watch on a hung API server, which no socket
+# shutdown reaches before its headers arrive) are daemons and end with the process.
+SHUTDOWN_SECONDS = 8.0
+LOOPS_SECONDS = 1.0
+FINAL_EXPORT_SECONDS = 5.0
 
 
 class Agent:
@@ -127,7 +136,8 @@ class Agent:
         limits = HealthLimits.for_config(config.read_timeout, config.export_interval if periodic_export else None,
                                          config.export_timeout)
         try:
-            return DebugServer(config.debug_address, self.state, self.stats, limits)
+            return DebugServer(config.debug_address, self.state, self.stats, limits, views=config.debug_views,
+                               hosts=config.debug_hosts)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address} (the liveness and readiness "
                               f"probes depend on it): {exc}; free the port or pass another --debug-address") from None
@@ -147,15 +157,32 @@ class Agent:
             return False
         return self.queue.join(timeout)
 
-    def shutdown(self, final_export: bool = True) -> None:
-        """Stop the source and handler, then export the final state once."""
+    def shutdown(self, final_export: bool = True, seconds: float = SHUTDOWN_SECONDS) -> float:
+        """Stop everything within one deadline, ``seconds`` from now, with one final export; the seconds taken.
+
+        Everything is told to stop first, at once (the stop event, the watches' sockets), so nothing waits
+        for another part's timeout; each wait after that gets what remains of the one deadline.
+        """
+        started = time.monotonic()
+        deadline = started + seconds
+
+        def remaining(reserve: float = 0.0) -> float:
+            return max(0.0, deadline - reserve - time.monotonic())
+
         self.stop_event.set()
         if self.api is not None:
             self.api.interrupt()  # a watch blocked in a read would otherwise hold shutdown for its read timeout
+        loops_until = time.monotonic() + min(LOOPS_SECONDS, remaining())
         for t in self._threads:
-            t.join(timeout=5)
-        self.telemetry.shutdown(final_export=final_export)
+            t.join(max(0.0, loops_until - time.monotonic()))
+        stuck = [t.name for t in self._threads if t.is_alive()]
+        if stuck:
+            log.info("not waiting for %s (blocked on the network); they end with the process", ", ".join(stuck))
+        # The debug endpoint answers probes until the final export is done; it keeps a second for itself.
+        self.telemetry.shutdown(final_export=final_export,
+                                timeout=min(FINAL_EXPORT_SECONDS, remaining(reserve=1.0)))
         if self.debug is not None:
-            self.debug.stop()
+            self.debug.stop(timeout=remaining())
         if self.api is not None:
             self.api.close()
+        return time.monotonic() - started

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import faulthandler
 import logging
+import os
 import signal
+import threading
+import time
 
 from agent.config import Config
-from agent.run.agent import Agent
+from agent.run.agent import SHUTDOWN_SECONDS, Agent
 
 __all__ = ["run"]
 
@@ -38,6 +41,21 @@ def _install_signal_handlers(agent: Agent) -> None:
     signal.signal(signal.SIGHUP, ignore)
 
 
+# Past this, after SIGTERM, something the orderly shutdown did not foresee holds the process (the interpreter's
+# exit joining a thread, say): it ends at once rather than at the kubelet's SIGKILL, and says so.
+HARD_EXIT_SECONDS = SHUTDOWN_SECONDS + 1.5
+
+
+def _arm_hard_exit(seconds: float = HARD_EXIT_SECONDS) -> None:
+    def hard_exit() -> None:
+        time.sleep(seconds)
+        log.error("shutdown still not finished after %.1f s; exiting now", seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    threading.Thread(target=hard_exit, name="hard-exit", daemon=True).start()
+
+
 def run(config: Config) -> int:
     # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
     logging.raiseExceptions = False
@@ -57,5 +75,7 @@ def run(config: Config) -> int:
         return 0
     while not agent.stop_event.wait(1.0):
         pass
-    agent.shutdown()
+    _arm_hard_exit()
+    took = agent.shutdown()
+    log.info("stopped in %.2f s", took)
     return 0

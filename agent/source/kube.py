@@ -16,7 +16,7 @@ from typing import Any
 
 import urllib3
 
-__all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "TransportError", "load_configuration",
+__all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError", "load_configuration",
            "config_sources", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV",
            "split_lines"]
 
@@ -39,6 +39,26 @@ class TransportError(Exception):
 
 class LineTooLong(Exception):
     """A watch line grew past MAX_LINE_BYTES without a newline."""
+
+
+class NotJson(ValueError):
+    """A 2xx answer whose Content-Type says it is not JSON (a proxy's or a captive portal's HTML page)."""
+
+
+# TCP keepalive on every API connection: probed after 30 s idle, every 5 s, dropped after 3 unanswered
+# probes, so a connection that died silently (a black-holed API server, a vanished NAT entry) fails within
+# about 45 s, as client-go's HTTP/2 health check notices it (30 s ping, 15 s timeout). The read timeout
+# stays long: a quiet watch legitimately hears nothing between bookmarks, but its peer's kernel still
+# answers keepalive probes.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 5, 3
+
+
+def _is_json(content_type: str | None) -> bool:
+    """The API server answers JSON when asked for it; an absent Content-Type is left to the body to decide."""
+    if not content_type:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 # What a dead, restarting or unreachable API server raises.
@@ -93,8 +113,9 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
         raise KubeConfigError(f"cannot load Kubernetes configuration from {config_sources(kubeconfig, context)}: "
                               f"{str(exc).rstrip('.')}") from exc
-    # client-go's keepalive timings: an idle watch on a dead peer is noticed.
-    configuration.keep_alive = True
+    from kubernetes.utils.keepalive import tcp_keepalive_socket_options
+
+    configuration.socket_options = tcp_keepalive_socket_options(KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)
     # No immediate urllib3 retries: each would be another request at a failing
     # API server; the reflector's jittered backoff decides when to try again.
     configuration.retries = False
@@ -157,6 +178,11 @@ class KubeApi:
             if not isinstance(status, dict):
                 status = {}
             raise ApiError.from_status(status, response.status, _retry_after(response.headers))
+        content_type = response.headers.get("Content-Type")
+        if not _is_json(content_type):
+            response.close()
+            response.release_conn()
+            raise NotJson(f"the answer is {content_type[:60]!r}, not JSON (a proxy in the way?)")
         return response
 
     def get_chunks(self, path: str, params: Mapping[str, str], read_timeout: float = 60.0,

@@ -9,8 +9,11 @@
 - 410 Gone (HTTP status or ERROR event) means the version was compacted:
   relist, and the handler reconciles (pods gone meanwhile are removed).
 - Every other failure waits a jittered exponential backoff (0.8 s to 30 s),
-  also a watch that ends at once with nothing received, so a failing API
-  server never sees a hot loop.
+  also a watch that ends at once with nothing received, and an answer that is
+  not what the API server sends (an HTML page or garbage with status 200, a
+  LIST without a resourceVersion, a watch of nothing but undecodable lines),
+  so a failing API server or a broken proxy never sees a hot loop. A warning
+  that repeats is logged once a minute with a count (``RateLimitedLog``).
 - Errors are sorted by named predicates and handled in one place,
   :func:`decide`, as client-go's reflector does; no exception ends the loop.
   One undecodable event is skipped and counted and the watch goes on; an
@@ -36,6 +39,7 @@ from agent.model.pod import PodRecord
 from agent.pipeline.events import (ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, Event, NodeChanged, NodeDeleted,
                                    NodeListed, PodChanged, PodDeleted, PodsListed)
 from agent.pipeline.interfaces import Emit, SourceMetrics
+from agent.pipeline.log_limit import RateLimitedLog
 from agent.pipeline.stats import OTHER_NODE, UNDECODABLE, source_loop
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
@@ -141,6 +145,14 @@ class UndecodableEvent(ValueError):
     """One watch line that is not a usable event; it is skipped and the watch goes on."""
 
 
+class NotAWatch(ValueError):
+    """A watch answer of undecodable lines only (a proxy's HTML page, garbage): a failure, never progress."""
+
+
+class NotAList(ValueError):
+    """A LIST answer that is a JSON object but not a List (no metadata.resourceVersion, which the API server always sends)."""
+
+
 # -- named predicates (client-go: isExpiredError, isTooManyRequestsError, ...) ---------
 def is_expired(exc: BaseException) -> bool:
     """410 Gone: the resourceVersion was compacted; only a relist helps."""
@@ -229,6 +241,7 @@ class Reflector:
         self._wait = wait
         self._loop = source_loop(self._resource)
         self._warned_other_node = False
+        self._warn = RateLimitedLog(log, clock=clock)
         self.resource_version = ""
 
     # -- resourceVersion accessors (client-go: relistResourceVersion, LastSyncResourceVersion) ------------
@@ -269,10 +282,11 @@ class Reflector:
         if retry.reason == "expired":
             log.info("%s resourceVersion %s expired (410); relisting", what, self.resource_version)
         elif retry.reason == "unexpected":
-            log.error("%s source: unexpected %s; relisting after backoff", what, type(exc).__name__, exc_info=exc)
+            self._warn.log(logging.ERROR, retry.reason, "%s source: unexpected %s; relisting after backoff", what,
+                           type(exc).__name__, exc_info=exc)
         elif retry.reason != "short_watch":
-            log.warning("%s source: %s (%s)%s", what, retry.reason, str(exc) or type(exc).__name__,
-                        "; relisting" if retry.relist else "")
+            self._warn.warning(retry.reason, "%s source: %s (%s)%s", what, retry.reason,
+                               str(exc)[:200] or type(exc).__name__, "; relisting" if retry.relist else "")
 
     def _pause(self, stop: threading.Event, retry_after: float | None = None) -> None:
         self._wait(stop, self._backoff.next_delay(retry_after))
@@ -288,7 +302,9 @@ class Reflector:
         records = [r for r in map(self._decode, items) if r is not None]
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
-        self.resource_version = str(meta.get("resourceVersion") or "")
+        if not meta.get("resourceVersion"):
+            raise NotAList(f"the {self._resource} LIST answer has no metadata.resourceVersion: not a List")
+        self.resource_version = str(meta["resourceVersion"])
         self._emit(self._watched.listed(tuple(records), self.resource_version))
         self._stats.relisted(self._clock() - started, self._resource)
         log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource,
@@ -301,7 +317,8 @@ class Reflector:
         record = self._kind.decode(obj)
         if record.__class__ is Skipped:
             self._stats.skipped(UNDECODABLE, self._resource)
-            log.warning("skipping undecodable %s object: %s", self._resource, record.reason)
+            self._warn.warning("undecodable object", "skipping undecodable %s object: %s", self._resource,
+                               record.reason)
             return None
         if not self._watched.accept(record):
             # The field selector is the server's promise, not ours to trust: a proxy or an
@@ -325,7 +342,7 @@ class Reflector:
             "timeoutSeconds": str(self._rng.randint(s.min_watch_timeout, s.max_watch_timeout)),
         }
         started = self._clock()
-        received = 0
+        received = undecodable = 0
         try:
             for line in self._api.stream_lines(self._watched.path, params, read_timeout=s.read_timeout):
                 self._stats.heartbeat(self._loop)
@@ -339,14 +356,21 @@ class Reflector:
                 except UndecodableEvent as exc:
                     # Skipped, counted, and the watch goes on: resuming from the
                     # same version would read the same poison line forever.
+                    undecodable += 1
                     self._stats.skipped(UNDECODABLE, self._resource)
-                    log.warning("skipping undecodable %s watch event: %s", self._resource, exc)
+                    self._warn.warning("undecodable event", "skipping undecodable %s watch event: %s",
+                                       self._resource, exc)
                 if stop.is_set():
                     return "stopped"
         except urllib3.exceptions.ReadTimeoutError:
             # Silent for read_timeout seconds: a dead or half-open stream.
             # The wait already happened, so resume without backoff.
+            if received and undecodable == received:
+                raise NotAWatch(f"{undecodable} undecodable line(s) and no event before the read timeout") from None
             return "read_timeout"
+        if received and undecodable == received:
+            # Resuming at once would ask again for the same page: client-go ends such a watch with an error.
+            raise NotAWatch(f"the watch answer held {undecodable} undecodable line(s) and no event")
         if received == 0 and self._clock() - started < s.short_watch:
             raise ShortWatch("watch ended at once with nothing received")
         self._backoff.reset()

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from agent.model.rules import KubernetesVersion, VersionError, parse_version_info
 from agent.pipeline.events import VersionRead
 from agent.pipeline.interfaces import Emit, SourceMetrics
+from agent.pipeline.log_limit import RateLimitedLog
 from agent.source.backoff import Backoff
 from agent.source.reflector import decide
 
@@ -55,6 +56,7 @@ class ServerVersionSource:
         self._due = threading.Event()
         self._due.set()
         self._unparsable: str | None = None
+        self._warn = RateLimitedLog(log)
 
     def relisted(self) -> None:
         """The pod watch relisted: read the version again (the API server may have been replaced)."""
@@ -78,8 +80,8 @@ class ServerVersionSource:
         except Exception as exc:  # noqa: BLE001 - sorted by the reflector's decide(), never the end of the loop
             retry = decide(exc)
             self._stats.request_failed(retry.reason, VERSION_RESOURCE)
-            log.warning("GET /version failed (%s: %s); keeping the current request rules and retrying", retry.reason,
-                        str(exc) or type(exc).__name__)
+            self._warn.warning(retry.reason, "GET /version failed (%s: %s); keeping the current request rules and "
+                               "retrying", retry.reason, str(exc)[:200] or type(exc).__name__)
             self._due.set()
             self._wait(stop, self._backoff.next_delay(retry.retry_after))
             return

@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 from agent.export.otlp.encode import RequestBuilder
 from agent.export.otlp.transport import Attempt, Transport
 from agent.pipeline.interfaces import ExportMetrics
+from agent.pipeline.log_limit import RateLimitedLog
 from agent.pipeline.stats import EXPORT_LOOP
 
 __all__ = ["OtlpExporter", "StateExporter"]
@@ -50,7 +51,9 @@ class OtlpExporter(MetricExporter):
         self._wait = wait
         # Set by begin_close to end a retry's wait at once; a fresh one serves the final export.
         self._wake = threading.Event()
-        self._last_message: str | None = None
+        self._failing = False
+        # A Collector that keeps failing is one line a minute per reason, with a count, whatever its messages say.
+        self._warn = RateLimitedLog(log, clock=clock)
         self.muted = False  # a shutdown that must not send a final export
         self.closing = False  # the final export: a shorter deadline, so SIGTERM ends promptly
         self._generation = 0
@@ -86,23 +89,26 @@ class OtlpExporter(MetricExporter):
             delay = min(delay * 2, 8.0)
 
     def _log(self, verdict: Attempt) -> None:
-        """One line per change of outcome, not one per export."""
+        """The first failure at once, then one line a minute per reason with a count; recovery once."""
         if verdict.ok and not verdict.rejected_points:
-            text = None
+            if self._failing:
+                log.info("OTLP export succeeding again")
+                self._warn.reset()
+            self._failing = False
+            return
+        self._failing = True
+        if verdict.ok:
+            self._warn.warning("rejected", "the Collector rejected %d point(s): %s", verdict.rejected_points,
+                               verdict.message)
         else:
             text = f"{verdict.reason}: {verdict.message}" if verdict.message else verdict.reason
-        if text == self._last_message:
-            return
-        if text is None:
-            log.info("OTLP export succeeding again")
-        elif verdict.ok:
-            log.warning("the Collector rejected %d point(s): %s", verdict.rejected_points, verdict.message)
-        else:
-            log.warning("OTLP export failed (%s); the next export sends the then-current state", text)
-        self._last_message = text
+            self._warn.warning(verdict.reason, "OTLP export failed (%s); the next export sends the then-current state",
+                               text)
 
-    def begin_close(self, final_export: bool) -> None:
-        """Cut the export in flight; the final one (if wanted) gets the short deadline."""
+    def begin_close(self, final_export: bool, timeout: float | None = None) -> None:
+        """Cut the export in flight; the final one (if wanted) gets the short deadline, at most ``timeout``."""
+        if timeout is not None:
+            self._final_timeout = max(0.0, min(self._final_timeout, timeout - 0.2))  # 0.2 s to encode and return
         self.muted = not final_export
         self.closing = True
         self._generation += 1  # the export in flight must not retry after this
@@ -128,7 +134,7 @@ class StateExporter(MetricExporter):
         self._stats = stats
         self.muted = False
 
-    def begin_close(self, final_export: bool) -> None:
+    def begin_close(self, final_export: bool, timeout: float | None = None) -> None:
         self.muted = not final_export
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:

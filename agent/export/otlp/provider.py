@@ -54,11 +54,12 @@ class Telemetry:
         if self.reader is not None:
             self.reader.force_flush()
 
-    def shutdown(self, final_export: bool = True) -> None:
-        """Final export of the current state (unless told not to, and with a short deadline), then close."""
+    def shutdown(self, final_export: bool = True, timeout: float = 5.0) -> None:
+        """Final export of the current state (unless told not to), all within ``timeout`` seconds, then close."""
         if self.exporter is not None:
-            self.exporter.begin_close(final_export)
-        self.provider.shutdown()
+            self.exporter.begin_close(final_export, timeout)
+        # Bounds the wait for the reader's thread too, whatever the export in flight is doing.
+        self.provider.shutdown(timeout_millis=max(timeout, 0.001) * 1000)
 
 
 def build_telemetry(

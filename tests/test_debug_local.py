@@ -1,0 +1,147 @@
+"""The debug endpoint is node-local (issue 21, item 5), over real sockets with the real agent behind it.
+
+The agent listens as in the DaemonSet (every interface). "Another pod" is a client reaching it on this
+machine's own non-loopback address, as a pod reaches the agent's pod IP: its peer address is not loopback.
+``kubectl port-forward`` arrives on loopback inside the pod, as the loopback clients here do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+
+import psutil
+import pytest
+
+from agent.config import ConfigError, from_sources
+from agent.debug.endpoint import host_allowed, is_loopback
+from agent.debug.page import REFRESH_RANGE, REFRESH_SECONDS, refresh_seconds
+from tests.conftest import wait_until
+from tests.factory import node, pod
+
+VIEWS = ("/debug/pods", "/debug/node", "/debug/runtime", "/metrics", "/", "/index.html", "/no-such-path")
+PROBES = ("/healthz", "/readyz")
+
+
+def own_address() -> str:
+    """This machine's own non-loopback IPv4 address: what another pod's connection to the pod IP looks like."""
+    for addresses in psutil.net_if_addrs().values():
+        for a in addresses:
+            if a.family == socket.AF_INET and not a.address.startswith("127."):
+                return a.address
+    pytest.fail("this machine has no non-loopback IPv4 address to stand for the pod IP")
+
+
+def ask(address: str, port: int, path: str, host: str | None = "default", extra: bytes = b"") -> tuple[int, bytes]:
+    """One raw HTTP/1.1 GET; ``host`` "default" sends the address connected to, None sends no Host header."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect((address, port))
+        if host == "default":
+            host = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        head = f"GET {path} HTTP/1.1\r\n".encode() + (f"Host: {host}\r\n".encode() if host is not None else b"")
+        s.sendall(head + extra + b"Connection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, data.partition(b"\r\n\r\n")[2]
+
+
+@pytest.fixture
+def everywhere(apiserver, make_agent):
+    """The agent as the DaemonSet runs it: every interface, views local."""
+    apiserver.create(node("node-a"), kind="nodes")
+    apiserver.create(pod("secret-name-web"))
+
+    def start(**overrides):
+        agent = make_agent(debug_address=":0", **overrides)
+        wait_until(lambda: agent.state.synced and len(agent.state) == 1)
+        return agent
+    return start
+
+
+def test_another_pod_reaches_the_probes_but_not_the_views(everywhere):
+    agent = everywhere()
+    pod_ip, port = own_address(), agent.debug.port
+    for path in PROBES:
+        assert ask(pod_ip, port, path)[0] == 200, path  # the kubelet probes the pod IP
+    for path in VIEWS:
+        status, body = ask(pod_ip, port, path)
+        assert status == 403, (path, status)
+        assert b"secret-name-web" not in body and b"port-forward" in body, body
+    # The same views answer on loopback (IPv4 and IPv6), where kubectl port-forward arrives.
+    for address in ("127.0.0.1", "::1"):
+        status, body = ask(address, port, "/debug/pods")
+        assert status == 200 and b"secret-name-web" in body, (address, status)
+        assert ask(address, port, "/metrics")[0] == 200
+
+
+def test_views_refuse_a_rebound_host_name(everywhere):
+    port = everywhere().debug.port
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.evil.example:{port}", "localhost.evil.example",
+                 f"[::2]:{port}", "10.1.2.3"):
+        for path in VIEWS:
+            assert ask("127.0.0.1", port, path, host=host)[0] == 403, (host, path)
+        assert ask("127.0.0.1", port, "/healthz", host=host)[0] == 200  # probes never check Host
+    for host in (f"localhost:{port}", "localhost", "LOCALHOST.", f"127.0.0.1:{port}", f"127.5.6.7:{port}",
+                 f"[::1]:{port}", None):  # None: no Host header, so no browser and no rebinding
+        assert ask("127.0.0.1", port, "/debug/node", host=host)[0] == 200, host
+    twice = b"Host: localhost\r\n"
+    assert ask("127.0.0.1", port, "/debug/node", extra=twice)[0] == 400
+
+
+def test_views_for_any_peer_still_check_the_host(everywhere):
+    agent = everywhere(debug_views="any", debug_hosts=("agent.example",))
+    pod_ip, port = own_address(), agent.debug.port
+    assert ask(pod_ip, port, "/debug/pods")[0] == 200  # Host: the pod IP literal it connected to
+    assert ask(pod_ip, port, "/debug/pods", host=f"agent.example:{port}")[0] == 200  # a configured name
+    assert ask(pod_ip, port, "/debug/pods", host="evil.example")[0] == 403
+    assert ask(pod_ip, port, "/debug/pods", host="198.51.100.7")[0] == 403  # another IP literal
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("", REFRESH_SECONDS), ("refresh=30", 30), ("refresh=0.001", 1), ("refresh=0", 1), ("refresh=-5", 1),
+    ("refresh=1e9", 3600), ("refresh=inf", 3600), ("refresh=nan", REFRESH_SECONDS), ("refresh=abc", REFRESH_SECONDS),
+    ("x=1&refresh=2.7", 2),
+])
+def test_the_page_refresh_is_clamped(everywhere, query, expected):
+    port = everywhere().debug.port
+    status, body = ask("127.0.0.1", port, f"/?{query}" if query else "/")
+    assert status == 200
+    (every,) = re.findall(rb"var every = (\S+);", body)
+    assert int(every) == expected and REFRESH_RANGE[0] <= expected <= REFRESH_RANGE[1]
+    assert refresh_seconds(query) == expected
+
+
+def test_address_rules():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("::ffff:127.0.0.1")
+    assert not is_loopback("10.0.0.5") and not is_loopback("::ffff:10.0.0.5") and not is_loopback("")
+    assert host_allowed("10.0.0.5:9808", "::ffff:10.0.0.5")  # the pod IP on a dual-stack socket
+    assert not host_allowed("10.0.0.6:9808", "10.0.0.5")
+    assert host_allowed("[fd00::2]:9808", "fd00::2") and not host_allowed("[fd00::3]:9808", "fd00::2")
+
+
+def test_configuration_of_the_views():
+    base = {"node_name": "n"}
+    assert from_sources(base, {}).debug_views == "local"
+    assert from_sources(base, {"DEBUG_VIEWS": "any"}).debug_views == "any"
+    assert from_sources({**base, "debug_views": "local"}, {"DEBUG_VIEWS": "any"}).debug_views == "local"
+    with pytest.raises(ConfigError, match="debug-views"):
+        from_sources(base, {"DEBUG_VIEWS": "everyone"})
+    assert from_sources(base, {"DEBUG_HOSTS": "a.example, b.example"}).debug_hosts == ("a.example", "b.example")
+    assert from_sources({**base, "debug_host": ["c.example"]}, {"DEBUG_HOSTS": "a"}).debug_hosts == ("c.example",)
+    with pytest.raises(ConfigError):
+        from_sources(base, {"DEBUG_HOSTS": "http://x/"})
+
+
+def test_the_daemonset_probes_are_the_unrestricted_paths():
+    import yaml
+    from pathlib import Path
+
+    ds = yaml.safe_load((Path(__file__).resolve().parent.parent / "daemonset" / "daemonset.yaml").read_text())
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    assert {container["livenessProbe"]["httpGet"]["path"], container["readinessProbe"]["httpGet"]["path"]} == set(PROBES)
+    assert json.dumps(container).count("DEBUG_VIEWS") == 0  # views stay local as shipped
