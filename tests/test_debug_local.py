@@ -1,8 +1,10 @@
 """The debug endpoint is node-local (issue 21, item 5), over real sockets with the real agent behind it.
 
-The agent listens as in the DaemonSet (every interface). "Another pod" is a client reaching it on this
-machine's own non-loopback address, as a pod reaches the agent's pod IP: its peer address is not loopback.
-``kubectl port-forward`` arrives on loopback inside the pod, as the loopback clients here do.
+The agent listens as in the DaemonSet (every interface). "Another pod" is a client reaching it on a pod IP:
+the tests that need one run the agent and its clients in a network namespace they make (``unshare --net``),
+whose loopback device also carries a documentation address (192.0.2.10) standing for the pod IP, so a peer on
+it is not a loopback peer and no packet leaves the namespace. ``kubectl port-forward`` arrives on loopback
+inside the pod, as the loopback clients here do.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
-import psutil
 import pytest
 
 from agent.config import ConfigError, from_sources
@@ -22,15 +27,6 @@ from tests.factory import node, pod
 
 VIEWS = ("/debug/pods", "/debug/node", "/debug/runtime", "/metrics", "/", "/index.html", "/no-such-path")
 PROBES = ("/healthz", "/readyz")
-
-
-def own_address() -> str:
-    """This machine's own non-loopback IPv4 address: what another pod's connection to the pod IP looks like."""
-    for addresses in psutil.net_if_addrs().values():
-        for a in addresses:
-            if a.family == socket.AF_INET and not a.address.startswith("127."):
-                return a.address
-    pytest.fail("this machine has no non-loopback IPv4 address to stand for the pod IP")
 
 
 def ask(address: str, port: int, path: str, host: str | None = "default", extra: bytes = b"") -> tuple[int, bytes]:
@@ -63,20 +59,51 @@ def everywhere(apiserver, make_agent):
     return start
 
 
-def test_another_pod_reaches_the_probes_but_not_the_views(everywhere):
-    agent = everywhere()
-    pod_ip, port = own_address(), agent.debug.port
+POD_IP = "192.0.2.10"  # TEST-NET-1, on the namespace's own loopback device
+REPO = Path(__file__).resolve().parent.parent
+
+
+def in_pod_network(script: str) -> dict:
+    """Run ``script`` (Python; it prints one JSON object) in a new network namespace where POD_IP is local."""
+    setup = f"ip link set lo up && ip addr add {POD_IP}/32 dev lo && exec {sys.executable} -c \"$0\""
+    proc = subprocess.run(["unshare", "--net", "sh", "-c", setup, textwrap.dedent(script)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"unshare --net (root and iproute2 needed) failed:\n{proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+AGENT_IN_POD = """
+    import json, time
+    from agent.config import Config
+    from agent.run.agent import Agent
+    from tests.test_debug_local import ask
+    agent = Agent(Config(node_name="sample-node", replay="sample", exporter="none", debug_address=":0",
+                         procfs=None, {overrides})).start()
+    agent.drain()
+    port, out = agent.debug.port, {{}}
+    for name, (address, path, host) in {asks}.items():
+        status, body = ask(address, port, path, host=host.replace("PORT", str(port)) if host else host)
+        out[name] = [status, body.decode(errors="replace")[:2000]]
+    agent.shutdown(final_export=False)
+    print(json.dumps(out))
+"""
+
+
+def test_another_pod_reaches_the_probes_but_not_the_views():
+    asks = {f"pod {path}": (POD_IP, path, "default") for path in PROBES + VIEWS}
+    asks |= {f"{a} {path}": (a, path, "default") for a in ("127.0.0.1", "::1") for path in ("/debug/pods", "/metrics")}
+    got = in_pod_network(AGENT_IN_POD.format(overrides="", asks=repr(asks)))
     for path in PROBES:
-        assert ask(pod_ip, port, path)[0] == 200, path  # the kubelet probes the pod IP
+        assert got[f"pod {path}"][0] == 200, path  # the kubelet probes the pod IP
     for path in VIEWS:
-        status, body = ask(pod_ip, port, path)
+        status, body = got[f"pod {path}"]
         assert status == 403, (path, status)
-        assert b"secret-name-web" not in body and b"port-forward" in body, body
+        assert "nightly-backup" not in body and "port-forward" in body, body
     # The same views answer on loopback (IPv4 and IPv6), where kubectl port-forward arrives.
     for address in ("127.0.0.1", "::1"):
-        status, body = ask(address, port, "/debug/pods")
-        assert status == 200 and b"secret-name-web" in body, (address, status)
-        assert ask(address, port, "/metrics")[0] == 200
+        status, body = got[f"{address} /debug/pods"]
+        assert status == 200 and "nightly-backup" in body, (address, status)
+        assert got[f"{address} /metrics"][0] == 200
 
 
 def test_views_refuse_a_rebound_host_name(everywhere):
@@ -93,13 +120,15 @@ def test_views_refuse_a_rebound_host_name(everywhere):
     assert ask("127.0.0.1", port, "/debug/node", extra=twice)[0] == 400
 
 
-def test_views_for_any_peer_still_check_the_host(everywhere):
-    agent = everywhere(debug_views="any", debug_hosts=("agent.example",))
-    pod_ip, port = own_address(), agent.debug.port
-    assert ask(pod_ip, port, "/debug/pods")[0] == 200  # Host: the pod IP literal it connected to
-    assert ask(pod_ip, port, "/debug/pods", host=f"agent.example:{port}")[0] == 200  # a configured name
-    assert ask(pod_ip, port, "/debug/pods", host="evil.example")[0] == 403
-    assert ask(pod_ip, port, "/debug/pods", host="198.51.100.7")[0] == 403  # another IP literal
+def test_views_for_any_peer_still_check_the_host():
+    asks = {"literal": (POD_IP, "/debug/pods", "default"),  # Host: the pod IP literal it connected to
+            "configured": (POD_IP, "/debug/pods", "agent.example:PORT"),
+            "rebound": (POD_IP, "/debug/pods", "evil.example"),
+            "other-ip": (POD_IP, "/debug/pods", "198.51.100.7")}
+    got = in_pod_network(AGENT_IN_POD.format(overrides='debug_views="any", debug_hosts=("agent.example",)',
+                                             asks=repr(asks)))
+    assert {name: status for name, (status, _) in got.items()} == {"literal": 200, "configured": 200,
+                                                                    "rebound": 403, "other-ip": 403}
 
 
 @pytest.mark.parametrize("query, expected", [
