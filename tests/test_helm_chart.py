@@ -132,7 +132,8 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
                       "compression": "none", "insecure": False,
                       "tls": {"secretName": "otlp-tls", "caKey": "ca.crt", "clientCertificateKey": "tls.crt",
                               "clientKeyKey": "tls.key"},
-                      "headers": {"secretName": "otlp-auth", "secretKey": "headers"}},
+                      "headers": {"secretName": "otlp-auth", "secretKey": "headers"},
+                      "token": {"audience": "observability-collector", "expirationSeconds": 7200}},
         "resources": {"requests": {"cpu": "20m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
         "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -152,18 +153,23 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     assert pod["serviceAccountName"] == "nra-node-requests-agent" and "priorityClassName" not in pod
     assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
-    assert pod["volumes"] == [{"name": "otlp-tls", "secret": {"secretName": "otlp-tls"}}]
+    assert pod["volumes"] == [
+        {"name": "collector-token", "projected": {"sources": [{"serviceAccountToken": {
+            "audience": "observability-collector", "expirationSeconds": 7200, "path": "token"}}]}},
+        {"name": "otlp-tls", "secret": {"secretName": "otlp-tls"}}]
     container = agent_container(rendered)
     assert container["image"] == f"registry.example.invalid/nra:0.2.0@{digest}"
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert container["args"] == ["run", "--kubernetes-version=1.37"]
     assert container["resources"] == {"requests": {"cpu": "20m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}}
     assert container["ports"] == [{"name": "debug", "containerPort": 9810, "protocol": "TCP"}]
-    assert container["volumeMounts"] == [{"name": "otlp-tls", "mountPath": "/etc/node-requests-agent/otlp-tls",
-                                          "readOnly": True}]
+    assert container["volumeMounts"] == [
+        {"name": "collector-token", "mountPath": "/var/run/secrets/node-requests-collector", "readOnly": True},
+        {"name": "otlp-tls", "mountPath": "/etc/node-requests-agent/otlp-tls", "readOnly": True}]
     env = env_of(container)
     assert env["OTEL_EXPORTER_OTLP_HEADERS"] == {"secretKeyRef": {"name": "otlp-auth", "key": "headers"}}
     assert env["LOG_LEVEL"] == "DEBUG"
+    assert env["NRA_OTLP_TOKEN_FILE"] == "/var/run/secrets/node-requests-collector/token"
 
     # The agent reads what the chart writes: its own argument parser and configuration, on the rendered container.
     from agent.cli import _parser
@@ -180,6 +186,14 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     assert (otlp.certificate, otlp.client_certificate, otlp.client_key) == tuple(
         f"/etc/node-requests-agent/otlp-tls/{key}" for key in ("ca.crt", "tls.crt", "tls.key"))
     assert otlp.headers == (("authorization", "Bearer t"),)
+    assert otlp.token_file == "/var/run/secrets/node-requests-collector/token"
+
+
+def test_without_the_token_the_pod_mounts_nothing(helm: Helm) -> None:
+    rendered = helm.template("--set", "collector.token.enabled=false")
+    container = agent_container(rendered)
+    assert "NRA_OTLP_TOKEN_FILE" not in env_of(container) and "volumeMounts" not in container
+    assert "volumes" not in by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
 
 
 def test_the_debug_endpoint_off_removes_its_port_and_the_probes(helm: Helm) -> None:
