@@ -32,10 +32,10 @@ import psutil
 
 from common import machine, realistic_pod  # noqa: E402  (puts the repository on sys.path)
 
-from tests.cluster import Cluster, parse_prometheus_text  # noqa: E402
-from tests.factory import for_create  # noqa: E402
-from tests.kubelet import AgentContainer, deploy, start_agent_pod, wait_for_daemon_pod  # noqa: E402
-from tests.otlp_receiver import HttpReceiver  # noqa: E402
+from tests.support.cluster import Cluster, parse_prometheus_text  # noqa: E402
+from tests.support.factory import for_create  # noqa: E402
+from tests.support.kubelet import AgentContainer, deploy, start_agent_pod, wait_for_daemon_pod  # noqa: E402
+from tests.support.otlp_receiver import HttpReceiver  # noqa: E402
 
 NODES = int(os.environ.get("NRA_SCALE_NODES", "20"))
 PODS_PER_NODE = int(os.environ.get("NRA_SCALE_PODS", "110"))
