@@ -20,11 +20,11 @@ import time
 
 import pytest
 
-from tests.support.cluster import ApiError, Cluster, cluster  # noqa: F401  (session fixture)
+from tests.support.cluster import ApiError, Cluster
 from tests.support.waiting import wait_until
 from tests.support.factory import container, for_create, pod
-from tests.support.kubelet import (AgentContainer, Deployment, deploy, deployed, prepare_agent_pod,  # noqa: F401
-                           start_agent_pod, wait_for_daemon_pod)
+from tests.support.kubelet import (AgentContainer, Deployment, deploy, prepare_agent_pod, start_agent_pod,
+                                   wait_for_daemon_pod)
 from tests.support.otlp_receiver import HttpReceiver
 from tests.support.tcp_proxy import TcpProxy
 

@@ -26,7 +26,8 @@ from agent.config import Config
 from agent.model.quantity import NANO
 from agent.model.rules import RULES_1_36, RULES_1_37
 from components.kubernetes import etcd_bin, kubernetes_bin
-from tests.support.cluster import ApiError, Cluster, rfc3339, wait_until
+from tests.support.cluster import ApiError, Cluster, rfc3339
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cluster import Cluster, cluster  # noqa: F401  (session fixture)
+from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
-from tests.support.kubelet import (AgentContainer, Deployment, daemon_pods, deployed, start_agent_pod,  # noqa: F401
-                           wait_for_daemon_pod)
+from tests.support.kubelet import AgentContainer, Deployment, daemon_pods, start_agent_pod, wait_for_daemon_pod
 from tests.support.factory import container, for_create, pod
 from tests.support.otlp_receiver import HttpReceiver, points_of
-from tests.deploy.test_deploy import ROOT, render
+from tests.support.manifests import render
+from tests.support.repo import REPO as ROOT
 
 pytestmark = pytest.mark.cluster
 

@@ -18,10 +18,10 @@ from fractions import Fraction
 import pytest
 
 from agent.model.quantity import NANO, parse_quantity
-from tests.support.cluster import Cluster, cluster  # noqa: F401  (session fixture)
+from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 from tests.support.factory import container, for_create, pod, vm_pod
-from tests.support.kubelet import AgentContainer, Deployment, deployed, start_agent_pod, wait_for_daemon_pod  # noqa: F401
+from tests.support.kubelet import AgentContainer, Deployment, start_agent_pod, wait_for_daemon_pod
 from tests.support.otlp_receiver import HttpReceiver
 
 pytestmark = pytest.mark.cluster

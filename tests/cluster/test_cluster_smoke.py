@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.support.cluster import LEASE_RENEW_SECONDS, NODE_MONITOR_GRACE_SECONDS, Cluster, cluster  # noqa: F401
+from tests.support.cluster import LEASE_RENEW_SECONDS, NODE_MONITOR_GRACE_SECONDS, Cluster
 from tests.support.waiting import wait_until
 from tests.support.factory import container, for_create, pod
 

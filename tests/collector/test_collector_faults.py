@@ -14,7 +14,9 @@ import psutil
 import pytest
 
 from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.collector import Collector, http_get, wait_until
+from tests.support.collector import Collector
+from tests.support.http import http_get
+from tests.support.waiting import wait_until
 from tests.support.factory import container, pod
 
 pytestmark = pytest.mark.collector

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus, gauge, otlp_request, post_otlp, sum_metric, wait_until
+from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus, gauge, otlp_request, post_otlp, sum_metric
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.collector
 

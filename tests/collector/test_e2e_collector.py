@@ -14,19 +14,19 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus, wait_until
+from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus
 from tests.support.factory import container, node, pod, vm_pod
+from tests.support.repo import REPO
 from tests.support.shipped_queries import alerts, dashboard_queries, dashboard_variables, recording_rules
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.collector
 
-REPO = Path(__file__).resolve().parents[2]
 SCRAPE_INTERVAL = 1.0  # the tests' Prometheus (prometheus_config's interval)
 EXPORT_INTERVAL = 1.0  # the tests' agents
 # Labels of a per-pod series in Prometheus: the point's attributes, every resource attribute

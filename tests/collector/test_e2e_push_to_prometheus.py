@@ -19,9 +19,10 @@ import time
 import pytest
 
 from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.collector import Collector, Prometheus, wait_until
+from tests.support.collector import Collector, Prometheus
 from tests.support.factory import container, pod, vm_pod
 from tests.support.shipped_queries import recording_rules
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.collector
 

@@ -6,8 +6,6 @@ import json
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,15 +16,7 @@ from agent.pipeline.state import NodeState
 from agent.pipeline.stats import RuntimeStats, StatsSnapshot
 from tests.support.waiting import wait_until
 from tests.support.factory import container, pod, vm_pod
-
-
-def get(port, path, method="GET"):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
+from tests.support.http import get
 
 
 @pytest.fixture

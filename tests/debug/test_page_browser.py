@@ -12,8 +12,7 @@ import pytest
 
 from tests.support.browser import CHROMIUM_FLAGS, Browser, chromium
 from tests.support.waiting import wait_until
-from tests.support.factory import container, pod, vm_pod
-from tests.explain.test_explain_cluster import node
+from tests.support.factory import container, node, pod, vm_pod
 
 
 class Rows(HTMLParser):

@@ -21,7 +21,7 @@ from agent.source.replay import SAMPLE, load_capture
 from agent.source.typed_decode import node_event, node_record, pod_event, pod_record
 from bench.common import realistic_pod
 from tests.support.factory import container, pod, vm_pod
-from tests.model.test_valuation import messy_pods
+from tests.support.strategies import messy_pods
 
 
 def tolerant(decode, obj):

@@ -30,38 +30,15 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.support.cluster import ApiError, cluster  # noqa: F401  (cluster is the session fixture)
+from tests.support.cluster import ApiError
 from tests.support.waiting import wait_until
 from tests.support.image import container_argv, dockerfile_stages, image_entrypoint_and_cmd, image_env
 from tests.support.factory import container, pod, vm_pod
+from tests.support.manifests import CLUSTER_SCOPED, render
+from tests.support.repo import REPO as ROOT
 from tests.support.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
-ROOT = Path(__file__).resolve().parents[2]
 K8S_VERSION = "1.36"
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
-
-
-def render(directory: Path) -> list[dict]:
-    """kustomize build, for resources + namespace + configMapGenerator(files)."""
-    k = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    objects: list[dict] = []
-    for resource in k.get("resources", []):
-        path = directory / resource
-        objects += render(path) if path.is_dir() else [d for d in yaml.safe_load_all(path.read_text()) if d]
-    for gen in k.get("configMapGenerator", []):
-        data = {Path(f).name: (directory / f).read_text() for f in gen.get("files", [])}
-        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": gen["name"]}, "data": data})
-    namespace = k.get("namespace")
-    for obj in objects:
-        if namespace and obj["kind"] not in CLUSTER_SCOPED:
-            obj["metadata"]["namespace"] = namespace
-        if obj["kind"] == "ClusterRoleBinding" and namespace:
-            for subject in obj.get("subjects", []):
-                if subject.get("kind") == "ServiceAccount":
-                    subject["namespace"] = namespace
-    return objects
-
-
 @pytest.fixture(scope="module")
 def agent_objects():
     return {(o["kind"], o["metadata"]["name"]): o for o in render(ROOT / "daemonset")}

@@ -15,8 +15,7 @@ from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import NODES, PODS, RuntimeStats
-from tests.support.factory import pod, vm_pod
-from tests.explain.test_explain_cluster import node
+from tests.support.factory import node, pod, vm_pod
 
 README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
 

@@ -6,23 +6,8 @@ import json
 
 import pytest
 
-from tests.support.factory import container, pod, vm_pod
-from tests.run.test_cli import run
-
-GI = 2**30
-
-
-def node(name: str, cpu: str, memory: str, pods: str = "110") -> dict:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": f"uid-{name}"},
-            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods},
-                       "allocatable": {"cpu": cpu, "memory": memory, "pods": pods}}}
-
-
-def unscheduled(name: str, cpu: str, memory: str) -> dict:
-    p = pod(name, phase="Pending", containers=[container("app", cpu, memory)])
-    del p["spec"]["nodeName"]
-    return p
-
+from tests.support.factory import GI, container, node, pod, unscheduled, vm_pod
+from tests.support.cli import run
 
 def cluster_dump() -> str:
     """Two nodes with Node objects, one node seen only through a pod, one unscheduled pod.

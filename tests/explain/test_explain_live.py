@@ -11,18 +11,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from components.cache import cache_root
 from tests.support.factory import container, pod, vm_pod
-from tests.run.test_cli import run
-from tests.explain.test_explain_cluster import GI, node, unscheduled
-
-PLUGIN = Path(sys.executable).parent / "kubectl-node_requests"
-
+from tests.support.cli import PLUGIN, run
+from tests.support.factory import GI, node, resizing_pod, unscheduled
 
 @pytest.fixture
 def cluster_api(apiserver, tmp_path):
@@ -112,8 +107,6 @@ def test_kubectl_runs_it_as_a_plugin(cluster_api):
 
 
 def test_live_follows_the_api_servers_release_unless_told(cluster_api):
-    from tests.run.test_cli import resizing_pod
-
     api, kubeconfig = cluster_api
     api.set_version("v1.36.3")
     api.create(resizing_pod())

@@ -14,14 +14,14 @@ import subprocess
 import pytest
 
 from components.kubernetes import kubernetes_bin
-from tests.support.cluster import NEWEST, Cluster, cluster, wait_until  # noqa: F401  (cluster is the session fixture)
-from tests.run.test_cli import run
+from tests.support.cluster import NEWEST, Cluster
+from tests.support.cli import PLUGIN, run
+from tests.support.factory import GI
+from tests.support.waiting import wait_until
 
-from tests.explain.test_explain_live import PLUGIN
 
 pytestmark = pytest.mark.cluster
 
-GI = 2**30
 
 
 def bound(name: str, node: str, cpu: str, memory: str, init_cpu: str | None = None) -> dict:

@@ -23,7 +23,7 @@ from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, RELIST
 from agent.pipeline.state import NodeSnapshot
 from agent.pipeline.stats import RuntimeStats
-from tests.model.test_summary import GI, mixed_pods, node
+from tests.support.factory import GI, mixed_pods, summary_node
 from tests.support.virtual_time import VirtualClock
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -31,7 +31,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 def snapshot() -> NodeSnapshot:
     pods = tuple(sorted((evaluate(decode_pod(p), NEWEST) for p in mixed_pods()), key=lambda v: v.name))
-    return NodeSnapshot("node-a", pods, decode_node(node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
+    return NodeSnapshot("node-a", pods, decode_node(summary_node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
                         synced=True, node_listed=True, resource_version="42")
 
 

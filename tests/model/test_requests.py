@@ -29,9 +29,8 @@ from agent.model.pod import decode_pod
 from agent.model.pod_requests import pod_requests
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, SUPPORTED
-from tests.support.factory import container, pod
+from tests.support.factory import GI, MI, container, pod
 
-GI, MI = 2**30, 2**20
 BOTH = pytest.mark.parametrize("rules", SUPPORTED, ids=str)
 
 

@@ -11,41 +11,7 @@ from agent.model.node_summary import summarize
 from agent.model.node_summary import Usage
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
-from tests.support.factory import container, pod, vm_pod
-
-GI, MI = 2**30, 2**20
-
-
-def node(cpu="8", memory="32Gi", alloc_cpu="7500m", alloc_memory="30Gi", pods="110"):
-    return {"kind": "Node", "metadata": {"name": "node-a", "uid": "n-1", "resourceVersion": "5"},
-            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods},
-                       "allocatable": {"cpu": alloc_cpu, "memory": alloc_memory, "pods": pods}}}
-
-
-def mixed_pods():
-    bad = vm_pod("broken-vm", "vm-x", "9", "9Gi")
-    bad["metadata"]["annotations"]["vm.neon.tech/usage"] = "{nope"
-    bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "250m", "memory": "256Mi"}}
-    return [
-        # ordinary: 500m + 250m, 1Gi + 256Mi
-        pod("web", containers=[container("a", "500m", "1Gi"), container("b", "250m", "256Mi")]),
-        # init 2/1Gi, sidecar 100m/128Mi, app 1/512Mi, overhead 100m/64Mi -> max(1.1, 2.1)+0.1 = 2.2 cpu; max(640Mi, 1152Mi)+64Mi
-        pod("batch", init_containers=[container("sidecar", "100m", "128Mi", restart_policy="Always"), container("init", "2", "1Gi")],
-            containers=[container("app", "1", "512Mi")], overhead={"cpu": "100m", "memory": "64Mi"}),
-        # Pending but bound: counted by scheduler and autoscaler.
-        pod("pending", phase="Pending", containers=[container("a", "1", "2Gi")]),
-        # Terminal: nothing.
-        pod("finished", phase="Succeeded", containers=[container("a", "4", "8Gi")]),
-        pod("crashed", phase="Failed", containers=[container("a", "4", "8Gi")]),
-        # Live migration pair of one VM (2 cores, 4Gi), overcommit on the source only.
-        vm_pod("vm1-src", "vm1", "2", "4Gi", role="source", overcommit={"cpu": "2", "memory": "1"}),
-        vm_pod("vm1-dst", "vm1", "2", "4Gi", role="target", phase="Pending"),
-        # Another VM.
-        vm_pod("vm2", "vm2", "500m", "1Gi"),
-        # Malformed annotation: falls back to pod requests.
-        bad,
-    ]
-
+from tests.support.factory import GI, MI, mixed_pods, summary_node
 
 def exact(n):
     return Fraction(n, NANO)
@@ -53,7 +19,7 @@ def exact(n):
 
 def test_sums_and_ratios_on_a_mixed_node():
     values = [evaluate(decode_pod(p), NEWEST) for p in mixed_pods()]
-    s = summarize("node-a", decode_node(node()), values, Usage(cpu=3 * NANO, memory=10 * GI * NANO))
+    s = summarize("node-a", decode_node(summary_node()), values, Usage(cpu=3 * NANO, memory=10 * GI * NANO))
     cpu, mem = s.cpu, s.memory
     assert exact(cpu.capacity) == 8 and exact(cpu.allocatable) == Fraction(15, 2)
     assert exact(mem.capacity) == 32 * GI and exact(mem.allocatable) == 30 * GI
@@ -84,6 +50,6 @@ def test_without_a_node_or_usage_those_quantities_are_absent_not_zero():
 
 
 def test_bad_node_quantities_are_problems():
-    s = summarize("node-a", decode_node(node(alloc_cpu="lots")), [], None)
+    s = summarize("node-a", decode_node(summary_node(allocatable_cpu="lots")), [], None)
     assert s.cpu.allocatable is None and s.cpu.capacity == 8 * NANO
     assert any("allocatable.cpu" in p for p in s.problems)

@@ -20,7 +20,7 @@ from agent.model.valuation import evaluate
 from tests.support.waiting import wait_until
 from tests.support.factory import pod
 from tests.support.otlp_receiver import HttpReceiver
-from tests.model.test_valuation import messy_pods
+from tests.support.strategies import messy_pods
 
 _batch = itertools.count()
 

@@ -21,16 +21,9 @@ from agent.source.backoff import Backoff
 from agent.source.kube import KubeApi, load_configuration
 from agent.source.server_version import VERSION_RESOURCE, ServerVersionSource
 from tests.support.waiting import wait_until
-from tests.support.factory import container, pod
+from tests.support.factory import pod, resizing_pod
 
 NANO = 10**9
-
-
-def resizing_pod(name: str = "resizing") -> dict:
-    """The issue's example: 4 cpu under 1.36 (sum of per-container maxima), 3 under 1.37 (max of sums)."""
-    return pod(name, containers=[container("c1", "2"), container("c2", "1")], container_statuses=[
-        {"name": "c1", "allocatedResources": {"cpu": "1"}, "resources": {"requests": {"cpu": "1"}}},
-        {"name": "c2", "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}])
 
 
 def version_event(text: str) -> Event:

@@ -5,22 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from tests.support.factory import container, pod, vm_pod
-
-AGENT = [sys.executable, "-m", "agent"]
-
-
-def run(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "NODE_NAME", "KUBE", "DEBUG_ADDRESS"))}
-    # Never the default debug port: something else on the machine may hold it.
-    full_env.update({"DEBUG_ADDRESS": "127.0.0.1:0", **(env or {})})
-    return subprocess.run([*AGENT, *args], input=input, capture_output=True, text=True, env=full_env, timeout=timeout)
-
+from tests.support.cli import AGENT, run
+from tests.support.factory import container, pod, resizing_pod, vm_pod
 
 def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     result = run("run")
@@ -249,13 +239,6 @@ def test_replay_of_a_capture_without_the_nodes_pods_warns_once(tmp_path):
     assert result.returncode == 0 and result.stderr.count("the capture has no pod at all") == 1
     fine = run("run", "--node-name", "sample-node", "--replay", "sample", "--exporter", "none", "--once")
     assert "no pod" not in fine.stderr
-
-
-def resizing_pod() -> dict:
-    """4 cpu under 1.36 (per-container maxima summed), 3 under 1.37 (the max of whole-pod sums)."""
-    return pod("resizing", containers=[container("c1", "2"), container("c2", "1")], container_statuses=[
-        {"name": "c1", "allocatedResources": {"cpu": "1"}, "resources": {"requests": {"cpu": "1"}}},
-        {"name": "c2", "allocatedResources": {"cpu": "2"}, "resources": {"requests": {"cpu": "2"}}}])
 
 
 def test_explain_applies_the_newest_rules_unless_told_and_says_which():

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.waiting import wait_until
 from tests.support.factory import pod
-from tests.debug.test_debug_endpoint import get
+from tests.support.http import get
 
 
 def names(agent) -> set[str]:

@@ -23,12 +23,13 @@ from pathlib import Path
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.collector import http_get, wait_until
+from tests.support.http import http_get
+from tests.support.waiting import wait_until
 from tests.support.fake_apiserver import FakeApiServer
+from tests.support.repo import REPO
 
 __all__ = ["AgentProcess", "otlp_env"]
 
-REPO = Path(__file__).resolve().parents[2]
 _PORT_LINE = re.compile(rb"debug endpoint on port (\d+)")
 
 

@@ -26,12 +26,13 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from tests.support.waiting import wait_until  # re-exported: the suite's one polling helper
+from tests.support.http import http_get
+from tests.support.waiting import wait_until
+from tests.support.repo import REPO
 
 __all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "free_port", "gauge",
-           "http_get", "otlp_request", "post_otlp", "prometheus_config", "sum_metric", "wait_until"]
+           "otlp_request", "post_otlp", "prometheus_config", "sum_metric"]
 
-REPO = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = REPO / "otel-config" / "collector.yaml"
 SCRAPE_CONFIG = REPO / "otel-config" / "prometheus" / "scrape.yaml"
 
@@ -46,15 +47,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    """Status and body of a GET; connection failures raise OSError, HTTP errors return their status."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def _attributes(values: Mapping[str, object]) -> list[KeyValue]:

@@ -33,12 +33,12 @@ import yaml
 from agent.source.kube import SERVICEACCOUNT_DIR, SERVICEACCOUNT_DIR_ENV
 from tests.support.cluster import Cluster, free_ports, terminate
 from tests.support.waiting import wait_until
+from tests.support.repo import REPO as ROOT
 from tests.support.image import container_argv, dockerfile_stages, expand, image_entrypoint_and_cmd, image_env
 
 __all__ = ["AgentContainer", "Deployment", "ImageConfig", "ServiceAccountVolume", "container_env", "daemon_pods",
            "deploy", "deployed", "image_config", "prepare_agent_pod", "start_agent_pod", "wait_for_daemon_pod"]
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DAEMONSET_DIR = ROOT / "daemonset"
 AGENT_CONTAINER = "agent"

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import NamedTuple
 
 import yaml
 
+from tests.support.repo import REPO
+
 __all__ = ["RULES", "DASHBOARD", "Variable", "alerts", "dashboard_queries", "dashboard_variables", "left_side",
            "recording_rules"]
 
-REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "otel-config" / "prometheus" / "rules.yaml"
 DASHBOARD = REPO / "otel-config" / "grafana" / "node-requests-agent.json"
 

@@ -16,10 +16,12 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from components.debian import debian_binary
 from tests.support.collector import free_port
 
-__all__ = ["victoria_metrics_binary", "VictoriaMetrics"]
+__all__ = ["victoria_metrics_binary", "VictoriaMetrics", "victoriametrics"]
 
 SUITE = "trixie"
 PACKAGE = "victoria-metrics"
@@ -84,3 +86,10 @@ class VictoriaMetrics:
             self._proc.wait(10)
         except subprocess.TimeoutExpired:
             self._proc.kill()
+
+
+@pytest.fixture(scope="session")
+def victoriametrics(tmp_path_factory):
+    vm = VictoriaMetrics(tmp_path_factory.mktemp("vmdata"))
+    yield vm
+    vm.stop()
