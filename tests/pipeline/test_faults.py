@@ -20,6 +20,7 @@ from agent.model.valuation import evaluate
 from tests.support.waiting import wait_until
 from tests.support.factory import pod
 from tests.support.otlp_receiver import HttpReceiver
+from tests.support.processes import stop_process
 from tests.support.strategies import messy_pods
 
 _batch = itertools.count()
@@ -115,8 +116,7 @@ def test_collector_down_for_a_while_then_back(apiserver, tmp_path):
         receiver.wait_for(lambda pts: sum(p.metric == "pod_or_vm_cpu_requests" for p in pts) == 111, timeout=20)
         assert time.monotonic() - back < 10
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_process(proc, 10.0)
         receiver.stop()
 
 

@@ -13,6 +13,7 @@ from agent.config import from_sources
 from agent.model.quantity import NANO
 from agent.pipeline.stats import RuntimeStats
 from agent.source.host_usage import UsageSampler, set_procfs
+from tests.support.processes import stop_process
 
 MEMINFO = """MemTotal:       16384000 kB
 MemFree:         1024000 kB
@@ -194,6 +195,5 @@ def test_used_moves_on_its_own_schedule_with_no_exporter_and_only_metrics(tmp_pa
         wait_until(lambda: used().get("node_requests_node_cpu_cores") == pytest.approx(1.5), timeout=15, interval=0.05)
         wait_until(lambda: used()["node_requests_node_memory_bytes"] == (16384000 - 1024000) * 1024, timeout=15)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_process(proc, 10.0)
         proc.stderr.close()

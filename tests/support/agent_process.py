@@ -24,6 +24,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.http import http_get
+from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 from tests.support.fake_apiserver import FakeApiServer
 from tests.support.repo import REPO
@@ -137,14 +138,7 @@ class AgentProcess:
         if self._proc is None:
             return None
         self.release_log()
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout)
-        return self._proc.returncode
+        return stop_process(self._proc, timeout)
 
     def __enter__(self) -> AgentProcess:
         return self.start() if self._proc is None else self

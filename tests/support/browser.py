@@ -20,6 +20,8 @@ from typing import Any
 
 import websocket
 
+from tests.support.processes import stop_process
+
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -87,5 +89,4 @@ class Browser:
         try:
             self._ws.close()
         finally:
-            self._proc.terminate()
-            self._proc.wait(15)
+            stop_process(self._proc, 15.0)

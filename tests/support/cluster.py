@@ -34,9 +34,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
+from tests.support.processes import log_tail, stop_process
 from tests.support.waiting import wait_until
 
-__all__ = ["ApiError", "Cluster", "cluster", "free_ports", "parse_prometheus_text", "terminate"]
+__all__ = ["ApiError", "Cluster", "cluster", "free_ports", "parse_prometheus_text"]
 
 #: kubectl, and the controller-manager when the tested version has none, come from here.
 NEWEST = "1.37.2"
@@ -243,18 +244,6 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, user: str, token: str | 
 # --------------------------------------------------------------------------- processes
 
 
-def terminate(proc: subprocess.Popen, timeout: float = 15.0) -> int:
-    """SIGTERM by pid, SIGKILL if it has not gone after ``timeout``; the exit code."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
-    return proc.returncode
-
-
 @dataclass
 class Component:
     """One control-plane process and the log it writes, so failures can show what it said."""
@@ -273,13 +262,10 @@ class Component:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.proc is not None:
-            terminate(self.proc, timeout)
+        stop_process(self.proc, timeout)
 
     def tail(self, lines: int) -> str:
-        if not self.log.exists():
-            return "(no log)"
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
 
 def parse_prometheus_text(text: str, metric: str) -> list[dict]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -27,6 +26,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from tests.support.http import http_get
+from tests.support.processes import log_tail, stop_process
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO
 
@@ -101,23 +101,6 @@ def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5
         return e.code
 
 
-def _stop_pid(proc: subprocess.Popen | None, graceful: bool, timeout: float = 10.0) -> None:
-    """SIGTERM (or SIGKILL) the child by pid and reap it, escalating to SIGKILL after ``timeout``."""
-    if proc is None or proc.poll() is not None:
-        return
-    os.kill(proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    """The end of a log file, for failure messages."""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
-
-
 class Collector:
     """The built otelcol running ``config_path`` (the shipped config by default) on free loopback ports.
 
@@ -164,7 +147,7 @@ class Collector:
     def _ready(self) -> bool:
         """True once health_check answers 200; fails fast if the process has exited."""
         if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"otelcol exited with {self._proc.returncode}:\n{_tail(self.log_path)}")
+            raise RuntimeError(f"otelcol exited with {self._proc.returncode}:\n{log_tail(self.log_path)}")
         try:
             return http_get(self.health_url, timeout=1)[0] == 200
         except OSError:
@@ -175,11 +158,11 @@ class Collector:
             wait_until(self._ready, timeout=timeout, interval=0.1, message="otelcol health_check ready")
         except AssertionError:
             self.stop(graceful=False)
-            raise RuntimeError(f"otelcol not ready after {timeout} s:\n{_tail(self.log_path)}") from None
+            raise RuntimeError(f"otelcol not ready after {timeout} s:\n{log_tail(self.log_path)}") from None
 
     def stop(self, graceful: bool = True) -> None:
         """Stop the process by pid (SIGTERM, or SIGKILL to simulate a crash)."""
-        _stop_pid(self._proc, graceful)
+        stop_process(self._proc, 10.0, graceful)
 
     def restart(self, graceful: bool = True, downtime: float = 0.0) -> Collector:
         """Stop, stay down ``downtime`` seconds, and start again on the same ports."""
@@ -311,12 +294,12 @@ class Prometheus:
             wait_until(self._scraped_once, timeout=timeout, interval=0.1, message="first scrape of every target")
         except AssertionError:
             self.stop(graceful=False)
-            raise RuntimeError(f"prometheus not ready after {timeout} s:\n{_tail(self.log_path)}") from None
+            raise RuntimeError(f"prometheus not ready after {timeout} s:\n{log_tail(self.log_path)}") from None
         return self
 
     def _ready(self) -> bool:
         if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited with {self._proc.returncode}:\n{_tail(self.log_path)}")
+            raise RuntimeError(f"prometheus exited with {self._proc.returncode}:\n{log_tail(self.log_path)}")
         try:
             return http_get(f"{self.url}/-/ready", timeout=1)[0] == 200
         except OSError:
@@ -329,7 +312,7 @@ class Prometheus:
 
     def stop(self, graceful: bool = True) -> None:
         """Stop the process by pid."""
-        _stop_pid(self._proc, graceful)
+        stop_process(self._proc, 10.0, graceful)
 
     @property
     def url(self) -> str:

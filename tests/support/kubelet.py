@@ -31,7 +31,8 @@ import pytest
 import yaml
 
 from agent.source.kube import SERVICEACCOUNT_DIR, SERVICEACCOUNT_DIR_ENV
-from tests.support.cluster import Cluster, free_ports, terminate
+from tests.support.cluster import Cluster, free_ports
+from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO as ROOT
 from tests.support.image import container_argv, dockerfile_stages, expand, image_entrypoint_and_cmd, image_env
@@ -246,7 +247,7 @@ class AgentContainer:
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM as the kubelet sends it, SIGKILL after ``timeout``; returns the exit code."""
-        return None if self.proc is None else terminate(self.proc, timeout)
+        return stop_process(self.proc, timeout)
 
 
 def start_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoint: str,

@@ -20,6 +20,7 @@ import pytest
 
 from components.debian import debian_binary
 from tests.support.collector import free_port
+from tests.support.processes import stop_process
 
 __all__ = ["victoria_metrics_binary", "VictoriaMetrics", "victoriametrics"]
 
@@ -81,11 +82,7 @@ class VictoriaMetrics:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     def stop(self) -> None:
-        self._proc.terminate()
-        try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
+        stop_process(self._proc, 10.0)
 
 
 @pytest.fixture(scope="session")
