@@ -94,7 +94,7 @@ def test_collector_down_for_a_while_then_back(apiserver, tmp_path):
     receiver = HttpReceiver().start()
     for i in range(110):
         apiserver.create(pod(f"p{i}"))
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
     proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "node-a", "--kubeconfig",
                              apiserver.kubeconfig(tmp_path / "kc"), "--export-interval", "0.5", "--debug-address", "off",
                              "--log-level", "ERROR"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
