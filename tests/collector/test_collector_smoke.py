@@ -15,6 +15,7 @@ import time
 import pytest
 
 from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus, gauge, otlp_request, post_otlp, sum_metric
+from tests.support.shipped_queries import alerts as shipped_alerts, recording_rules
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.collector
@@ -148,7 +149,11 @@ def test_prometheus_loads_the_shipped_rules_and_reports_them(tmp_path):
                               message="recording rule evaluated")
         assert [(r["metric"]["k8s_node_name"], float(r["value"][1])) for r in recorded] == [("node-a", 0.25)]
         assert all(rule["health"] != "err" for group in prom.rules() for rule in group["rules"])
-        assert isinstance(prom.alerts(), list)
+        # Prometheus loaded the shipped rules file, every alert and recording rule of it, by name.
+        loaded = {(rule["type"], rule["name"]) for group in prom.rules() for rule in group["rules"]}
+        assert loaded == ({("alerting", name) for name in shipped_alerts()}
+                          | {("recording", name) for name in recording_rules()})
+        assert {a["labels"]["alertname"] for a in prom.alerts()} <= set(shipped_alerts())
         assert {t["health"] for t in prom.targets()} == {"up"}
 
 
