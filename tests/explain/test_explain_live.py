@@ -1,20 +1,19 @@
 """``explain --live`` and the kubectl plugin against the fake API server over real HTTP.
 
 The installed console script ``kubectl-node_requests`` is run as kubectl runs a
-plugin; when a real kubectl is at hand (the one components/ builds, or one on
-PATH) it is also run as ``kubectl node-requests``.
+plugin, and (marker ``cluster``) the kubectl components/ builds runs it as ``kubectl node-requests``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 
-from components.cache import cache_root
+from components.kubernetes import kubernetes_bin
+from tests.support.cluster import NEWEST
 from tests.support.factory import container, pod, vm_pod
 from tests.support.cli import PLUGIN, run
 from tests.support.factory import GI, node, resizing_pod, unscheduled
@@ -89,18 +88,14 @@ def test_installed_kubectl_plugin_script(cluster_api):
     assert usage.stdout.startswith("usage: kubectl node-requests explain")
 
 
-def real_kubectl() -> str | None:
-    built = sorted(cache_root().glob("kubernetes/*/bin/kubectl"))
-    return str(built[-1]) if built else shutil.which("kubectl")
-
-
-@pytest.mark.skipif(real_kubectl() is None, reason="no kubectl binary on this machine (components/ builds one)")
+@pytest.mark.cluster  # needs the kubectl components/ builds, as the other real-component tests do
 def test_kubectl_runs_it_as_a_plugin(cluster_api):
     _, kubeconfig = cluster_api
+    kubectl = str(kubernetes_bin(NEWEST) / "kubectl")  # built on first use; a failed build fails here, never skips
     env = _plugin_env(kubeconfig)
-    plugins = subprocess.run([real_kubectl(), "plugin", "list"], capture_output=True, text=True, env=env, timeout=60)
+    plugins = subprocess.run([kubectl, "plugin", "list"], capture_output=True, text=True, env=env, timeout=60)
     assert str(PLUGIN) in plugins.stdout, plugins.stdout + plugins.stderr
-    result = subprocess.run([real_kubectl(), "node-requests", "explain", "--live", "--node", "node-a"],
+    result = subprocess.run([kubectl, "node-requests", "explain", "--live", "--node", "node-a"],
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "NODE node-a  2 pods  cpu 75%, memory 75% of allocatable" in result.stdout
