@@ -2,7 +2,7 @@
 
 Run: ``python bench/cluster_scale.py`` or ``python bench/run.py cluster-scale`` (after the test command's install;
 the control-plane binaries are built on first use, see components/kubernetes.py). Every agent is started from the
-shipped DaemonSet's pod as the kubelet would start it (tests/kubelet.py). Measured:
+shipped DaemonSet's pod as the kubelet would start it (tests/support/kubelet.py). Measured:
 
 * steady requests per agent as the API server counts them: API Priority and Fairness puts every request of a
   ServiceAccount outside kube-system into the ``service-accounts`` flow schema, so

@@ -1,6 +1,6 @@
 """Faults against the real control plane: an API server restart mid-watch, etcd compaction forcing 410 while pods
 churn, and service-account token rotation. Each agent is started from the shipped DaemonSet as the kubelet would
-(tests/kubelet.py); where a test needs to see or break the network, a TCP proxy sits between the agent and the API
+(tests/support/kubelet.py); where a test needs to see or break the network, a TCP proxy sits between the agent and the API
 server (TLS passes through it untouched).
 
 Soak forms: ``NRA_RESTART_DOWN_SECONDS`` (how long the API server stays down, default 5) and

@@ -10,7 +10,7 @@
   other release's arithmetic whenever that arithmetic counts less. So the scheduler counts exactly what the agent
   reports, which is not what the other release would count.
 
-There is no kubelet: the test writes pod status as one would (tests/cluster.py) and resizes through the
+There is no kubelet: the test writes pod status as one would (tests/support/cluster.py) and resizes through the
 ``resize`` subresource, leaving status behind as a resize in progress does.
 """
 

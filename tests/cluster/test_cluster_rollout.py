@@ -1,6 +1,6 @@
 """The shipped rollout against the real control plane: kubectl apply -k, DaemonSet controller, PodSecurity, RBAC.
 
-The agent's container is started the way the kubelet would start it (tests/kubelet.py): nothing about its command
+The agent's container is started the way the kubelet would start it (tests/support/kubelet.py): nothing about its command
 line, environment or credentials is written here, it all comes from the Dockerfile and the pod the API server
 stored. This is the guard for the `run run` defect (ENTRYPOINT plus the DaemonSet's args gave an argv the agent
 refused with exit 2).
@@ -46,7 +46,7 @@ def agent(cluster: Cluster, deployed: Deployment, receiver: HttpReceiver, tmp_pa
 
 
 def test_kubectl_builtin_kustomize_renders_what_the_offline_stand_in_renders(cluster: Cluster) -> None:
-    """tests/test_deploy.py checks the manifests through a kustomize stand-in; the real kustomize must agree."""
+    """tests/deploy/test_deploy.py checks the manifests through a kustomize stand-in; the real kustomize must agree."""
     def key(o: dict) -> tuple[str, str]:
         return o["kind"], o["metadata"]["name"]
 

@@ -1,4 +1,4 @@
-"""The rules the kubelet stand-in applies (tests/image.py, tests/kubelet.py), checked against the documented
+"""The rules the kubelet stand-in applies (tests/support/image.py, tests/support/kubelet.py), checked against the documented
 behaviour they copy."""
 
 from __future__ import annotations

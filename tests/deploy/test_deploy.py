@@ -5,7 +5,7 @@ Not executed here (nothing of the kind runs on these machines): kubectl/kustomiz
 a container build. The kustomizations are rendered by a small stand-in that follows kustomize's documented semantics
 for the features used (resources, namespace, configMapGenerator from files); the Dockerfile's steps run here, with
 the image's paths under a temporary folder. The Collector and Prometheus themselves run the shipped config, rules
-and dashboard queries in the ``collector`` tests (tests/test_e2e_collector.py).
+and dashboard queries in the ``collector`` tests (tests/collector/test_e2e_collector.py).
 """
 
 from __future__ import annotations

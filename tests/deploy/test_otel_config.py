@@ -1,6 +1,6 @@
 """The shipped Collector configuration, checked structurally in the fast suite.
 
-The built Collector validates and runs it in tests/test_e2e_collector.py (marker ``collector``);
+The built Collector validates and runs it in tests/collector/test_e2e_collector.py (marker ``collector``);
 these checks pin the choices that tests there measured, and the agreement with the Deployment.
 """
 

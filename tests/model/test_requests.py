@@ -224,7 +224,7 @@ DIVERGENCES = [
              statuses=[status("app", {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})],
              pod_actual={"cpu": "2"}, infeasible=True),
         ("2", "0"), ("2", "1Gi"), id="pod-level infeasible"),
-    pytest.param(  # the same with cpu, as the real 1.36.3 scheduler counts it (tests/test_cluster_requests.py): 0 cpu
+    pytest.param(  # the same with cpu, as the real 1.36.3 scheduler counts it (tests/cluster/test_cluster_requests.py): 0 cpu
         make([c("c1", "1", "64Mi")], pod_level={"cpu": "4", "memory": "1Gi"},
              statuses=[status("c1", {"cpu": "1", "memory": "64Mi"}, {"cpu": "1", "memory": "64Mi"})],
              pod_actual={"memory": "1Gi"}, infeasible=True),
