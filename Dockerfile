@@ -1,6 +1,6 @@
 # node-requests-agent container image: runtime dependencies only, non-root, every package hash-checked.
 # Build: docker build -t node-requests-agent:0.1.0 .
-# Pin the base by digest at build time (README, Deployment):
+# Pin the base by digest at build time (docs/deployment.md):
 #   docker build --build-arg PYTHON_IMAGE=python:3.11.7-slim-bookworm@sha256:<digest> -t node-requests-agent:0.1.0 .
 ARG PYTHON_IMAGE=python:3.11.7-slim-bookworm
 

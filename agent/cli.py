@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -55,6 +54,9 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
                      help="the /proc to read the used series from (env HOST_PROC; default /proc, whose stat and meminfo "
                           "are host-wide inside a container; 'off')")
     run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
+    run.add_argument("--log-format", metavar="FORMAT",
+                     help="text (default) or json: one JSON object per line with time, level, logger, message and "
+                          "the node and pod it is about (env LOG_FORMAT)")
     run.add_argument("--kubernetes-version", metavar="X.Y",
                      help="count requests with this Kubernetes release's rules (default: the API server's own version "
                           "from /version, re-read after every relist; the newest supported with --replay)")
@@ -113,8 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"node-requests-agent: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from agent.run.command import run
+    from agent.run.logs import configure_logging
+
+    configure_logging(config.log_level, config.log_format, node_name=config.node_name)
 
     try:
         return run(config)

@@ -20,6 +20,7 @@ EXPORTERS = ("otlp", "console", "table", "none")
 # All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
 DEFAULT_DEBUG_ADDRESS = ":9808"
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+LOG_FORMATS = ("text", "json")
 
 
 class ConfigError(ValueError):
@@ -119,6 +120,8 @@ class Config:
     # The /proc the "used" series are read from; None turns them off.
     procfs: str | None = None
     log_level: str = "INFO"
+    # "text" (for a person) or "json" (one object a line, for a log pipeline).
+    log_format: str = "text"
     # --kubernetes-version: whose request rules to use; None reads the API server's /version.
     kubernetes_version: KubernetesVersion | None = None
 
@@ -184,12 +187,15 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
             raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
         debug_address = debug
     # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
-    # shows the whole host, so no host mount is needed (README, Deployment).
+    # shows the whole host, so no host mount is needed (docs/deployment.md).
     procfs = str(args.get("procfs") or env.get("HOST_PROC") or "/proc")
     procfs = None if procfs.lower() == "off" else procfs
     level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
+    log_format = str(args.get("log_format") or env.get("LOG_FORMAT") or "text").strip().lower()
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"log format must be {' or '.join(LOG_FORMATS)}, got {log_format!r}")
     return Config(
         node_name=node,
         kubeconfig=args.get("kubeconfig") or None,  # type: ignore[arg-type]
@@ -205,5 +211,6 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=debug_address,
         procfs=procfs,
         log_level=level,
+        log_format=log_format,
         kubernetes_version=kubernetes_version(args.get("kubernetes_version")),
     )

@@ -1,6 +1,6 @@
 """Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
 
-Each prints a Markdown table row set; README's figures come from this script.
+Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
 
 from __future__ import annotations
@@ -76,14 +76,15 @@ def _whole_path(chunks: list[bytes]) -> int:
     from agent.pipeline.queue import EventQueue
     from agent.pipeline.state import NodeState
     from agent.pipeline.stats import RuntimeStats
-    from agent.source.reflector import Reflector, pods_of_node
+    from agent.source.reflector import PodsOfNode, Reflector
 
     stats = RuntimeStats()
     state = NodeState("bench-node")
-    queue = EventQueue(stats)
+    queue = EventQueue(metrics=stats)
     stop = threading.Event()
-    Reflector(_OneWatch(chunks, stop), pods_of_node("bench-node"), queue, stats).run(stop)
-    Handler(state, stats).run(queue, stop, poll=0.0)
+    Reflector(api=_OneWatch(chunks, stop), watched=PodsOfNode(node_name="bench-node"), emit=queue.put,
+              metrics=stats).run(stop)
+    Handler(state=state, metrics=stats).run(queue, stop, poll=0.0)
     return len(state.pods())
 
 
@@ -91,7 +92,7 @@ def throughput(n: int = 5000) -> None:
     """The whole watch-event path against plain json.loads of the same lines, on two streams."""
     from kubernetes.client import ApiClient
 
-    from agent.model.pod import decode_pod
+    from agent.decode.reader import POD
 
     def parse_only(lines):
         for line in lines:
@@ -120,11 +121,11 @@ def throughput(n: int = 5000) -> None:
         t_json, t_agent, t_tolerant = _best([
             lambda: parse_only(lines),
             lambda: _whole_path(chunks),
-            lambda: [decode_pod(json.loads(line)["object"]) for line in lines],
+            lambda: [POD.tolerant(json.loads(line)["object"]) for line in lines],
         ])
         rows = [("`json.loads` only (baseline)", t_json),
                 ("agent, whole path: split lines + reflector + queue + stats + handler", t_agent),
-                ("(for scale) `json.loads` + tolerant `decode_pod` alone, no pipeline", t_tolerant)]
+                ("(for scale) `json.loads` + the tolerant decoder alone, no pipeline", t_tolerant)]
         if name == "status churn":
             t_kube, = _best([lambda: kube_client(lines)], 2)
             rows.append(("kubernetes client: Watch.stream's decoding into `V1Pod`, kept in a cache", t_kube))
@@ -134,9 +135,8 @@ def throughput(n: int = 5000) -> None:
 
 def list_decode(pods: int = 2000, repeat: int = 5) -> None:
     """Decoding one LIST answer: main's way (whole body as text, json module per item) against the streamed typed one."""
-    from agent.model.pod import decode_pod
+    from agent.decode.reader import POD
     from agent.source.listing import iter_list, read_list
-    from agent.source.typed_decode import pod_item, pod_record
 
     # As the API server writes a LIST: compact, items without their kind and apiVersion.
     items = [{k: v for k, v in realistic_pod(i).items() if k not in ("kind", "apiVersion")} for i in range(pods)]
@@ -146,11 +146,11 @@ def list_decode(pods: int = 2000, repeat: int = 5) -> None:
 
     def text_then_json():  # main before this change: bytes -> str, then json per item
         fields, items = iter_list(body.decode("utf-8"))
-        return [decode_pod(item) for item in items]
+        return [POD.tolerant(item) for item in items]
 
     def streamed_typed():  # as the reflector reads a LIST
-        fields, items = read_list(iter(chunks), pod_item)
-        return [pod_record(item) for item in items]
+        fields, items = read_list(iter(chunks), POD.list_item)
+        return [POD.record(item) for item in items]
 
     assert text_then_json() == streamed_typed()
     t_old, t_new = _best([text_then_json, streamed_typed], repeat)
@@ -417,8 +417,8 @@ def export_cycle(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:
 
     from agent.run.agent import Agent
     from agent.config import Config
-    from agent.model.pod import decode_pod
-    from agent.pipeline.events import RELIST, Event
+    from agent.decode.reader import POD
+    from agent.pipeline.events import PodsListed
     from tests.support.otlp_receiver import points_of
 
     print("\n### Export cycle: the agent against the direct-encoding floor (OTLP/HTTP gzip to a local receiver)\n")
@@ -436,7 +436,7 @@ def export_cycle(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:
     try:
         for n in pods_counts:
             agent = Agent(Config(node_name="bench-node", replay="sample", exporter="otlp", export_interval=3600))
-            agent.handler.handle(Event(RELIST, pods=tuple(decode_pod(realistic_pod(i)) for i in range(n))))
+            agent.handler.handle(PodsListed(pods=tuple(POD.record(realistic_pod(i)) for i in range(n))))
             agent.telemetry.flush()
             with receiver.cond:
                 sent = points_of(receiver.requests[-1][1])

@@ -19,7 +19,7 @@ from agent.config import parse_address
 from agent.pipeline.health import HealthLimits, liveness, readiness
 from agent.report.views import pods_report, runtime_report, summary_report
 from agent.pipeline.state import NodeSnapshot, NodeState
-from agent.pipeline.stats import RuntimeStats
+from agent.pipeline.interfaces import StatsReader
 from agent.debug.http_server import HttpServer, Response, listen_socket
 from agent.debug.page import render_page
 
@@ -36,7 +36,7 @@ class DebugServer:
         self,
         address: str,
         state: NodeState,
-        stats: RuntimeStats,
+        stats: StatsReader,
         limits: HealthLimits,
         need_node: bool = True,
         timeout: float = 5.0,

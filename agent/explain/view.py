@@ -17,14 +17,14 @@ from typing import Any, NamedTuple
 
 from agent.report.views import pod_report, summary_report, totals_report
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
-from agent.model.fields import DecodeError
 from agent.model.node import NodeRecord
 from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
 from agent.model.valuation import PodValue, evaluate
-from agent.source.documents import DumpError, nodes_of, pods_of
-from agent.source.typed_decode import node_record, pod_record
+from agent.decode.reader import NODE, POD, Skipped
+from agent.pipeline.events import DELETED
+from agent.source.documents import DumpError, changes
 
 __all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
            "explain_json", "rules_line", "HOW_TO_DUMP"]
@@ -39,39 +39,29 @@ class NothingToExplain(DumpError):
 class Dump(NamedTuple):
     pods: list[PodRecord]
     nodes: list[NodeRecord]
-    skipped: list[str]  # objects that could not be identified, with why
+    skipped: list[Skipped]  # objects that could not be identified, with why
 
 
-def _is_deleted(doc: Any) -> bool:
-    return isinstance(doc, dict) and doc.get("type") == "DELETED" and "object" in doc
+def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool) -> None:
+    for key, record in keyed:
+        if deleted:
+            into.pop(key, None)
+        else:
+            into[key] = record
 
 
 def read_dump(documents: Iterable[Any]) -> Dump:
     """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped."""
     pods: dict[str, PodRecord] = {}
     nodes: dict[str, NodeRecord] = {}
-    skipped: list[str] = []
-    for doc in documents:
-        deleted = _is_deleted(doc)
-        for obj in nodes_of(doc):
-            try:
-                node = node_record(obj)
-            except DecodeError as exc:
-                raise DumpError(f"unusable Node object: {exc}") from None
-            if deleted:
-                nodes.pop(node.name, None)
-            else:
-                nodes[node.name] = node
-        for obj in pods_of(doc):
-            try:
-                record = pod_record(obj)
-            except DecodeError as exc:
-                skipped.append(str(exc))
-                continue
-            if deleted:
-                pods.pop(record.uid, None)
-            else:
-                pods[record.uid] = record
+    skipped: list[Skipped] = []
+    for change in changes(documents):
+        node_records, bad_nodes = NODE.decode_all(change.nodes)
+        pod_records, bad_pods = POD.decode_all(change.pods)
+        skipped += bad_nodes + bad_pods
+        deleted = change.type == DELETED
+        _apply(nodes, ((n.name, n) for n in node_records), deleted)
+        _apply(pods, ((p.uid, p) for p in pod_records), deleted)
     return Dump(list(pods.values()), list(nodes.values()), skipped)
 
 

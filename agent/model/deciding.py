@@ -9,11 +9,11 @@ contributions ``pod_requests`` lists (in its order), so both cannot disagree.
 
 from __future__ import annotations
 
+from agent.model.pod import RESOURCES
 from agent.model.valuation import SOURCE_VM_USAGE, PodValue
 
 __all__ = ["deciding_terms", "describe_terms"]
 
-RESOURCES = ("cpu", "memory")
 
 
 def deciding_terms(value: PodValue) -> dict[str, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.model.node import NodeRecord
 from agent.model.quantity import NANO, QuantityError, parse_quantity

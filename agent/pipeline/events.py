@@ -1,40 +1,109 @@
-"""What the Kubernetes source hands to the handler, through the event queue."""
+"""What the sources hand to the handler, through the event queue: one record type per kind of event.
+
+The handler dispatches on the type. Each type names the bounded word the
+queue counts it under (``type``: the Kubernetes watch event type where there
+is one), so the agent's own metrics keep their vocabulary. Slotted, frozen
+and keyword-only: built once per watch event, never changed, never built by
+position.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import Usage
 from agent.model.pod import PodRecord
 from agent.model.rules import KubernetesVersion
 
-__all__ = ["Event", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE", "VERSION"]
+__all__ = ["Event", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed", "Bookmark",
+           "UsageSampled", "VersionRead", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE", "VERSION"]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
 BOOKMARK = "BOOKMARK"
-# A full LIST result: the handler replaces its view with exactly these pods,
-# which is how pods deleted while the watch was down disappear (no ghosts).
 RELIST = "RELIST"
-# A fresh reading of the host's usage (kind "usage").
 SAMPLE = "SAMPLE"
-# The API server's version as /version reported it (kind "version").
 VERSION = "VERSION"
 
+_EVENT = dict(frozen=True, slots=True, kw_only=True)
 
-class Event(NamedTuple):  # one per watch event: a named tuple is the cheapest immutable record to build
-    type: str
-    pod: PodRecord | None = None
-    # Only for RELIST.
-    pods: tuple[PodRecord, ...] = ()
+
+@dataclass(**_EVENT)
+class PodChanged:
+    """A pod was added or modified (the watch's ADDED or MODIFIED)."""
+
+    type: Literal["ADDED", "MODIFIED"]
+    pod: PodRecord
     resource_version: str = ""
-    # "pod"; "node" for the agent's own Node (then ``node`` is set, and a
-    # RELIST with node None means the Node does not exist); "usage" for a
-    # host reading (``usage`` None: /proc could not be read); "version" for
-    # the API server's version (``version``).
-    kind: str = "pod"
-    node: NodeRecord | None = None
-    usage: Usage | None = None
-    version: KubernetesVersion | None = None
+
+
+@dataclass(**_EVENT)
+class PodDeleted:
+    type: ClassVar[str] = DELETED
+    pod: PodRecord
+    resource_version: str = ""
+
+
+@dataclass(**_EVENT)
+class PodsListed:
+    """A full LIST: the handler replaces its view with exactly these pods, so pods deleted while the watch was
+    down disappear (no ghosts)."""
+
+    type: ClassVar[str] = RELIST
+    pods: tuple[PodRecord, ...]
+    resource_version: str = ""
+
+
+@dataclass(**_EVENT)
+class NodeChanged:
+    type: Literal["ADDED", "MODIFIED"]
+    node: NodeRecord
+    resource_version: str = ""
+
+
+@dataclass(**_EVENT)
+class NodeDeleted:
+    type: ClassVar[str] = DELETED
+    node: NodeRecord
+    resource_version: str = ""
+
+
+@dataclass(**_EVENT)
+class NodeListed:
+    """The agent's own Node as a LIST found it; None: the Node does not exist."""
+
+    type: ClassVar[str] = RELIST
+    node: NodeRecord | None
+    resource_version: str = ""
+
+
+@dataclass(**_EVENT)
+class Bookmark:
+    """The watch of ``resource`` progressed to ``resource_version`` with nothing to report."""
+
+    type: ClassVar[str] = BOOKMARK
+    resource: str
+    resource_version: str
+
+
+@dataclass(**_EVENT)
+class UsageSampled:
+    """A reading of what the host uses; None: /proc could not be read."""
+
+    type: ClassVar[str] = SAMPLE
+    usage: Usage | None
+
+
+@dataclass(**_EVENT)
+class VersionRead:
+    """The API server's version, as /version reported it."""
+
+    type: ClassVar[str] = VERSION
+    version: KubernetesVersion
+
+
+Event = PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | Bookmark | UsageSampled | \
+    VersionRead

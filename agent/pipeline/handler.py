@@ -1,7 +1,8 @@
 """Applies source events to the node state: the only writer of NodeState.
 
-It also owns the request rules in force: a version reading that changes
-them re-evaluates every pod, so no value mixes two releases' arithmetic.
+One method per event type, chosen by the event's type. It also owns the
+request rules in force: a version reading that changes them re-evaluates
+every pod, so no value mixes two releases' arithmetic.
 """
 
 from __future__ import annotations
@@ -9,13 +10,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION, Event
+from agent.model.rules import rules_for
+from agent.model.valuation import PodValue, evaluate, reevaluate
+from agent.pipeline.events import (Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PodChanged, PodDeleted,
+                                   PodsListed, UsageSampled, VersionRead)
+from agent.pipeline.interfaces import HandlerMetrics
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState
-from agent.pipeline.stats import HANDLER_LOOP, RuntimeStats
-from agent.model.rules import KubernetesVersion, rules_for
-from agent.model.valuation import PodValue, evaluate, reevaluate
+from agent.pipeline.stats import HANDLER_LOOP
+from agent.model.pod import PODS
 
 __all__ = ["Handler"]
 
@@ -23,55 +28,76 @@ log = logging.getLogger(__name__)
 
 
 class Handler:
-    def __init__(self, state: NodeState, stats: RuntimeStats, kubernetes: KubernetesInfo = DEFAULT_KUBERNETES) -> None:
+    def __init__(self, *, state: NodeState, metrics: HandlerMetrics,
+                 kubernetes: KubernetesInfo = DEFAULT_KUBERNETES) -> None:
         self._state = state
-        self._stats = stats
+        self._metrics = metrics
         self._rules = kubernetes.rules
         state.set_kubernetes(kubernetes)
+        self._handlers: dict[type, Callable] = {
+            PodChanged: self._pod_changed,
+            PodDeleted: self._pod_deleted,
+            PodsListed: self._pods_listed,
+            NodeChanged: self._node_changed,
+            NodeDeleted: self._node_deleted,
+            NodeListed: self._node_listed,
+            Bookmark: self._bookmark,
+            UsageSampled: self._usage_sampled,
+            VersionRead: self._version_read,
+        }
 
     def handle(self, event: Event) -> None:
-        if event.kind == "pod":
+        try:
+            handler = self._handlers[event.__class__]
+        except KeyError:
+            raise TypeError(f"no handler for {type(event).__name__}") from None
+        handler(event)
+
+    def _pod_changed(self, event: PodChanged) -> None:
+        self._state.observed(event.resource_version)
+        pod = event.pod
+        previous = self._state.get(pod.uid)
+        value = reevaluate(pod, previous, self._rules)
+        for gone in self._state.upsert(value):
+            if gone.uid != value.uid:
+                log.info("pod %s/%s is now uid %s; dropping its old uid %s (its DELETED event was missed)",
+                         value.namespace, value.name, value.uid, gone.uid, extra=_about(value))
+        self._report_problems(value, previous)
+
+    def _pod_deleted(self, event: PodDeleted) -> None:
+        self._state.observed(event.resource_version)
+        self._state.remove(event.pod.uid)
+
+    def _pods_listed(self, event: PodsListed) -> None:
+        self._state.observed(event.resource_version)
+        known = {v.uid: v for v in self._state.pods()}
+        values = [reevaluate(p, known.get(p.uid), self._rules) for p in event.pods]
+        removed = self._state.replace(values)
+        for value in values:
+            self._report_problems(value, known.get(value.uid))
+        if removed:
+            log.info("relist removed %d pod(s) deleted while the watch was down", len(removed))
+
+    def _bookmark(self, event: Bookmark) -> None:
+        if event.resource == PODS:
             self._state.observed(event.resource_version)
-        if event.kind == "node":
-            self._handle_node(event)
-        elif event.kind == "usage" and event.type == SAMPLE:
-            self._state.set_usage(event.usage)
-        elif event.kind == "version" and event.type == VERSION and event.version is not None:
-            self._handle_version(event.version)
-        elif event.type in (ADDED, MODIFIED) and event.pod is not None:
-            previous = self._state.get(event.pod.uid)
-            value = reevaluate(event.pod, previous, self._rules)
-            for gone in self._state.upsert(value):
-                if gone.uid != value.uid:
-                    log.info("pod %s/%s is now uid %s; dropping its old uid %s (its DELETED event was missed)",
-                             value.namespace, value.name, value.uid, gone.uid)
-            self._report_problems(value, previous)
-        elif event.type == DELETED and event.pod is not None:
-            self._state.remove(event.pod.uid)
-        elif event.type == RELIST:
-            known = {v.uid: v for v in self._state.pods()}
-            values = [reevaluate(p, known.get(p.uid), self._rules) for p in event.pods]
-            removed = self._state.replace(values)
-            for value in values:
-                self._report_problems(value, known.get(value.uid))
-            if removed:
-                log.info("relist removed %d pod(s) deleted while the watch was down", len(removed))
-        elif event.type != BOOKMARK:
-            raise ValueError(f"unknown event type {event.type!r}")
 
-    def _handle_node(self, event: Event) -> None:
-        if event.type == RELIST:
-            self._state.set_node(event.node, listed=True)
-        elif event.type in (ADDED, MODIFIED):
-            self._state.set_node(event.node)
-        elif event.type == DELETED:
-            log.info("node %s was deleted; its capacity series stop until it returns", self._state.node_name)
-            self._state.set_node(None)
-        elif event.type != BOOKMARK:
-            raise ValueError(f"unknown event type {event.type!r}")
+    def _node_changed(self, event: NodeChanged) -> None:
+        self._state.set_node(event.node)
 
-    def _handle_version(self, version: KubernetesVersion) -> None:
+    def _node_deleted(self, event: NodeDeleted) -> None:
+        log.info("node %s was deleted; its capacity series stop until it returns", self._state.node_name)
+        self._state.set_node(None)
+
+    def _node_listed(self, event: NodeListed) -> None:
+        self._state.set_node(event.node, listed=True)
+
+    def _usage_sampled(self, event: UsageSampled) -> None:
+        self._state.set_usage(event.usage)
+
+    def _version_read(self, event: VersionRead) -> None:
         """Follow the API server's release; said once per change of version, every pod re-evaluated when the rules change."""
+        version = event.version
         current = self._state.kubernetes
         rules, warning = rules_for(version)
         if version.text != current.server_version:
@@ -104,14 +130,14 @@ class Handler:
             return
         log.warning("pod %s/%s (uid %s): %s; exporting %s", value.namespace, value.name, value.uid,
                     "; ".join(str(p) for p in value.problems),
-                    "its pod requests" if value.source == "pod_requests" else "its VM usage")
+                    "its pod requests" if value.source == "pod_requests" else "its VM usage", extra=_about(value))
         for p in value.problems:
-            self._stats.pod_problem(p.subject, p.reason)
+            self._metrics.pod_problem(p.subject, p.reason)
 
     def run(self, queue: EventQueue, stop: threading.Event, poll: float = 0.2) -> None:
         """Handle events until ``stop`` is set and the queue is drained."""
         while True:
-            self._stats.heartbeat(HANDLER_LOOP)
+            self._metrics.heartbeat(HANDLER_LOOP)
             item = queue.get(timeout=poll)
             if item is None:
                 if stop.is_set():
@@ -125,5 +151,10 @@ class Handler:
                 error = type(exc).__name__
                 log.exception("handling %s event failed", item.event.type)
             finally:
-                self._stats.event_handled(time.perf_counter() - started, error)
+                self._metrics.event_handled(time.perf_counter() - started, error)
                 queue.task_done()
+
+
+def _about(value: PodValue) -> dict[str, str]:
+    """``extra`` for a log line about one pod: a JSON line carries its namespace, name and uid as fields."""
+    return {"k8s.namespace.name": value.namespace, "k8s.pod.name": value.name, "k8s.pod.uid": value.uid}

@@ -13,28 +13,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from agent.pipeline.events import Event
+from agent.pipeline.interfaces import NO_QUEUE_METRICS, QueueMetrics
 
-__all__ = ["EventQueue", "QueuedEvent", "QueueMetrics", "NO_QUEUE_METRICS"]
-
-
-class QueueMetrics(Protocol):
-    def event_added(self, event_type: str) -> None: ...
-
-    def event_taken(self, waited_seconds: float) -> None: ...
-
-
-class _NoQueueMetrics:
-    def event_added(self, event_type: str) -> None:
-        pass
-
-    def event_taken(self, waited_seconds: float) -> None:
-        pass
-
-
-NO_QUEUE_METRICS: QueueMetrics = _NoQueueMetrics()
+__all__ = ["EventQueue", "QueuedEvent"]
 
 
 class QueuedEvent(NamedTuple):  # one per event: a named tuple is the cheapest record to build
@@ -51,7 +35,7 @@ class EventQueue:
     a queue with room, takes no wait at all.
     """
 
-    def __init__(self, metrics: QueueMetrics = NO_QUEUE_METRICS, maxsize: int = 10_000,
+    def __init__(self, *, metrics: QueueMetrics = NO_QUEUE_METRICS, maxsize: int = 10_000,
                  clock: Callable[[], float] = time.monotonic, full_poll: float = 0.005) -> None:
         # Bounded: if the handler ever falls behind, the watch reader waits,
         # which pushes back on the API server stream instead of growing memory.

@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from agent.model.node import NODES
+from agent.model.pod import PODS
+
 __all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS", "PODS", "NODES",
            "UNDECODABLE", "OTHER_NODE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
 
-# The bounded ``resource`` attribute of the watch signals.
-PODS = "pods"
-NODES = "nodes"
+# The bounded ``resource`` attribute of the watch signals is PODS or NODES.
 # Why a source skipped an object (objects_skipped_total{resource, reason}).
 UNDECODABLE = "undecodable"  # not JSON, nested too deep, no identity, an unknown event type
 OTHER_NODE = "other_node"  # bound to another node: the server did not apply the field selector

@@ -28,7 +28,7 @@ class Agent:
         self.config = config
         self.stats = RuntimeStats()
         self.state = NodeState(config.node_name)
-        self.queue = EventQueue(self.stats)
+        self.queue = EventQueue(metrics=self.stats)
         self.stop_event = threading.Event()
         self.api = None
         self.finished: threading.Event | None = None
@@ -37,7 +37,7 @@ class Agent:
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
             sources.append(self.host_usage)
-        self.handler = Handler(self.state, self.stats, self._kubernetes_info())
+        self.handler = Handler(state=self.state, metrics=self.stats, kubernetes=self._kubernetes_info())
         otlp = config.otlp
         if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
             try:
@@ -59,7 +59,8 @@ class Agent:
         from agent.source.replay import ReplaySource, load_capture
 
         try:
-            source = ReplaySource(load_capture(self.config.replay), self.config.node_name, self.queue, self.stats)
+            source = ReplaySource(text=load_capture(self.config.replay), node_name=self.config.node_name,
+                                  emit=self.queue.put, metrics=self.stats)
         except (OSError, UnicodeDecodeError, DumpError) as exc:
             raise ConfigError(f"cannot read capture {self.config.replay!r}: {exc}") from None
         self.finished = source.finished
@@ -68,7 +69,7 @@ class Agent:
     def _kubernetes_sources(self) -> list:
         """One reflector for this node's pods, one for its Node object."""
         from agent.source.kube import KubeApi, KubeConfigError, load_configuration
-        from agent.source.reflector import Reflector, ReflectorSettings, node_object, pods_of_node
+        from agent.source.reflector import NodeObject, PodsOfNode, Reflector, ReflectorSettings
 
         config = self.config
         try:
@@ -81,10 +82,12 @@ class Agent:
         if config.kubernetes_version is None:
             from agent.source.server_version import ServerVersionSource
 
-            version = ServerVersionSource(self.api, self.queue, self.stats)
-        pods = Reflector(self.api, pods_of_node(config.node_name), self.queue, self.stats, settings,
+            version = ServerVersionSource(api=self.api, emit=self.queue.put, metrics=self.stats)
+        pods = Reflector(api=self.api, watched=PodsOfNode(node_name=config.node_name), emit=self.queue.put,
+                         metrics=self.stats, settings=settings,
                          on_list=version.relisted if version is not None else None)
-        node = Reflector(self.api, node_object(config.node_name), self.queue, self.stats, settings)
+        node = Reflector(api=self.api, watched=NodeObject(node_name=config.node_name), emit=self.queue.put,
+                         metrics=self.stats, settings=settings)
         return [pods, node] + ([version] if version is not None else [])
 
     def _kubernetes_info(self):
@@ -110,7 +113,8 @@ class Agent:
         from agent.source.host_usage import HostUsageSource, UsageSampler, set_procfs
 
         set_procfs(self.config.procfs)
-        return HostUsageSource(UsageSampler(on_error=self.stats.usage_error), self.queue, self.config.export_interval)
+        return HostUsageSource(sampler=UsageSampler(on_error=self.stats.usage_error), emit=self.queue.put,
+                               interval=self.config.export_interval)
 
     def _debug_server(self):
         config = self.config

@@ -10,12 +10,15 @@ YAML documents.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
 import yaml
 
-__all__ = ["DumpError", "read_documents", "pods_of", "nodes_of"]
+__all__ = ["DumpError", "Change", "LISTED", "changes", "read_documents", "pods_of", "nodes_of"]
+
+# A List document: its objects are the whole state at that point (a relist), not one change.
+LISTED = "LISTED"
 
 
 class DumpError(ValueError):
@@ -77,3 +80,29 @@ def nodes_of(document: Any) -> list[Any]:
     if "type" in document and "object" in document:
         return nodes_of(document["object"])
     return [document] if document.get("kind") == "Node" else []
+
+
+class Change(NamedTuple):
+    """One document as a change: ``LISTED`` (a List) or a watch event type (a bare object counts as ADDED)."""
+
+    type: str
+    pods: list[Any]
+    nodes: list[Any]
+    resource_version: str
+
+
+def changes(documents: Iterable[Any]) -> Iterator[Change]:
+    """The documents of a capture or dump, in order, each with the pod and Node objects it holds.
+
+    The one reading of documents that replay and ``explain`` share: replay
+    turns each change into the pipeline's events, ``explain`` applies them to
+    a set of objects. Objects are still raw; the decode reader makes records.
+    """
+    for doc in documents:
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            meta = doc.get("metadata")
+            rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
+            yield Change(LISTED, pods_of(doc), nodes_of(doc), rv)
+            continue
+        kind = doc.get("type", "ADDED") if isinstance(doc, dict) and "object" in doc else "ADDED"
+        yield Change(str(kind), pods_of(doc), nodes_of(doc), "")

@@ -14,8 +14,8 @@ import threading
 
 import psutil
 
-from agent.pipeline.events import SAMPLE, Event
-from agent.pipeline.queue import EventQueue
+from agent.pipeline.events import UsageSampled
+from agent.pipeline.interfaces import Emit
 
 from agent.model.node_summary import Usage
 from agent.model.quantity import NANO
@@ -107,14 +107,14 @@ class HostUsageSource:
     ``None``, so the series are absent rather than frozen.
     """
 
-    def __init__(self, sampler: UsageSampler, queue: EventQueue, interval: float, first_delta: float = 1.0) -> None:
+    def __init__(self, *, sampler: UsageSampler, emit: Emit, interval: float, first_delta: float = 1.0) -> None:
         self._sampler = sampler
-        self._queue = queue
+        self._emit = emit
         self._interval = interval
         self._first_delta = min(first_delta, interval)
 
     def sample_now(self) -> None:
-        self._queue.put(Event(SAMPLE, kind="usage", usage=self._sampler.sample()))
+        self._emit(UsageSampled(usage=self._sampler.sample()))
 
     def run(self, stop: threading.Event) -> None:
         self.sample_now()

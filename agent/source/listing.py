@@ -19,21 +19,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
+
+from agent.decode.reader import Unparsable
 
 __all__ = ["iter_list", "read_list", "Unparsable"]
 
 
-class Unparsable(NamedTuple):
-    """An item of ``items`` that is not JSON the parser can read (bad syntax, nesting past its limit).
-
-    Yielded in its place so the caller can count it; the items around it are kept.
-    """
-
-    offset: int
-    reason: str
 
 _decoder = json.JSONDecoder()
 _WS = " \t\n\r"

@@ -26,22 +26,27 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import urllib3
 
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
-from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import NODES, OTHER_NODE, PODS, UNDECODABLE, RuntimeStats, source_loop
+from agent.decode.reader import NODE, POD, ObjectKind, Skipped, loads
+from agent.model.node import NodeRecord
+from agent.model.pod import PodRecord
+from agent.pipeline.events import (ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, Event, NodeChanged, NodeDeleted,
+                                   NodeListed, PodChanged, PodDeleted, PodsListed)
+from agent.pipeline.interfaces import Emit, SourceMetrics
+from agent.pipeline.stats import OTHER_NODE, UNDECODABLE, source_loop
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
-from agent.source.listing import Unparsable, read_list
-from agent.source.typed_decode import loads, node_event, node_item, node_record, pod_event, pod_item, pod_record
+from agent.source.listing import read_list
 
-__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Resource", "Retry", "decide", "pods_of_node", "node_object",
+__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Watched", "PodsOfNode", "NodeObject", "Retry", "decide",
            "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 class ListWatchApi(Protocol):
@@ -49,38 +54,71 @@ class ListWatchApi(Protocol):
     def stream_lines(self, path: str, params: dict[str, str], read_timeout: float): ...
 
 
-@dataclass(frozen=True)
-class Resource:
-    """What one reflector lists and watches, and how its objects become events."""
+class Watched(Protocol[R]):
+    """What one reflector lists and watches, and which event each change of it is."""
 
-    name: str  # PODS or NODES: the bounded ``resource`` attribute of watch metrics
-    kind: str  # Event.kind: "pod" or "node"
+    kind: ObjectKind[R]
     path: str
-    field_selector: str
-    decode: Callable[[Any], Any]  # JSON bytes, a typed object or a parsed one; DecodeError if unidentifiable
-    # (type, typed object) of a plain ADDED/MODIFIED/DELETED watch line, or None: parse it the tolerant way.
-    typed_event: Callable[[bytes], tuple[str, Any] | None]
-    # The typed object of exactly one LIST item's bytes, or msgspec.DecodeError (see listing.read_list).
-    typed_item: Callable[[Any], Any]
-    event: Callable[[str, Any], Event]
-    relist: Callable[[tuple, str], Event]
-    accept: Callable[[Any], bool]  # the field selector, checked again on our side
+
+    @property
+    def field_selector(self) -> str: ...
+
+    def accept(self, record: R) -> bool:
+        """The field selector, checked again on our side."""
+
+    def changed(self, type: str, record: R) -> Event:
+        """The event of one ADDED, MODIFIED or DELETED object."""
+
+    def listed(self, records: tuple[R, ...], resource_version: str) -> Event: ...
 
 
-def pods_of_node(node_name: str) -> Resource:
-    """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache)."""
-    return Resource(PODS, "pod", "/api/v1/pods", f"spec.nodeName={node_name}", pod_record, pod_event, pod_item,
-                    lambda kind, pod: Event(kind, pod=pod, resource_version=pod.resource_version),
-                    lambda pods, rv: Event(RELIST, pods=pods, resource_version=rv),
-                    lambda pod: pod.node_name == node_name)
+@dataclass(frozen=True, kw_only=True)
+class PodsOfNode:
+    """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache); None: every pod."""
+
+    node_name: str | None
+    kind: ObjectKind[PodRecord] = POD
+    path: str = "/api/v1/pods"
+
+    @property
+    def field_selector(self) -> str:
+        return "" if self.node_name is None else f"spec.nodeName={self.node_name}"
+
+    def accept(self, record: PodRecord) -> bool:
+        return self.node_name is None or record.node_name == self.node_name
+
+    def changed(self, type: str, record: PodRecord) -> Event:
+        if type == DELETED:
+            return PodDeleted(pod=record, resource_version=record.resource_version)
+        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
+
+    def listed(self, records: tuple[PodRecord, ...], resource_version: str) -> Event:
+        return PodsListed(pods=records, resource_version=resource_version)
 
 
-def node_object(node_name: str) -> Resource:
-    """The agent's own Node object."""
-    return Resource(NODES, "node", "/api/v1/nodes", f"metadata.name={node_name}", node_record, node_event, node_item,
-                    lambda kind, node: Event(kind, kind="node", node=node, resource_version=node.resource_version),
-                    lambda nodes, rv: Event(RELIST, kind="node", node=nodes[0] if nodes else None, resource_version=rv),
-                    lambda node: node.name == node_name)
+@dataclass(frozen=True, kw_only=True)
+class NodeObject:
+    """The agent's own Node object; None: every Node."""
+
+    node_name: str | None
+    kind: ObjectKind[NodeRecord] = NODE
+    path: str = "/api/v1/nodes"
+
+    @property
+    def field_selector(self) -> str:
+        return "" if self.node_name is None else f"metadata.name={self.node_name}"
+
+    def accept(self, record: NodeRecord) -> bool:
+        return self.node_name is None or record.name == self.node_name
+
+    def changed(self, type: str, record: NodeRecord) -> Event:
+        if type == DELETED:
+            return NodeDeleted(node=record, resource_version=record.resource_version)
+        return NodeChanged(type=ADDED if type == ADDED else MODIFIED, node=record,
+                           resource_version=record.resource_version)
+
+    def listed(self, records: tuple[NodeRecord, ...], resource_version: str) -> Event:
+        return NodeListed(node=records[0] if records else None, resource_version=resource_version)
 
 
 @dataclass(frozen=True)
@@ -165,10 +203,11 @@ def decide(exc: BaseException, expired_in_row: int = 1) -> Retry:
 class Reflector:
     def __init__(
         self,
+        *,
         api: ListWatchApi,
-        resource: Resource,
-        queue: EventQueue,
-        stats: RuntimeStats,
+        watched: Watched,
+        emit: Emit,
+        metrics: SourceMetrics,
         settings: ReflectorSettings = ReflectorSettings(),
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
@@ -178,15 +217,17 @@ class Reflector:
     ) -> None:
         self._on_list = on_list  # called after every successful LIST (the version source reads /version again)
         self._api = api
-        self._resource = resource
-        self._queue = queue
-        self._stats = stats
+        self._watched = watched
+        self._kind = watched.kind
+        self._resource = watched.kind.resource
+        self._emit = emit
+        self._stats = metrics
         self._settings = settings
         self._backoff = backoff or Backoff(clock=clock)
         self._rng = rng or random.Random()
         self._clock = clock
         self._wait = wait
-        self._loop = source_loop(resource.name)
+        self._loop = source_loop(self._resource)
         self._warned_other_node = False
         self.resource_version = ""
 
@@ -208,7 +249,7 @@ class Reflector:
                 if need_list:
                     self._list()
                     need_list = False
-                self._stats.watch_started(reason, self._resource.name)
+                self._stats.watch_started(reason, self._resource)
                 reason = self._watch(stop)
                 expired_in_row = 0
             except Exception as exc:  # noqa: BLE001 - every error goes through decide()
@@ -223,8 +264,8 @@ class Reflector:
                     self._pause(stop, retry.retry_after)
 
     def _report(self, retry: Retry, exc: BaseException) -> None:
-        self._stats.request_failed(retry.reason, self._resource.name)
-        what = self._resource.name
+        self._stats.request_failed(retry.reason, self._resource)
+        what = self._resource
         if retry.reason == "expired":
             log.info("%s resourceVersion %s expired (410); relisting", what, self.resource_version)
         elif retry.reason == "unexpected":
@@ -239,42 +280,36 @@ class Reflector:
     def _list(self) -> None:
         started = self._clock()
         chunks = self._api.get_chunks(
-            self._resource.path,
-            {"fieldSelector": self._resource.field_selector, "resourceVersion": self.list_resource_version()},
+            self._watched.path,
+            {"fieldSelector": self._watched.field_selector, "resourceVersion": self.list_resource_version()},
             read_timeout=self._settings.list_timeout,
         )
-        fields, items = read_list(chunks, self._resource.typed_item)
+        fields, items = read_list(chunks, self._kind.list_item)
         records = [r for r in map(self._decode, items) if r is not None]
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
         self.resource_version = str(meta.get("resourceVersion") or "")
-        self._queue.put(self._resource.relist(tuple(records), self.resource_version))
-        self._stats.relisted(self._clock() - started, self._resource.name)
-        log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource.name,
+        self._emit(self._watched.listed(tuple(records), self.resource_version))
+        self._stats.relisted(self._clock() - started, self._resource)
+        log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource,
                  self.resource_version, self._clock() - started)
         if self._on_list is not None:
             self._on_list()
 
     def _decode(self, obj: Any) -> Any:
-        """The record for one object, or None (counted) when it cannot be identified."""
-        if isinstance(obj, Unparsable):
-            self._stats.skipped(UNDECODABLE, self._resource.name)
-            log.warning("skipping unparsable %s item at offset %d of the LIST (%s)", self._resource.name, obj.offset,
-                        obj.reason)
+        """The record for one object, or None (counted) when it cannot be identified or is not ours."""
+        record = self._kind.decode(obj)
+        if record.__class__ is Skipped:
+            self._stats.skipped(UNDECODABLE, self._resource)
+            log.warning("skipping undecodable %s object: %s", self._resource, record.reason)
             return None
-        try:
-            record = self._resource.decode(obj)
-        except (ValueError, RecursionError) as exc:  # DecodeError, or bytes that are not JSON
-            self._stats.skipped(UNDECODABLE, self._resource.name)
-            log.warning("skipping undecodable %s object: %s", self._resource.name, exc)
-            return None
-        if not self._resource.accept(record):
+        if not self._watched.accept(record):
             # The field selector is the server's promise, not ours to trust: a proxy or an
             # API server that ignores it must not make other nodes' pods count here.
-            self._stats.skipped(OTHER_NODE, self._resource.name)
+            self._stats.skipped(OTHER_NODE, self._resource)
             if not self._warned_other_node:
                 log.warning("the API server sent a %s object outside %s; dropping such objects (counted)",
-                            self._resource.name, self._resource.field_selector)
+                            self._resource, self._watched.field_selector)
                 self._warned_other_node = True
             return None
         return record
@@ -283,7 +318,7 @@ class Reflector:
         """Watch until the stream ends; return why, as the next start's reason."""
         s = self._settings
         params = {
-            "fieldSelector": self._resource.field_selector,
+            "fieldSelector": self._watched.field_selector,
             "watch": "true",
             "allowWatchBookmarks": "true",
             "resourceVersion": self.watch_resource_version(),
@@ -292,11 +327,11 @@ class Reflector:
         started = self._clock()
         received = 0
         try:
-            for line in self._api.stream_lines(self._resource.path, params, read_timeout=s.read_timeout):
+            for line in self._api.stream_lines(self._watched.path, params, read_timeout=s.read_timeout):
                 self._stats.heartbeat(self._loop)
                 received += 1
                 try:
-                    typed = self._resource.typed_event(line)
+                    typed = self._kind.watch_line(line)
                     if typed is None:
                         self._dispatch(_parse_event(line))
                     else:
@@ -304,8 +339,8 @@ class Reflector:
                 except UndecodableEvent as exc:
                     # Skipped, counted, and the watch goes on: resuming from the
                     # same version would read the same poison line forever.
-                    self._stats.skipped(UNDECODABLE, self._resource.name)
-                    log.warning("skipping undecodable %s watch event: %s", self._resource.name, exc)
+                    self._stats.skipped(UNDECODABLE, self._resource)
+                    log.warning("skipping undecodable %s watch event: %s", self._resource, exc)
                 if stop.is_set():
                     return "stopped"
         except urllib3.exceptions.ReadTimeoutError:
@@ -315,7 +350,7 @@ class Reflector:
         if received == 0 and self._clock() - started < s.short_watch:
             raise ShortWatch("watch ended at once with nothing received")
         self._backoff.reset()
-        self._stats.progressed(self._resource.name)
+        self._stats.progressed(self._resource)
         return "stream_end"
 
     def _dispatch(self, raw: dict[str, Any]) -> None:
@@ -326,8 +361,7 @@ class Reflector:
             raise UndecodableEvent(f"unexpected watch event type {str(kind)[:40]!r}")
         if kind == BOOKMARK:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            event = Event(BOOKMARK, resource_version=str(meta.get("resourceVersion") or ""), kind=self._resource.kind)
-            self._put(event)
+            self._put(Bookmark(resource=self._resource, resource_version=str(meta.get("resourceVersion") or "")))
         else:
             self._deliver(kind, obj)
 
@@ -335,13 +369,13 @@ class Reflector:
         """One ADDED, MODIFIED or DELETED object (typed or parsed) as an event, unless it is dropped (counted)."""
         record = self._decode(obj)
         if record is not None:
-            self._put(self._resource.event(kind, record))
+            self._put(self._watched.changed(kind, record))
 
     def _put(self, event: Event) -> None:
-        self._queue.put(event)
+        self._emit(event)
         if event.resource_version:
             self.resource_version = event.resource_version
-        self._stats.progressed(self._resource.name)
+        self._stats.progressed(self._resource)
 
 
 def _parse_event(line: bytes) -> dict[str, Any]:

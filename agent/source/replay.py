@@ -1,11 +1,15 @@
 """Replays a recorded pod list and watch stream as if from the API server.
 
-The demo runs the real pipeline on the bundled sample this way, and users
-reproduce a field problem from a capture such as::
+The demo runs the real pipeline on the bundled synthetic sample this way, and
+users reproduce a field problem from a capture such as::
 
     kubectl get pods -A --field-selector spec.nodeName=$NODE -o json > capture.json
     kubectl get pods -A --field-selector spec.nodeName=$NODE --watch-only \\
         --output-watch-events -o json >> capture.json
+
+Documents are read by ``documents.changes`` and objects by the decode reader,
+as ``explain`` reads a dump; the field selector the live source would have
+applied is applied here.
 """
 
 from __future__ import annotations
@@ -14,16 +18,15 @@ import logging
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-from agent.source.documents import DumpError, nodes_of, pods_of, read_documents
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, Event
+from agent.decode.reader import NODE, POD, Skipped
 from agent.model.node import NodeRecord
-from agent.model.fields import DecodeError
-from agent.model.pod import PodRecord
-from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import UNDECODABLE, RuntimeStats, source_loop
-from agent.source.typed_decode import node_record, pod_record
+from agent.model.pod import PODS, PodRecord
+from agent.pipeline.events import (ADDED, BOOKMARK, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed,
+                                   PodChanged, PodDeleted, PodsListed)
+from agent.pipeline.interfaces import Emit, SourceMetrics
+from agent.pipeline.stats import UNDECODABLE, source_loop
+from agent.source.documents import LISTED, Change, DumpError, changes, read_documents
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 
@@ -33,7 +36,7 @@ SAMPLE = "sample"
 
 
 def load_capture(path: str) -> str:
-    """Text of the capture at ``path``; ``sample`` is the bundled sample node."""
+    """Text of the capture at ``path``; ``sample`` is the bundled synthetic sample node; ``-`` standard input."""
     if path == SAMPLE:
         return resources.files("agent").joinpath("samples/sample-node.json").read_text(encoding="utf-8")
     if path == "-":
@@ -44,67 +47,65 @@ def load_capture(path: str) -> str:
 
 
 class ReplaySource:
-    def __init__(self, text: str, node_name: str, queue: EventQueue, stats: RuntimeStats) -> None:
+    def __init__(self, *, text: str, node_name: str, emit: Emit, metrics: SourceMetrics) -> None:
         self._docs = read_documents(text)
         self._node = node_name
-        self._queue = queue
-        self._stats = stats
+        self._emit = emit
+        self._stats = metrics
         self.finished = threading.Event()
         self._matched = 0
         self._other_nodes: set[str] = set()
 
-    def _decode(self, obj: Any) -> PodRecord | None:
-        try:
-            pod = pod_record(obj)
-        except DecodeError as exc:
-            self._stats.skipped(UNDECODABLE)
-            log.warning("skipping unidentifiable object in capture: %s", exc)
-            return None
-        # The field selector the live source would have applied.
-        if pod.node_name != self._node:
-            self._other_nodes.add(pod.node_name or "(unscheduled)")
-            return None
-        self._matched += 1
-        return pod
+    def _skip(self, skipped: list[Skipped]) -> None:
+        for s in skipped:
+            self._stats.skipped(UNDECODABLE, s.resource)
+            log.warning("skipping unidentifiable object in capture: %s", s)
 
-    def _node_in(self, doc: Any) -> NodeRecord | None:
-        for obj in nodes_of(doc):
-            try:
-                node = node_record(obj)
-            except DecodeError as exc:
-                self._stats.skipped(UNDECODABLE)
-                log.warning("skipping unidentifiable node in capture: %s", exc)
-                continue
-            if node.name == self._node:
-                return node
-        return None
+    def _pods(self, change: Change) -> list[PodRecord]:
+        pods, skipped = POD.decode_all(change.pods)
+        self._skip(skipped)
+        mine = []
+        for pod in pods:
+            if pod.node_name == self._node:
+                mine.append(pod)
+            else:
+                self._other_nodes.add(pod.node_name or "(unscheduled)")
+        self._matched += len(mine)
+        return mine
 
-    def _replay_event(self, doc: Any) -> None:
-        kind = doc.get("type", ADDED) if isinstance(doc, dict) and "object" in doc else ADDED
-        node = self._node_in(doc)
-        if node is not None:
-            if kind in (ADDED, MODIFIED, DELETED):
-                self._put(Event(kind, kind="node", node=node, resource_version=node.resource_version))
-            return
-        if kind == BOOKMARK:
-            return
-        if kind not in (ADDED, MODIFIED, DELETED):
-            log.warning("skipping %s event in capture", kind)
-            return
-        for obj in pods_of(doc):
-            pod = self._decode(obj)
-            if pod is not None:
-                self._put(Event(kind, pod=pod, resource_version=pod.resource_version))
+    def _node_in(self, change: Change) -> NodeRecord | None:
+        nodes, skipped = NODE.decode_all(change.nodes)
+        self._skip(skipped)
+        return next((n for n in nodes if n.name == self._node), None)
 
     def _put(self, event: Event) -> None:
-        self._queue.put(event)
-        self._stats.progressed()
+        self._emit(event)
+        self._stats.progressed(PODS)
 
     def _relist(self, pods: tuple[PodRecord, ...] = (), node: NodeRecord | None = None, rv: str = "") -> None:
         """What the live source's two LISTs hand on: exactly these pods, and the Node (or none)."""
-        self._put(Event(RELIST, pods=pods, resource_version=rv))
-        self._put(Event(RELIST, kind="node", node=node))
-        self._stats.relisted()
+        self._put(PodsListed(pods=pods, resource_version=rv))
+        self._put(NodeListed(node=node))
+        self._stats.relisted(None, PODS)
+
+    def _replay(self, change: Change) -> None:
+        node = self._node_in(change)
+        if node is not None:
+            if change.type in (ADDED, MODIFIED):
+                self._put(NodeChanged(type=change.type, node=node, resource_version=node.resource_version))
+            elif change.type == DELETED:
+                self._put(NodeDeleted(node=node, resource_version=node.resource_version))
+            return
+        if change.type == BOOKMARK:
+            return
+        if change.type not in (ADDED, MODIFIED, DELETED):
+            log.warning("skipping %s event in capture", change.type)
+            return
+        for pod in self._pods(change):
+            if change.type == DELETED:
+                self._put(PodDeleted(pod=pod, resource_version=pod.resource_version))
+            else:
+                self._put(PodChanged(type=change.type, pod=pod, resource_version=pod.resource_version))
 
     def _warn_empty(self) -> None:
         """Once: a capture of another node's pods would otherwise export nothing, silently."""
@@ -119,18 +120,17 @@ class ReplaySource:
         self._stats.heartbeat(source_loop())
         try:
             listed = False
-            for doc in self._docs:
+            for change in changes(self._docs):
                 if stop.is_set():
                     return
-                if isinstance(doc, dict) and isinstance(doc.get("items"), list):
-                    pods = tuple(p for p in map(self._decode, pods_of(doc)) if p is not None)
-                    self._relist(pods, self._node_in(doc), str((doc.get("metadata") or {}).get("resourceVersion") or ""))
+                if change.type == LISTED:
+                    self._relist(tuple(self._pods(change)), self._node_in(change), change.resource_version)
                     listed = True
                     continue
                 if not listed:  # a capture that starts with watch events: start from empty
                     self._relist()
                     listed = True
-                self._replay_event(doc)
+                self._replay(change)
             if not listed:
                 self._relist()
             if not self._matched:

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agent.model.rules import KubernetesVersion, VersionError, parse_version_info
-from agent.pipeline.events import VERSION, Event
-from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import RuntimeStats
+from agent.pipeline.events import VersionRead
+from agent.pipeline.interfaces import Emit, SourceMetrics
 from agent.source.backoff import Backoff
 from agent.source.reflector import decide
 
@@ -43,12 +42,12 @@ def read_server_version(api: VersionApi, read_timeout: float = 10.0) -> Kubernet
 class ServerVersionSource:
     """Reads /version when due: at start, after each :meth:`relisted`, and again after a failure (with backoff)."""
 
-    def __init__(self, api: VersionApi, queue: EventQueue, stats: RuntimeStats, backoff: Backoff | None = None,
+    def __init__(self, *, api: VersionApi, emit: Emit, metrics: SourceMetrics, backoff: Backoff | None = None,
                  read_timeout: float = 10.0, poll: float = 0.2,
                  wait: Callable[[threading.Event, float], object] = threading.Event.wait) -> None:
         self._api = api
-        self._queue = queue
-        self._stats = stats
+        self._emit = emit
+        self._stats = metrics
         self._backoff = backoff or Backoff()
         self._read_timeout = read_timeout
         self._poll = poll
@@ -86,7 +85,7 @@ class ServerVersionSource:
             return
         self._backoff.reset()
         self._unparsable = None
-        self._queue.put(Event(VERSION, kind="version", version=version))
+        self._emit(VersionRead(version=version))
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

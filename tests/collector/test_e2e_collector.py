@@ -173,10 +173,9 @@ def test_every_pod_vm_and_node_number_reaches_prometheus_with_the_agents_values(
 
 
 def _documented_prometheus_names() -> dict[str, bool]:
-    """Every name in the Prometheus-name column of README's metric tables (histograms as their three series),
-    mapped to whether README says it has no series until something fails."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    """Every name in the Prometheus-name column of docs/metrics.md's tables (histograms as their three series),
+    mapped to whether the table says it has no series until something fails."""
+    section = (REPO / "docs" / "metrics.md").read_text()
     names: dict[str, bool] = {}
     column = kind = None
     for line in section.splitlines():
@@ -207,7 +206,7 @@ def test_readme_metric_tables_name_exactly_what_prometheus_shows(chain, apiserve
         apiserver.drop_watches()
         names = _documented_prometheus_names()
         documented = set(names)
-        # Counters that exist only once their failure has happened, as README says of each of them.
+        # Counters that exist only once their failure has happened, as docs/metrics.md says of each of them.
         not_here = {n for n, until_failure in names.items() if until_failure} - {
             "node_requests_agent_pod_problems_total", "node_requests_agent_api_errors_total"}  # made to happen above
 
@@ -217,8 +216,8 @@ def test_readme_metric_tables_name_exactly_what_prometheus_shows(chain, apiserve
         try:
             wait_until(lambda: documented - not_here <= shown(), timeout=30)
         except AssertionError:
-            raise AssertionError(f"in README, not in Prometheus: {sorted(documented - not_here - shown())}") from None
-        assert shown() <= documented, f"in Prometheus, not in README: {sorted(shown() - documented)}"
+            raise AssertionError(f"in docs/metrics.md, not in Prometheus: {sorted(documented - not_here - shown())}") from None
+        assert shown() <= documented, f"in Prometheus, not in docs/metrics.md: {sorted(shown() - documented)}"
 
 
 # -- 3. lifecycle: deleted pods and stopped agents --------------------------------------------------
@@ -266,7 +265,7 @@ def test_a_deleted_pod_and_a_stopped_agent_leave_prometheus_within_the_stated_bo
               f"{gone['agent']:.1f} s after it exited (bound {bound:.1f} s)")
         # metric_expiration is what governs: not sooner than it (less the export already under way) ...
         assert gone["pod"] >= expiration - EXPORT_INTERVAL - 1.0
-        # ... and not later than the bound README states.
+        # ... and not later than the bound docs/operations.md states.
         assert gone["pod"] <= bound and gone["agent"] <= bound
         # The stopped agent is what NodeRequestsAgentNotExporting is about; the live one is not.
         pending = wait_until(lambda: alert(prom, "NodeRequestsAgentNotExporting", stopped), timeout=10)

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.source.listing import Unparsable, iter_list, read_list
+from agent.decode.reader import Unparsable
+from agent.source.listing import iter_list, read_list
 
 values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                       lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10)
@@ -89,11 +90,11 @@ def _api_server_list(items, separators=(",", ":")) -> bytes:
 
 
 def _records(body: bytes, size: int, typed: bool):
-    from agent.source.typed_decode import pod_item, pod_record
+    from agent.decode.reader import POD
 
-    _, items = read_list(chunked(body, size), pod_item if typed else None)
+    _, items = read_list(chunked(body, size), POD.list_item if typed else None)
     out = list(items)
-    return out, [pod_record(i) for i in out]
+    return out, [POD.record(i) for i in out]
 
 
 def _pods(n: int) -> list[dict]:

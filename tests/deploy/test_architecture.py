@@ -28,7 +28,7 @@ ALLOWED = {
     "export": {"model", "pipeline", "export", "config"},
     "report": {"model", "pipeline", "report"},
     "debug": {"model", "pipeline", "export", "report", "debug", "config"},
-    "explain": {"model", "decode", "source", "report", "explain", "config"},
+    "explain": {"model", "decode", "pipeline", "source", "report", "explain", "config"},
     "run": {"model", "decode", "pipeline", "source", "export", "report", "debug", "explain", "run", "config"},
 }
 # Top-level modules and what they may import: config is a leaf, cli hands over to a room.
@@ -59,8 +59,11 @@ def imports_of(path: Path) -> set[str]:
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names if module == "agent")
+            if module == "agent" or (module.startswith("agent.") and (PACKAGE.parent / module.replace(".", "/")).is_dir()):
+                # ``from agent.decode import spec``: what is imported is the module agent.decode.spec
+                found.update(f"{module}.{alias.name}" for alias in node.names)
+            else:
+                found.add(module)
     return found
 
 

@@ -1,4 +1,4 @@
-"""README's metric tables are what the agent exports: names, types and attribute sets."""
+"""The metric tables of docs/metrics.md are what the agent exports: names, types and attribute sets."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from pathlib import Path
 
 from agent.export.metrics import GAUGES, state_points
 from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
-from agent.model.node import decode_node
 from agent.model.node_summary import Usage, summarize
-from agent.model.pod import decode_pod
+from agent.decode.reader import NODE, POD
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION
@@ -17,12 +16,12 @@ from agent.pipeline.state import NodeState
 from agent.pipeline.stats import NODES, PODS, RuntimeStats
 from tests.support.factory import node, pod, vm_pod
 
-README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+METRICS_DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
 
 
 def table(header: str) -> list[list[str]]:
     """The rows of the Markdown table whose header row starts with ``header``."""
-    lines = README.splitlines()
+    lines = METRICS_DOC.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header}"))
     rows = []
     for line in lines[start + 2:]:
@@ -60,7 +59,7 @@ def populated() -> Readings:
     stats.export_finished(False, 0.01, reason="http_503", rejected_points=2)
     stats.usage_error("missing")
     state = NodeState("node-a")
-    state.replace([evaluate(decode_pod(pod("p")), NEWEST)])
+    state.replace([evaluate(POD.record(pod("p")), NEWEST)])
     return Readings(stats.snapshot(), state.snapshot())
 
 
@@ -84,8 +83,8 @@ def test_workqueue_event_types_are_all_documented():
 
 
 def test_product_metric_tables_match_state_points():
-    values = [evaluate(decode_pod(pod("p")), NEWEST), evaluate(decode_pod(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
-    points = list(state_points(values, summarize("node-a", decode_node(node("node-a", "4", "8Gi")), values,
+    values = [evaluate(POD.record(pod("p")), NEWEST), evaluate(POD.record(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
+    points = list(state_points(values, summarize("node-a", NODE.record(node("node-a", "4", "8Gi")), values,
                                                  Usage(cpu=10**9, memory=10**9))))
     exported: dict[str, set[str]] = {}
     for p in points:

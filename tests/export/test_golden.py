@@ -19,9 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.export.metrics import state_points
 from agent.export.prometheus.exposition import render_metrics
-from agent.model.node import decode_node
 from agent.model.node_summary import Usage
-from agent.model.pod import decode_pod
+from agent.decode.reader import NODE, POD
 from agent.model.quantity import NANO
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
@@ -35,8 +34,8 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def snapshot() -> NodeSnapshot:
-    pods = tuple(sorted((evaluate(decode_pod(p), NEWEST) for p in mixed_pods()), key=lambda v: v.name))
-    return NodeSnapshot("node-a", pods, decode_node(summary_node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
+    pods = tuple(sorted((evaluate(POD.record(p), NEWEST) for p in mixed_pods()), key=lambda v: v.name))
+    return NodeSnapshot("node-a", pods, NODE.record(summary_node()), Usage(cpu=3 * NANO, memory=10 * GI * NANO),
                         synced=True, node_listed=True, resource_version="42")
 
 

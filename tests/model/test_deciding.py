@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from agent.model.deciding import deciding_terms, describe_terms
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from tests.support.factory import container, pod, vm_pod
 
 
 def terms(obj) -> dict[str, str]:
-    return deciding_terms(evaluate(decode_pod(obj), NEWEST))
+    return deciding_terms(evaluate(POD.record(obj), NEWEST))
 
 
 @pytest.mark.parametrize("obj,expected", [
@@ -34,7 +34,7 @@ def test_the_winning_term_is_named(obj, expected):
 
 
 def test_one_phrase_for_the_table():
-    same = evaluate(decode_pod(pod("p", containers=[container("a", "1", "1Gi")])), NEWEST)
+    same = evaluate(POD.record(pod("p", containers=[container("a", "1", "1Gi")])), NEWEST)
     assert describe_terms(same) == "containers"
-    done = evaluate(decode_pod(pod("p", phase="Succeeded")), NEWEST)
+    done = evaluate(POD.record(pod("p", phase="Succeeded")), NEWEST)
     assert describe_terms(done) == "not reported"

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.model.pod_requests import pod_requests
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, SUPPORTED
@@ -36,7 +36,7 @@ BOTH = pytest.mark.parametrize("rules", SUPPORTED, ids=str)
 
 def requests(p: dict[str, Any], rules, use_status: bool = True) -> tuple[Fraction, Fraction]:
     """(cores, bytes), exactly (the agent counts nano-units)."""
-    result = pod_requests(decode_pod(p), rules, use_status=use_status)
+    result = pod_requests(POD.record(p), rules, use_status=use_status)
     return Fraction(result.cpu, NANO), Fraction(result.memory, NANO)
 
 
@@ -261,14 +261,14 @@ def test_empty_status_maps_are_absent():
     """An empty map is nil once the API server stored it: {} falls back like a missing field."""
     p = make([c("app", "1")], statuses=[status("app", {}, {})])
     assert requests(p, RULES_1_37) == (1, 0)
-    assert decode_pod(p).statuses[0].allocated is None
+    assert POD.record(p).statuses[0].allocated is None
 
 
 def test_resize_is_explained():
     p = DIVERGENCES[0].values[0]
-    old = pod_requests(decode_pod(p), RULES_1_36).contributions
+    old = pod_requests(POD.record(p), RULES_1_36).contributions
     assert [(x.name, x.cpu, x.note) for x in old] == [("c1", 2 * NANO, ""), ("c2", 2 * NANO, "resize: max of spec and status")]
-    new = pod_requests(decode_pod(DIVERGENCES[1].values[0]), RULES_1_37).contributions
+    new = pod_requests(POD.record(DIVERGENCES[1].values[0]), RULES_1_37).contributions
     assert [x.kind for x in new] == ["container", "container", "status", "status"]
     assert all("infeasible" in x.note for x in new if x.kind == "status")
 
@@ -303,7 +303,7 @@ def test_status_without_resources_or_allocated_falls_back_to_spec(rules):
 @BOTH
 def test_bad_quantities_are_problems_and_count_as_absent(rules):
     p = make([c("a", "lots", "1Gi"), c("b", "-1", "1Gi")], statuses=[status("a", {"cpu": "x"}, {"cpu": "1"})])
-    result = pod_requests(decode_pod(p), rules)
+    result = pod_requests(POD.record(p), rules)
     assert result.cpu == NANO and result.memory == 2 * GI * NANO
     assert sorted(pr.reason for pr in result.problems) == ["invalid_quantity", "invalid_quantity", "negative_quantity"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.model.rules import (NEWEST, OLDEST, RULES_1_36, RULES_1_37, VersionError, parse_version,
                                parse_version_info, rules_for)
 from tests.support.factory import container, pod
@@ -60,17 +60,17 @@ def test_the_pods_own_status_is_decoded_and_part_of_the_value_inputs():
     resized = pod("p", containers=[container("a", "1")])
     resized["status"]["allocatedResources"] = {"cpu": "2", "ephemeral-storage": "1Gi"}
     resized["status"]["resources"] = {"requests": {"cpu": "2"}}
-    record = decode_pod(resized)
+    record = POD.record(resized)
     assert record.pod_status == ("", {"cpu": "2"}, True, {"cpu": "2"})
-    assert decode_pod(base).pod_status is None
-    assert decode_pod(base).value_inputs != record.value_inputs
+    assert POD.record(base).pod_status is None
+    assert POD.record(base).value_inputs != record.value_inputs
 
 
 def test_init_container_statuses_are_kept_and_a_broken_status_is_a_problem():
     p = pod("p", init_containers=[container("i", "1")])
     p["status"]["initContainerStatuses"] = [{"name": "i", "allocatedResources": {"cpu": "3"}}]
     p["status"]["resources"] = ["not", "an", "object"]
-    record = decode_pod(p)
+    record = POD.record(p)
     assert [(s.name, s.allocated, s.resources) for s in record.statuses] == [("i", {"cpu": "3"}, False)]
     assert record.pod_status == ("", None, True, None)
     assert any("status.resources" in problem for problem in record.problems)

@@ -4,8 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from agent.model.node import decode_node
-from agent.model.pod import decode_pod
+from agent.decode.reader import NODE, POD
 from agent.model.quantity import NANO
 from agent.model.node_summary import summarize
 from agent.model.node_summary import Usage
@@ -13,13 +12,14 @@ from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from tests.support.factory import GI, MI, mixed_pods, summary_node
 
+
 def exact(n):
     return Fraction(n, NANO)
 
 
 def test_sums_and_ratios_on_a_mixed_node():
-    values = [evaluate(decode_pod(p), NEWEST) for p in mixed_pods()]
-    s = summarize("node-a", decode_node(summary_node()), values, Usage(cpu=3 * NANO, memory=10 * GI * NANO))
+    values = [evaluate(POD.record(p), NEWEST) for p in mixed_pods()]
+    s = summarize("node-a", NODE.record(summary_node()), values, Usage(cpu=3 * NANO, memory=10 * GI * NANO))
     cpu, mem = s.cpu, s.memory
     assert exact(cpu.capacity) == 8 and exact(cpu.allocatable) == Fraction(15, 2)
     assert exact(mem.capacity) == 32 * GI and exact(mem.allocatable) == 30 * GI
@@ -43,13 +43,13 @@ def test_sums_and_ratios_on_a_mixed_node():
 
 
 def test_without_a_node_or_usage_those_quantities_are_absent_not_zero():
-    values = [evaluate(decode_pod(p), NEWEST) for p in mixed_pods()]
+    values = [evaluate(POD.record(p), NEWEST) for p in mixed_pods()]
     s = summarize("node-a", None, values, None)
     assert set(s.cpu.quantities()) == {"scheduled", "pod_or_vm", "vm_usage"}
     assert s.cpu.ratios() == {} and not s.node_present and s.pod_slots == {}
 
 
 def test_bad_node_quantities_are_problems():
-    s = summarize("node-a", decode_node(summary_node(allocatable_cpu="lots")), [], None)
+    s = summarize("node-a", NODE.record(summary_node(allocatable_cpu="lots")), [], None)
     assert s.cpu.allocatable is None and s.cpu.capacity == 8 * NANO
     assert any("allocatable.cpu" in p for p in s.problems)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.model.fields import DecodeError
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.model.quantity import NANO
 from agent.model.pod_requests import pod_requests
 from agent.model.rules import NEWEST, SUPPORTED
@@ -38,7 +38,7 @@ def up_to_nano(x) -> Fraction:
 
 
 def value(p):
-    return Exact(evaluate(decode_pod(p), NEWEST))
+    return Exact(evaluate(POD.record(p), NEWEST))
 
 
 def test_vm_usage_replaces_the_runner_requests():
@@ -152,9 +152,9 @@ def test_wrong_types_in_the_pod_are_problems_not_crashes():
 
 def test_unidentifiable_objects_are_refused_clearly():
     with pytest.raises(DecodeError):
-        decode_pod({"metadata": {}})
+        POD.record({"metadata": {}})
     with pytest.raises(DecodeError):
-        decode_pod(["not", "a", "pod"])
+        POD.record(["not", "a", "pod"])
 
 
 def test_yaml_numbers_are_read_as_quantities():
@@ -167,7 +167,7 @@ def test_yaml_numbers_are_read_as_quantities():
 @given(messy_pods())
 def test_arbitrary_pods_never_raise_and_are_always_valued(p):
     try:
-        record = decode_pod(p)
+        record = POD.record(p)
     except DecodeError:
         assert not (isinstance(p.get("metadata"), dict) and (p["metadata"].get("uid") or p["metadata"].get("name")))
         return
@@ -183,7 +183,7 @@ def test_arbitrary_pods_never_raise_and_are_always_valued(p):
 @given(json_values)
 def test_any_json_value_as_a_pod(obj):
     try:
-        record = decode_pod(obj)
+        record = POD.record(obj)
         for rules in SUPPORTED:
             evaluate(record, rules)
     except DecodeError:
@@ -202,7 +202,7 @@ def test_the_spec_only_sum_is_always_the_spec_only_pass(p, statuses, infeasible,
     from agent.model.pod import StatusRequests
 
     try:
-        record = decode_pod(p)
+        record = POD.record(p)
     except DecodeError:
         return
     record = record._replace(statuses=tuple(StatusRequests(*s) for s in statuses), resize_infeasible=infeasible)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
@@ -60,12 +60,12 @@ def test_hostile_pods_through_source_state_and_export(pipeline, pods):
         meta.update(name=f"fuzz-{batch}-{i}", namespace=f"fuzz-{batch}", uid=f"uid-{batch}-{i}")
         stored = api.create(p)
         if isinstance(stored.get("spec"), dict) and stored["spec"].get("nodeName") == "node-a":
-            value = evaluate(decode_pod(stored), NEWEST)
+            value = evaluate(POD.record(stored), NEWEST)
             if value.reported:
                 expected[value.uid] = value
     # A well-formed pod in every batch: the hostile ones must not stop it from arriving, and the
     # assertions below always have something to check.
-    sentinel = evaluate(decode_pod(api.create(pod(f"sentinel-{batch}", namespace=f"fuzz-{batch}"))), NEWEST)
+    sentinel = evaluate(POD.record(api.create(pod(f"sentinel-{batch}", namespace=f"fuzz-{batch}"))), NEWEST)
     expected[sentinel.uid] = sentinel
 
     def exported(points):

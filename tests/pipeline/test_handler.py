@@ -2,9 +2,9 @@
 
 import logging
 
-from agent.pipeline.events import ADDED, DELETED, MODIFIED, RELIST, Event
+from agent.pipeline.events import ADDED, MODIFIED, PodChanged, PodDeleted, PodsListed
 from agent.pipeline.handler import Handler
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import RuntimeStats
 from tests.support.factory import pod, vm_pod
@@ -12,18 +12,18 @@ from tests.support.factory import pod, vm_pod
 
 def test_bad_annotation_is_logged_and_counted_once_per_change(caplog):
     state, stats = NodeState("node-a"), RuntimeStats()
-    handler = Handler(state, stats)
+    handler = Handler(state=state, metrics=stats)
     bad = vm_pod("r", "vm1", "1", "1Gi", node="node-a")
     bad["metadata"]["annotations"]["vm.neon.tech/usage"] = "{broken"
     with caplog.at_level(logging.WARNING, logger="agent.pipeline.handler"):
-        handler.handle(Event(ADDED, pod=decode_pod(bad)))
+        handler.handle(PodChanged(type=ADDED, pod=POD.record(bad)))
         for i in range(5):  # status churn: same problem
             bad["status"]["conditions"] = [{"type": "Ready", "status": str(i % 2 == 0)}]
-            handler.handle(Event(MODIFIED, pod=decode_pod(bad)))
+            handler.handle(PodChanged(type=MODIFIED, pod=POD.record(bad)))
         bad["metadata"]["annotations"]["vm.neon.tech/usage"] = '{"cpu": "1"}'  # a different problem
-        handler.handle(Event(MODIFIED, pod=decode_pod(bad)))
+        handler.handle(PodChanged(type=MODIFIED, pod=POD.record(bad)))
         bad["metadata"]["annotations"]["vm.neon.tech/usage"] = '{"cpu": "1", "memory": "1Gi"}'  # fixed
-        handler.handle(Event(MODIFIED, pod=decode_pod(bad)))
+        handler.handle(PodChanged(type=MODIFIED, pod=POD.record(bad)))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2
     assert "neon/r" in lines[0] and "not JSON" in lines[0] and "pod requests" in lines[0]
@@ -34,22 +34,22 @@ def test_bad_annotation_is_logged_and_counted_once_per_change(caplog):
 
 def test_relist_replaces_the_state_and_keeps_values_of_unchanged_pods():
     state, stats = NodeState("node-a"), RuntimeStats()
-    handler = Handler(state, stats)
-    a, b = decode_pod(pod("a")), decode_pod(pod("b"))
-    handler.handle(Event(RELIST, pods=(a, b)))
+    handler = Handler(state=state, metrics=stats)
+    a, b = POD.record(pod("a")), POD.record(pod("b"))
+    handler.handle(PodsListed(pods=(a, b)))
     before = state.get(a.uid)
-    handler.handle(Event(RELIST, pods=(decode_pod(pod("a")), decode_pod(pod("c")))))
+    handler.handle(PodsListed(pods=(POD.record(pod("a")), POD.record(pod("c")))))
     assert {p.name for p in state.pods()} == {"a", "c"}
     assert state.get(a.uid) is before  # nothing changed: the value is reused, not recomputed
 
 
 def test_phase_change_alone_updates_reported():
     state, stats = NodeState("node-a"), RuntimeStats()
-    handler = Handler(state, stats)
+    handler = Handler(state=state, metrics=stats)
     p = pod("job")
-    handler.handle(Event(ADDED, pod=decode_pod(p)))
+    handler.handle(PodChanged(type=ADDED, pod=POD.record(p)))
     p["status"]["phase"] = "Failed"
-    handler.handle(Event(MODIFIED, pod=decode_pod(p)))
+    handler.handle(PodChanged(type=MODIFIED, pod=POD.record(p)))
     assert state.pods()[0].reported is False
-    handler.handle(Event(DELETED, pod=decode_pod(p)))
+    handler.handle(PodDeleted(pod=POD.record(p)))
     assert len(state) == 0

@@ -10,9 +10,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.model.rules import RULES_1_36, RULES_1_37, parse_version
-from agent.pipeline.events import ADDED, RELIST, VERSION, Event
+from agent.pipeline.events import ADDED, MODIFIED, PodChanged, PodsListed, VersionRead
 from agent.pipeline.handler import Handler
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import KubernetesInfo, NodeState
@@ -26,17 +26,17 @@ from tests.support.factory import pod, resizing_pod
 NANO = 10**9
 
 
-def version_event(text: str) -> Event:
-    return Event(VERSION, kind="version", version=parse_version(text))
+def version_event(text: str) -> VersionRead:
+    return VersionRead(version=parse_version(text))
 
 
 # -- the handler -------------------------------------------------------------------------
 
 def test_a_version_that_changes_the_rules_re_evaluates_every_pod(caplog):
     state, stats = NodeState("node-a"), RuntimeStats()
-    handler = Handler(state, stats)
+    handler = Handler(state=state, metrics=stats)
     assert state.kubernetes == KubernetesInfo(RULES_1_37, "", "default")
-    handler.handle(Event(RELIST, pods=(decode_pod(resizing_pod()), decode_pod(pod("plain")))))
+    handler.handle(PodsListed(pods=(POD.record(resizing_pod()), POD.record(pod("plain")))))
     assert {v.name: v.cpu for v in state.pods()} == {"resizing": 3 * NANO, "plain": NANO // 10}
     with caplog.at_level(logging.INFO, logger="agent.pipeline.handler"):
         handler.handle(version_event("v1.36.3"))
@@ -48,14 +48,14 @@ def test_a_version_that_changes_the_rules_re_evaluates_every_pod(caplog):
     assert len(said) == 2, said
     assert "v1.36.3" in said[0] and "1.36 rules" in said[0] and "1 value(s) changed" in said[1]
     # Later events are evaluated with the rules now in force.
-    handler.handle(Event(ADDED, pod=decode_pod(resizing_pod("later"))))
-    assert state.get(decode_pod(resizing_pod("later")).uid).cpu == 4 * NANO
+    handler.handle(PodChanged(type=ADDED, pod=POD.record(resizing_pod("later"))))
+    assert state.get(POD.record(resizing_pod("later")).uid).cpu == 4 * NANO
 
 
 def test_a_version_outside_the_supported_releases_warns_once(caplog):
     state = NodeState("node-a")
-    handler = Handler(state, RuntimeStats(), KubernetesInfo(RULES_1_36, "", "flag"))
-    handler.handle(Event(RELIST, pods=(decode_pod(resizing_pod()),)))
+    handler = Handler(state=state, metrics=RuntimeStats(), kubernetes=KubernetesInfo(RULES_1_36, "", "flag"))
+    handler.handle(PodsListed(pods=(POD.record(resizing_pod()),)))
     assert state.pods()[0].cpu == 4 * NANO
     with caplog.at_level(logging.WARNING, logger="agent.pipeline.handler"):
         for _ in range(3):
@@ -68,12 +68,12 @@ def test_a_version_outside_the_supported_releases_warns_once(caplog):
 
 def test_a_status_update_after_the_switch_does_not_reuse_a_value_of_the_old_rules():
     state = NodeState("node-a")
-    handler = Handler(state, RuntimeStats())
+    handler = Handler(state=state, metrics=RuntimeStats())
     p = resizing_pod()
-    handler.handle(Event(ADDED, pod=decode_pod(p)))
+    handler.handle(PodChanged(type=ADDED, pod=POD.record(p)))
     handler.handle(version_event("1.36"))
     p["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # status churn only
-    handler.handle(Event("MODIFIED", pod=decode_pod(p)))
+    handler.handle(PodChanged(type=MODIFIED, pod=POD.record(p)))
     assert state.pods()[0].cpu == 4 * NANO
 
 
@@ -89,12 +89,12 @@ def api(apiserver, tmp_path):
 
 def test_source_reads_at_start_and_again_after_a_relist(apiserver, api):
     queue, stats, stop = EventQueue(), RuntimeStats(), threading.Event()
-    source = ServerVersionSource(api, queue, stats, poll=0.05)
+    source = ServerVersionSource(api=api, emit=queue.put, metrics=stats, poll=0.05)
     thread = threading.Thread(target=source.run, args=(stop,), daemon=True)
     thread.start()
     try:
         first = queue.get(timeout=5)
-        assert first.event.type == VERSION and first.event.version.text == "v1.37.2"
+        assert isinstance(first.event, VersionRead) and first.event.version.text == "v1.37.2"
         assert queue.get(timeout=0.3) is None  # no polling: nothing more until a relist
         apiserver.set_version("v1.36.3")
         source.relisted()
@@ -115,7 +115,8 @@ def test_source_retries_a_failing_version_request_with_backoff(apiserver, api):
         return event.wait(0)
 
     apiserver.fail_next(2, 503, path="/version")
-    source = ServerVersionSource(api, queue, stats, Backoff(initial=0.8), wait=wait, poll=0.01)
+    source = ServerVersionSource(api=api, emit=queue.put, metrics=stats, backoff=Backoff(initial=0.8), wait=wait,
+                                 poll=0.01)
     thread = threading.Thread(target=source.run, args=(stop,), daemon=True)
     thread.start()
     try:
@@ -130,7 +131,7 @@ def test_source_retries_a_failing_version_request_with_backoff(apiserver, api):
 def test_an_unparsable_version_keeps_the_rules_and_is_not_retried_in_a_loop(apiserver, api, caplog):
     queue, stats, stop = EventQueue(), RuntimeStats(), threading.Event()
     apiserver.set_version("banana")
-    source = ServerVersionSource(api, queue, stats)
+    source = ServerVersionSource(api=api, emit=queue.put, metrics=stats)
     with caplog.at_level(logging.WARNING, logger="agent.source.server_version"):
         source.read_once(stop)
         source.relisted()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from agent.pipeline.events import ADDED, BOOKMARK, MODIFIED, Event
+from agent.pipeline.events import ADDED, MODIFIED, Bookmark, PodChanged
 from agent.pipeline.handler import Handler
-from agent.model.pod import decode_pod
+from agent.decode.reader import POD
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import NodeState
 from agent.pipeline.stats import RuntimeStats
@@ -18,8 +18,8 @@ from tests.support.factory import pod
 class SlowHandler(Handler):
     """The real handler, deliberately slowed (or held) per event."""
 
-    def __init__(self, *args, delay: float = 0.0, gate: threading.Event | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, delay: float = 0.0, gate: threading.Event | None = None, **kwargs):
+        super().__init__(**kwargs)
         self.delay, self.gate = delay, gate
 
     def handle(self, event):
@@ -32,8 +32,8 @@ class SlowHandler(Handler):
 def pipeline(**kwargs):
     stats = RuntimeStats()
     state = NodeState("node-a")
-    queue = EventQueue(stats)
-    handler = SlowHandler(state, stats, **kwargs)
+    queue = EventQueue(metrics=stats)
+    handler = SlowHandler(state=state, metrics=stats, **kwargs)
     stop = threading.Event()
     thread = threading.Thread(target=handler.run, args=(queue, stop), daemon=True)
     thread.start()
@@ -41,12 +41,12 @@ def pipeline(**kwargs):
 
 
 def events(n):
-    return [Event(ADDED if i % 3 else MODIFIED, pod=decode_pod(pod(f"p{i}"))) for i in range(n)]
+    return [PodChanged(type=ADDED if i % 3 else MODIFIED, pod=POD.record(pod(f"p{i}"))) for i in range(n)]
 
 
 def test_fast_handler_counts_and_histograms_agree_with_events_sent():
     stats, state, queue, stop, thread = pipeline()
-    sent = events(30) + [Event(BOOKMARK, resource_version="9")]
+    sent = events(30) + [Bookmark(resource="pods", resource_version="9")]
     for e in sent:
         queue.put(e)
     assert queue.join(5)

@@ -20,7 +20,7 @@ from agent.pipeline.queue import EventQueue
 from agent.pipeline.stats import RuntimeStats
 from agent.source.backoff import Backoff
 from agent.source.kube import ApiError, LineTooLong, TransportError
-from agent.source.reflector import Reflector, ReflectorSettings, decide, pods_of_node
+from agent.source.reflector import PodsOfNode, Reflector, ReflectorSettings, decide
 from tests.support.factory import pod
 from tests.support.virtual_time import VirtualClock
 
@@ -64,10 +64,10 @@ def run(api: ScriptedApi, horizon: float = 120.0, backoff_jitter: float = 0.0):
     """Run the pod reflector until virtual time passes ``horizon``; return (events, stats, clock)."""
     clock = VirtualClock(horizon)
     stats = RuntimeStats(clock=clock)
-    queue = EventQueue(stats)
-    reflector = Reflector(api, pods_of_node("node-a"), queue, stats, ReflectorSettings(min_watch_timeout=300,
-                          max_watch_timeout=300), backoff=Backoff(jitter=backoff_jitter, clock=clock),
-                          clock=clock, wait=clock.wait)
+    queue = EventQueue(metrics=stats)
+    reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=queue.put, metrics=stats,
+                          settings=ReflectorSettings(min_watch_timeout=300, max_watch_timeout=300),
+                          backoff=Backoff(jitter=backoff_jitter, clock=clock), clock=clock, wait=clock.wait)
     stop = threading.Event()
     reflector.run(stop)
     events = []

@@ -23,7 +23,7 @@ from opentelemetry.sdk.metrics.export import MetricsData
 from agent.export.metrics import GAUGES, Point, state_points
 from agent.export.runtime import Readings, Series, otlp_series
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats
+from agent.pipeline.interfaces import StatsReader
 
 __all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME", "RUNTIME_SCOPE_NAME"]
 
@@ -119,7 +119,7 @@ def count_points(request: ExportMetricsServiceRequest) -> int:
 class RequestBuilder:
     """One export's request: what the SDK collected, the agent's own table and the node state, from one snapshot each."""
 
-    def __init__(self, state: NodeState, stats: RuntimeStats, resource_attributes: dict[str, str], version: str,
+    def __init__(self, state: NodeState, stats: StatsReader, resource_attributes: dict[str, str], version: str,
                  wall_ns: Callable[[], int] = time.time_ns) -> None:
         self._state = state
         self._stats = stats

@@ -19,7 +19,8 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 
 from agent.export.otlp.encode import RequestBuilder
 from agent.export.otlp.transport import Attempt, Transport
-from agent.pipeline.stats import EXPORT_LOOP, RuntimeStats
+from agent.pipeline.interfaces import ExportMetrics
+from agent.pipeline.stats import EXPORT_LOOP
 
 __all__ = ["OtlpExporter", "StateExporter"]
 
@@ -33,7 +34,7 @@ class OtlpExporter(MetricExporter):
         self,
         transport: Transport,
         builder: RequestBuilder,
-        stats: RuntimeStats,
+        stats: ExportMetrics,
         timeout: float,
         final_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -120,7 +121,7 @@ class StateExporter(MetricExporter):
     """The same request, handed to a local sink (the demo's table, the console) instead of the network."""
 
     def __init__(self, builder: RequestBuilder, sink: Callable[[ExportMetricsServiceRequest], None],
-                 stats: RuntimeStats) -> None:
+                 stats: ExportMetrics) -> None:
         super().__init__()
         self._builder = builder
         self._sink = sink

@@ -16,7 +16,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 __all__ = ["observe_process", "PROCESS_METRICS"]
 
-#: name -> (unit, description); what OTLP carries and README's Metrics table lists.
+#: name -> (unit, description); what OTLP carries and docs/metrics.md lists.
 PROCESS_METRICS = {
     "process.cpu.time": ("s", "CPU seconds the agent process has used, by cpu.mode (user, system)"),
     "process.memory.usage": ("By", "Resident memory of the agent process"),

@@ -12,7 +12,7 @@ import math
 import sys
 
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 from agent.config import OtlpSettings
@@ -21,15 +21,16 @@ from agent.export.otlp.transport import GrpcTransport, HttpTransport
 from agent.export.otlp.encode import RequestBuilder
 from agent.export.otlp.process import observe_process
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import EXPORT_LOOP, RuntimeStats
+from agent.pipeline.interfaces import ExportStats
+from agent.pipeline.stats import EXPORT_LOOP
 
 __all__ = ["build_telemetry", "Telemetry", "SERVICE_NAME"]
 
 SERVICE_NAME = "node-requests-agent"
 
 
-def _exporter(kind: str, otlp: OtlpSettings | None, builder: RequestBuilder, stats: RuntimeStats,
-              timeout: float) -> MetricExporter | None:
+def _exporter(kind: str, otlp: OtlpSettings | None, builder: RequestBuilder, stats: ExportStats,
+              timeout: float) -> OtlpExporter | StateExporter | None:
     """The exporter named by --exporter / OTEL_METRICS_EXPORTER; only the chosen protocol's modules are imported."""
     if kind == "none":
         return None
@@ -44,7 +45,7 @@ def _exporter(kind: str, otlp: OtlpSettings | None, builder: RequestBuilder, sta
 
 class Telemetry:
     def __init__(self, provider: MeterProvider, reader: PeriodicExportingMetricReader | None,
-                 exporter: MetricExporter | None) -> None:
+                 exporter: OtlpExporter | StateExporter | None) -> None:
         self.provider = provider
         self.reader = reader
         self.exporter = exporter
@@ -56,13 +57,13 @@ class Telemetry:
     def shutdown(self, final_export: bool = True) -> None:
         """Final export of the current state (unless told not to, and with a short deadline), then close."""
         if self.exporter is not None:
-            self.exporter.begin_close(final_export)  # type: ignore[attr-defined]
+            self.exporter.begin_close(final_export)
         self.provider.shutdown()
 
 
 def build_telemetry(
     state: NodeState,
-    stats: RuntimeStats,
+    stats: ExportStats,
     exporter_kind: str,
     otlp: OtlpSettings | None,
     interval: float,

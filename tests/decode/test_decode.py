@@ -1,54 +1,52 @@
-"""The typed decoder (msgspec) and the tolerant one give the same records, whatever the input.
+"""One field specification, two ways to fill it: the fast path and the tolerant one give the same records.
 
-The typed path must be taken for well-formed objects (or it would be tested
-against itself), and everything it refuses must come out of the fallback
-exactly as the tolerant decoder alone makes it.
+The fast path must be taken for well-formed objects (or it would be tested
+against itself), everything it refuses must come out of the tolerant reader
+exactly as that reader alone makes it, and every declared field must have a
+tolerant reading (a new field cannot be added to one path only).
 """
 
 from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent.decode import spec
+from agent.decode.reader import NODE, POD
+from agent.decode.tolerant import fill
 from agent.model.fields import DecodeError
-from agent.model.node import decode_node
-from agent.model.pod import decode_pod
 from agent.source.documents import nodes_of, pods_of, read_documents
 from agent.source.replay import SAMPLE, load_capture
-from agent.source.typed_decode import node_event, node_record, pod_event, pod_record
 from bench.common import realistic_pod
 from tests.support.factory import container, pod, vm_pod
 from tests.support.strategies import messy_pods
 
 
-def tolerant(decode, obj):
+def outcome(decode, obj):
     try:
         return decode(obj)
     except DecodeError as exc:
         return DecodeError, str(exc)
 
 
-def typed(decode, data):
-    try:
-        return decode(data)
-    except DecodeError as exc:
-        return DecodeError, str(exc)
-
-
-def assert_same(obj, must_be_typed: bool = False) -> None:
-    """Both entry points of the typed decoder (LIST item bytes, watch line) agree with decode_pod."""
-    want = tolerant(decode_pod, obj)
+def assert_same(obj, must_be_typed: bool = False, kind=POD) -> None:
+    """Every entry point (LIST item bytes, watch line, parsed object) agrees with the tolerant reader alone."""
+    want = outcome(kind.tolerant, obj)
     data = json.dumps(obj).encode()
-    assert typed(pod_record, data) == want
-    event = pod_event(json.dumps({"type": "MODIFIED", "object": obj}).encode())
     if must_be_typed:
-        assert event is not None, "a well-formed pod must take the typed path"
+        kind.list_item(data)  # raises if the fast path refused it
+    assert outcome(kind.record, data) == want
+    assert outcome(kind.record, obj) == want
+    event = kind.watch_line(json.dumps({"type": "MODIFIED", "object": obj}).encode())
+    if must_be_typed:
+        assert event is not None, "a well-formed object must take the fast path"
     if event is not None:
         assert event[0] == "MODIFIED"
-        assert typed(pod_record, event[1]) == want
+        assert outcome(kind.record, event[1]) == want
 
 
 def recorded():
@@ -62,9 +60,7 @@ def test_recorded_pods_and_nodes_take_the_typed_path_and_match():
     for p in pods:
         assert_same(p, must_be_typed=True)
     for n in nodes:
-        assert node_record(json.dumps(n).encode()) == decode_node(n)
-        event = node_event(json.dumps({"type": "ADDED", "object": n}).encode())
-        assert event is not None and node_record(event[1]) == decode_node(n)
+        assert_same(n, must_be_typed=True, kind=NODE)
 
 
 @pytest.mark.parametrize("i", range(0, 40, 3))
@@ -128,11 +124,7 @@ def test_well_typed_variations_take_the_typed_path_and_match(p):
 @given(st.fixed_dictionaries({}, optional={"metadata": _optional(name=maybe_str, uid=maybe_str, resourceVersion=maybe_str),
                                            "status": _optional(capacity=quantity_map, allocatable=quantity_map)}))
 def test_nodes_decode_alike(n):
-    want = tolerant(decode_node, n)
-    assert typed(node_record, json.dumps(n).encode()) == want
-    event = node_event(json.dumps({"type": "MODIFIED", "object": n}).encode())
-    if event is not None:
-        assert typed(node_record, event[1]) == want
+    assert_same(n, kind=NODE)
 
 
 @pytest.mark.parametrize("obj", [
@@ -142,17 +134,20 @@ def test_nodes_decode_alike(n):
     pod("null-container", containers=[None, container("b", "1", "1Gi")]),
     {"metadata": {"name": 7}},
 ], ids=["yaml-numbers", "annotation-object", "spec-list", "null-container", "name-number"])
-def test_what_the_structs_refuse_comes_out_of_the_fallback_unchanged(obj):
-    assert pod_event(json.dumps({"type": "MODIFIED", "object": obj}).encode()) is None
-    assert typed(pod_record, json.dumps(obj).encode()) == tolerant(decode_pod, obj)
+def test_what_the_structs_refuse_comes_out_of_the_tolerant_reader_unchanged(obj):
+    assert POD.watch_line(json.dumps({"type": "MODIFIED", "object": obj}).encode()) is None
+    assert outcome(POD.record, json.dumps(obj).encode()) == outcome(POD.tolerant, obj)
+    assert outcome(POD.record, obj) == outcome(POD.tolerant, obj)
 
 
 def test_a_pod_with_no_identity_is_refused_by_both_paths():
-    event = pod_event(b'{"type": "DELETED", "object": {"metadata": {"namespace": "a"}}}')
+    event = POD.watch_line(b'{"type": "DELETED", "object": {"metadata": {"namespace": "a"}}}')
     with pytest.raises(DecodeError):
-        pod_record(event[1])
+        POD.record(event[1])
     with pytest.raises(DecodeError):
-        pod_record(b'{"metadata": {}}')
+        POD.record(b'{"metadata": {}}')
+    with pytest.raises(DecodeError):
+        POD.record(["not", "a", "pod"])
 
 
 @pytest.mark.parametrize("line", [
@@ -165,12 +160,12 @@ def test_a_pod_with_no_identity_is_refused_by_both_paths():
     b"[" * 10_000 + b"]" * 10_000,
 ])
 def test_lines_that_are_not_plain_object_events_go_the_tolerant_way(line):
-    assert pod_event(line) is None
+    assert POD.watch_line(line) is None
 
 
 def test_a_bad_byte_in_a_list_item_is_read_as_a_replacement_character():
     data = json.dumps(pod("bad-byte-X")).encode().replace(b"X", b"\xff")
-    assert pod_record(data).name == "bad-byte-\ufffd"
+    assert POD.record(data).name == "bad-byte-\ufffd"
 
 
 @pytest.mark.parametrize("spec, status", [
@@ -190,3 +185,44 @@ def test_absent_empty_and_untracked_maps_are_told_apart_alike(spec, status):
     p["spec"].update(spec)
     p["status"].update(status)
     assert_same(p, must_be_typed=True)
+
+
+STRUCTS = [cls for cls in vars(spec).values() if isinstance(cls, type) and issubclass(cls, msgspec.Struct)
+           and cls.__module__ == spec.__name__ and not cls.__name__.startswith("_")]
+
+
+@pytest.mark.parametrize("cls", STRUCTS, ids=lambda c: c.__name__)
+def test_every_declared_field_has_a_tolerant_reading(cls):
+    """A wrong type in every field of every Struct: one problem each, never an exception; scalars, maps and
+    lists read as absent, objects as empty objects."""
+    fields = msgspec.inspect.type_info(cls).fields
+    problems: list[str] = []
+    filled = fill(cls, {f.encode_name: 12345 for f in fields}, problems)
+    assert problems == [f"{f.encode_name} is not {_WHAT[_kind(f.type)]}" for f in fields]
+    for f in fields:
+        value = getattr(filled, f.name)
+        assert value is None if _kind(f.type) != "StructType" else value == _inner(f.type).cls(), f.name
+
+
+_WHAT = {"StrType": "a string", "BoolType": "a boolean", "DictType": "an object", "StructType": "an object",
+         "ListType": "a list"}
+
+
+def _inner(t):
+    return next(m for m in t.types if not isinstance(m, msgspec.inspect.NoneType)) if hasattr(t, "types") else t
+
+
+def _kind(t) -> str:
+    return type(_inner(t)).__name__
+
+
+def test_the_tolerant_reader_names_the_path_and_keeps_the_rest():
+    p = pod("odd", containers=[container("a", "1", "1Gi"), {"name": "b", "resources": {"requests": {"cpu": [1]}}},
+                               "not-a-container"])
+    p["spec"]["overhead"] = {"cpu": 2, "memory": 0.5}  # YAML numbers: the quantities the API server would have made
+    record = POD.record(p)
+    assert [c.name for c in record.containers] == ["a", "b", "#2"]
+    assert record.containers[0].requests == {"cpu": "1", "memory": "1Gi"} and record.containers[1].requests == {}
+    assert record.overhead == {"cpu": "2", "memory": "0.5"}
+    assert record.problems == ("spec.containers[1].resources.requests.cpu is not a quantity string",
+                               "spec.containers[2] is not an object")
