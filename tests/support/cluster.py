@@ -706,9 +706,13 @@ def default_container_statuses(pod: dict, running: bool) -> list[dict]:
     return statuses
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One control plane for the whole session: starting it costs tens of seconds, tests use their own namespaces."""
+    """One control plane per test module; the tests of a module share it and use their own namespaces.
+
+    Per module, not per session: Nodes, DaemonSets and pods one module leaves behind would be scheduled onto (and
+    counted) by the next module's tests. (When each module imported this fixture, pytest already made one per
+    module; registered once, the scope says so.)"""
     kubernetes_bin(NEWEST)  # first run builds; later runs find the cache at once
     etcd_bin()
     control_plane = Cluster(tmp_path_factory.mktemp("cluster"))

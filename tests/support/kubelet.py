@@ -339,7 +339,7 @@ def wait_for_daemon_pod(cluster: Cluster, deployment: Deployment, node: str, tim
     return wait_until(found, timeout, interval=0.5, message=f"DaemonSet pod on {node}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def deployed(cluster: Cluster) -> Deployment:
-    """The shipped daemonset/ kustomization applied once per session; tests add their own Nodes."""
+    """The shipped daemonset/ kustomization applied once per module's control plane; tests add their own Nodes."""
     return deploy(cluster)
