@@ -6,6 +6,12 @@ between 1.36 and 1.37 (in-place resize: per-container maxima became the
 maximum of whole-pod totals). The agent has to count as the cluster's own
 components do, so the rules are a value chosen from the cluster's version;
 only :mod:`agent.model.pod_requests` looks inside it.
+
+A release whose PodRequests computes exactly what an earlier one does maps to
+that release's rules (:data:`RELEASES`): 1.38's component-helpers
+(v0.38.0-beta.0) changed PodRequests only behind the alpha DRA option
+``UseDRANodeAllocatableResourceClaimStatus``, which kube-scheduler leaves off
+by default and the agent never counts, so 1.38 uses the 1.37 rules.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Rules", "RULES_1_36", "RULES_1_37", "SUPPORTED", "NEWEST", "OLDEST", "KubernetesVersion",
+__all__ = ["Rules", "RULES_1_36", "RULES_1_37", "SUPPORTED", "NEWEST", "OLDEST", "RELEASES", "KubernetesVersion",
            "VersionError", "parse_version", "parse_version_info", "rules_for"]
 
 
@@ -37,6 +43,12 @@ RULES_1_36 = Rules(1, 36)
 RULES_1_37 = Rules(1, 37)
 SUPPORTED: tuple[Rules, ...] = (RULES_1_36, RULES_1_37)
 OLDEST, NEWEST = SUPPORTED[0], SUPPORTED[-1]
+
+#: Every supported release (major, minor) and the rules it computes with. 1.38 (component-helpers
+#: v0.38.0-beta.0) differs from 1.37 only in alpha DRA claim accounting and in AggregateContainerLimits,
+#: neither of which the requests the scheduler counts depend on (tests/test_requests.py runs its table).
+RELEASES: dict[tuple[int, int], Rules] = {(1, 36): RULES_1_36, (1, 37): RULES_1_37, (1, 38): RULES_1_37}
+_OLDEST_RELEASE, _NEWEST_RELEASE = min(RELEASES), max(RELEASES)
 
 
 class VersionError(ValueError):
@@ -82,11 +94,13 @@ def parse_version_info(info: object) -> KubernetesVersion:
 def rules_for(version: KubernetesVersion) -> tuple[Rules, str | None]:
     """The rules of ``version``, or of the nearest supported release plus one warning line."""
     wanted = (version.major, version.minor)
-    for rules in SUPPORTED:
-        if (rules.major, rules.minor) == wanted:
-            return rules, None
-    if wanted < (OLDEST.major, OLDEST.minor):
-        return OLDEST, (f"Kubernetes {version} is older than the oldest supported release {OLDEST}; "
-                        f"using the {OLDEST} rules")
-    return NEWEST, (f"Kubernetes {version} is newer than the newest supported release {NEWEST}; "
-                    f"using the {NEWEST} rules")
+    rules = RELEASES.get(wanted)
+    if rules is not None:
+        return rules, None
+    if wanted < _OLDEST_RELEASE:
+        oldest = RELEASES[_OLDEST_RELEASE]
+        return oldest, (f"Kubernetes {version} is older than the oldest supported release "
+                        f"{'.'.join(map(str, _OLDEST_RELEASE))}; using the {oldest} rules")
+    newest = RELEASES[_NEWEST_RELEASE]
+    return newest, (f"Kubernetes {version} is newer than the newest supported release "
+                    f"{'.'.join(map(str, _NEWEST_RELEASE))}; using the {newest} rules")

@@ -3,7 +3,7 @@
 Three kinds of cases:
 
 * the test tables of k8s.io/component-helpers ``resource/helpers_test.go``
-  at v0.36.3 and v0.37.2, ported case by case (the requests half; cpu and
+  at v0.36.3, v0.37.2 and v0.38.0-beta.0, ported case by case (the requests half; cpu and
   memory only). Cases for options kube-scheduler never sets
   (ExcludeOverhead, SkipPodLevelResources, NonMissingContainerRequests,
   DRA claims) are left out; a case whose options say
@@ -13,7 +13,15 @@ Three kinds of cases:
   as a pod without pod-level status, so the ports carry none;
 * pods computed by hand on which the two releases disagree, each checked
   under both;
-* the documentation's and KEP-753's examples, which hold under both.
+* the documentation's and KEP-753's examples, which hold under both;
+* upstream defects users meet (kubernetes/kubernetes#141814, #139627),
+  computed by hand from each release's helpers.go.
+
+v0.38.0-beta.0's requests tables are v0.37.2's plus DRA cases (an alpha
+option the scheduler leaves off) and two limit cases whose expected requests
+are empty; its helpers.go differs from v0.37.2's only in DRA claim
+accounting and AggregateContainerLimits. So 1.38 maps to the 1.37 rules, and
+the whole table runs under whatever ``rules_for`` picks for a 1.38 server.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from hypothesis import strategies as st
 from agent.decode.reader import POD
 from agent.model.pod_requests import pod_requests
 from agent.model.quantity import NANO, parse_quantity
-from agent.model.rules import RULES_1_36, RULES_1_37, SUPPORTED
+from agent.model.rules import RULES_1_36, RULES_1_37, SUPPORTED, parse_version, rules_for
 from tests.support.factory import GI, MI, container, pod
 
 BOTH = pytest.mark.parametrize("rules", SUPPORTED, ids=str)
@@ -60,6 +68,11 @@ def status(name: str, allocated: dict[str, str] | None = None, actual: dict[str,
 
 
 INFEASIBLE = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+
+
+def limits_only(name: str, limits: dict[str, str]) -> dict[str, Any]:
+    """A container with limits and no requests, as the helper sees it (no API server defaulting)."""
+    return {"name": name, "image": f"example/{name}:1", "resources": {"limits": limits}}
 
 
 def make(containers=(), init=(), statuses=(), init_statuses=(), overhead=None, pod_level=None, infeasible=False,
@@ -191,6 +204,32 @@ def test_upstream_tables(rules, p, cpu, memory, use_status):
     assert requests(p, rules, use_status) == (cpu, memory)
 
 
+# v0.38.0-beta.0 TestAggregateContainerRequestsAndLimits, new cases (their expectedRequests is empty).
+UPSTREAM_1_38 = [
+    case("aggregate contains memory limit but not cpu limit when cpu limit is omitted in one container",
+         make([limits_only("a", {"cpu": "2", "memory": "1Gi"}), limits_only("b", {"memory": "1Gi"})]), use_status=False),
+    case("aggregate does not contain both cpu and memory limits when they are zero in one container",
+         make([limits_only("a", {"cpu": "1", "memory": "1Gi"}), limits_only("b", {"cpu": "0", "memory": "0"})]),
+         use_status=False),
+]
+
+RULES_FOR_1_38 = rules_for(parse_version("v1.38.0-beta.0"))
+
+
+@pytest.mark.parametrize("p,cpu,memory,use_status", UPSTREAM + UPSTREAM_1_38)
+def test_upstream_1_38_table(p, cpu, memory, use_status):
+    """The whole v0.38.0-beta.0 requests table (outside alpha DRA) under the rules a 1.38 server gets, no warning."""
+    rules, warning = RULES_FOR_1_38
+    assert warning is None
+    assert requests(p, rules, use_status) == (cpu, memory)
+
+
+def test_upstream_1_38_reads_the_pods_own_status_totals():
+    """The same case as v0.37.2's, unchanged in v0.38.0-beta.0."""
+    p = make([c("c1", "1")], pod_allocated={"cpu": "4"}, pod_actual={"cpu": "3"})
+    assert requests(p, RULES_FOR_1_38[0]) == (4, 0)
+
+
 def test_upstream_v037_reads_the_pods_own_status_totals():
     """v0.37.2 "aggregate container request/limit resolves directly from pod status when PLR vertical scaling
     enabled"; v0.36.3 has no such path and counts the container's spec."""
@@ -246,6 +285,66 @@ def test_the_releases_disagree_during_resize(p, v136, v137):
     assert requests(p, RULES_1_37) == (q(v137[0]), q(v137[1]))
     # Neither release lets status move what `kubectl describe node` shows.
     assert requests(p, RULES_1_36, use_status=False) == requests(p, RULES_1_37, use_status=False)
+
+
+# -- upstream defects: the agent counts what each release's helpers.go counts for such a pod -----
+
+# kubernetes/kubernetes#141814: after a resize of one dimension the kubelet's pod `status.resources` (and in
+# some paths a container's) lacks the cpu or memory key; `status.allocatedResources` stays complete. Each
+# release takes a missing key as absent from that list (never as "fall back to spec"), per resource.
+# (p, 1.36 cpu/memory, 1.37 and 1.38 cpu/memory), computed from v0.36.3 and v0.37.2 / v0.38.0-beta.0 helpers.go.
+MISSING_KEYS = [
+    pytest.param(  # memory-only resize done: status.resources lost cpu; allocated has it, spec has it
+        make([c("c1")], pod_level={"cpu": "20m", "memory": "200Mi"},
+             pod_allocated={"cpu": "20m", "memory": "200Mi"}, pod_actual={"memory": "200Mi"}),
+        ("20m", "200Mi"), ("20m", "200Mi"), id="pod status lacks cpu after a memory-only resize"),
+    pytest.param(  # memory resize in flight: actual memory still the old value, cpu key gone
+        make([c("c1")], pod_level={"cpu": "20m", "memory": "200Mi"},
+             pod_allocated={"cpu": "20m", "memory": "200Mi"}, pod_actual={"memory": "100Mi"}),
+        ("20m", "200Mi"), ("20m", "200Mi"), id="pod status lacks cpu during a memory resize"),
+    pytest.param(  # Infeasible: spec left out, allocated still supplies cpu in every release
+        make([c("c1")], pod_level={"cpu": "40m", "memory": "400Mi"}, infeasible=True,
+             pod_allocated={"cpu": "20m", "memory": "200Mi"}, pod_actual={"memory": "200Mi"}),
+        ("20m", "200Mi"), ("20m", "200Mi"), id="infeasible, pod status lacks cpu, allocated complete"),
+    pytest.param(  # Infeasible and no pod allocated total: 1.36 keeps c1's spec cpu (pod-level names only memory);
+        # 1.37 falls back to container statuses, c1 has none and spec is no fallback when Infeasible: cpu 0
+        make([c("c1", "10m", "100Mi")], pod_level={"memory": "400Mi"}, infeasible=True, pod_actual={"memory": "200Mi"}),
+        ("10m", "200Mi"), ("0", "200Mi"), id="infeasible, pod status lacks cpu, no allocated total"),
+    pytest.param(  # the same with cpu named at pod level: 1.36 reads the missing key as 0, 1.37 keeps the aggregate
+        make([c("c1", "10m", "100Mi")], pod_level={"cpu": "40m", "memory": "400Mi"}, infeasible=True,
+             pod_actual={"memory": "200Mi"}),
+        ("0", "200Mi"), ("0", "200Mi"), id="infeasible, pod-level cpu, pod status lacks cpu"),
+    pytest.param(  # a container status whose resources.requests lacks cpu: that container's actual cpu is absent
+        make([c("c1", "1", "1Gi")], statuses=[status("c1", {"cpu": "2", "memory": "1Gi"}, {"memory": "1Gi"})]),
+        ("2", "1Gi"), ("2", "1Gi"), id="container status lacks cpu, allocated complete"),
+    pytest.param(  # ... and with Infeasible and no allocatedResources nothing supplies cpu: 0, not the spec's 4
+        make([c("c1", "4", "1Gi")], statuses=[status("c1", actual={"memory": "1Gi"})], infeasible=True),
+        ("0", "1Gi"), ("0", "1Gi"), id="infeasible, container status lacks cpu, no allocatedResources"),
+]
+
+
+@pytest.mark.parametrize("p,v136,v137", MISSING_KEYS)
+def test_a_status_lacking_cpu_or_memory_counts_as_component_helpers_counts_it(p, v136, v137):
+    assert requests(p, RULES_1_36) == (q(v136[0]), q(v136[1]))
+    assert requests(p, RULES_1_37) == (q(v137[0]), q(v137[1]))
+    assert requests(p, RULES_FOR_1_38[0]) == (q(v137[0]), q(v137[1]))
+
+
+def test_overhead_with_pod_status_totals_is_counted_twice_as_upstream_does():
+    """kubernetes/kubernetes#139627: the kubelet's pod status totals already include spec.overhead, and PodRequests
+    adds spec.overhead after the max of spec, allocated and actual, so it is counted twice. The fix (subtract the
+    overhead before the max, kubernetes/kubernetes#140481) is open and in no release: v0.37.2 and v0.38.0-beta.0
+    both count it twice, and so does the agent, because the scheduler and the cluster-autoscaler do. When a release
+    ships the fix, that release gets its own rules."""
+    totals = make([c("c1", "1")], overhead={"cpu": "250m"}, pod_allocated={"cpu": "1250m"}, pod_actual={"cpu": "1250m"})
+    assert requests(totals, RULES_1_37) == requests(totals, RULES_FOR_1_38[0]) == (q("1.5"), 0)
+    assert requests(totals, RULES_1_36) == (q("1.25"), 0)  # v0.36 does not read the pod's own totals for containers
+    pod_level = make([c("c1", "500m")], pod_level={"cpu": "1"}, overhead={"cpu": "250m"},
+                     pod_allocated={"cpu": "1250m"}, pod_actual={"cpu": "1250m"})
+    for rules in (RULES_1_36, RULES_1_37, RULES_FOR_1_38[0]):
+        assert requests(pod_level, rules) == (q("1.5"), 0)  # max(1, 1.25, 1.25) + 0.25
+    # Spec only (`kubectl describe node`) counts it once.
+    assert requests(totals, RULES_1_37, use_status=False) == (q("1.25"), 0)
 
 
 def test_status_resources_without_requests_counts_in_136_not_137():

@@ -47,11 +47,18 @@ def test_each_supported_release_has_its_own_rules():
     assert (OLDEST, NEWEST) == (RULES_1_36, RULES_1_37)
 
 
+@pytest.mark.parametrize("text", ["1.38", "v1.38.0-beta.0", "v1.38.0-rc.0", "v1.38.0", "v1.38.1-gke.1", "1.38+"])
+def test_1_38_computes_as_1_37_without_a_warning(text):
+    """component-helpers v0.38.0-beta.0 changed PodRequests only behind alpha DRA (tests/test_requests.py)."""
+    assert rules_for(parse_version(text)) == (RULES_1_37, None)
+
+
 def test_outside_the_supported_releases_the_nearest_rules_apply_with_a_warning():
     rules, warning = rules_for(parse_version("v1.34.1"))
     assert rules is RULES_1_36 and "older than the oldest supported" in warning and "1.36" in warning
-    rules, warning = rules_for(parse_version("1.38.0-alpha.1"))
-    assert rules is RULES_1_37 and "newer than the newest supported" in warning and "1.38.0-alpha.1" in warning
+    rules, warning = rules_for(parse_version("1.39.0-alpha.1"))
+    assert rules is RULES_1_37 and "newer than the newest supported release 1.38" in warning
+    assert "1.39.0-alpha.1" in warning and "using the 1.37 rules" in warning
     assert rules_for(parse_version("2.0"))[0] is RULES_1_37
 
 

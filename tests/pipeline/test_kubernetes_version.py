@@ -61,8 +61,20 @@ def test_a_version_outside_the_supported_releases_warns_once(caplog):
         for _ in range(3):
             handler.handle(version_event("v1.39.0"))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["Kubernetes v1.39.0 is newer than the newest supported release 1.37; using the 1.37 rules"]
+    assert warnings == ["Kubernetes v1.39.0 is newer than the newest supported release 1.38; using the 1.37 rules"]
     assert state.kubernetes.rules is RULES_1_37 and state.kubernetes.warning == warnings[0]
+    assert state.pods()[0].cpu == 3 * NANO
+
+
+def test_a_1_38_server_counts_with_the_1_37_rules_without_a_warning(caplog):
+    state = NodeState("node-a")
+    handler = Handler(state=state, metrics=RuntimeStats(), kubernetes=KubernetesInfo(RULES_1_36, "", "flag"))
+    handler.handle(PodsListed(pods=(POD.record(resizing_pod()),)))
+    with caplog.at_level(logging.INFO, logger="agent.pipeline.handler"):
+        handler.handle(version_event("v1.38.0-rc.0"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "v1.38.0-rc.0" in caplog.records[0].getMessage() and "1.37 rules" in caplog.records[0].getMessage()
+    assert state.kubernetes == KubernetesInfo(RULES_1_37, "v1.38.0-rc.0", "apiserver")
     assert state.pods()[0].cpu == 3 * NANO
 
 
