@@ -2,7 +2,7 @@
 
 Run: ``python bench/cluster_scale.py`` or ``python bench/run.py cluster-scale`` (after the test command's install;
 the control-plane binaries are built on first use, see components/kubernetes.py). Every agent is started from the
-shipped DaemonSet's pod as the kubelet would start it (tests/kubelet.py). Measured:
+shipped DaemonSet's pod as the kubelet would start it (tests/support/kubelet.py). Measured:
 
 * steady requests per agent as the API server counts them: API Priority and Fairness puts every request of a
   ServiceAccount outside kube-system into the ``service-accounts`` flow schema, so
@@ -32,10 +32,10 @@ import psutil
 
 from common import machine, realistic_pod  # noqa: E402  (puts the repository on sys.path)
 
-from tests.cluster import Cluster, parse_prometheus_text  # noqa: E402
-from tests.factory import for_create  # noqa: E402
-from tests.kubelet import AgentContainer, deploy, start_agent_pod, wait_for_daemon_pod  # noqa: E402
-from tests.otlp_receiver import HttpReceiver  # noqa: E402
+from tests.support.cluster import Cluster, parse_prometheus_text  # noqa: E402
+from tests.support.factory import for_create  # noqa: E402
+from tests.support.kubelet import AgentContainer, deploy, start_agent_pod, wait_for_daemon_pod  # noqa: E402
+from tests.support.otlp_receiver import HttpReceiver  # noqa: E402
 
 NODES = int(os.environ.get("NRA_SCALE_NODES", "20"))
 PODS_PER_NODE = int(os.environ.get("NRA_SCALE_PODS", "110"))

@@ -17,9 +17,9 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.factory import container, pod, vm_pod  # noqa: E402
-from tests.fake_apiserver import FakeApiServer  # noqa: E402
-from tests.otlp_receiver import HttpReceiver  # noqa: E402
+from tests.support.factory import container, pod, vm_pod  # noqa: E402
+from tests.support.fake_apiserver import FakeApiServer  # noqa: E402
+from tests.support.otlp_receiver import HttpReceiver  # noqa: E402
 
 
 def realistic_pod(i: int, node: str = "bench-node") -> dict:
@@ -166,7 +166,7 @@ class RunningAgent:
 
 
 def pods_exported(receiver: HttpReceiver) -> int:
-    from tests.otlp_receiver import points_of
+    from tests.support.otlp_receiver import points_of
 
     with receiver.cond:
         if not receiver.requests:

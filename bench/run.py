@@ -211,7 +211,7 @@ def _floor_rss(api: FakeApiServer, points: list, interval: float = 1.0) -> float
 
 
 def memory() -> None:
-    from tests.otlp_receiver import points_of
+    from tests.support.otlp_receiver import points_of
 
     print("\n### RSS against pods on the node (production install, steady state, OTLP/HTTP export every 1 s)\n")
     print(f"machine: {machine()}; {load()}\n")
@@ -419,7 +419,7 @@ def export_cycle(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:
     from agent.config import Config
     from agent.decode.reader import POD
     from agent.pipeline.events import PodsListed
-    from tests.otlp_receiver import points_of
+    from tests.support.otlp_receiver import points_of
 
     print("\n### Export cycle: the agent against the direct-encoding floor (OTLP/HTTP gzip to a local receiver)\n")
     print(f"machine: {machine()}; {load()}\n")

@@ -1,0 +1,213 @@
+"""Who may write which node's numbers, and which series may exist at all (issue 21, items 1, 2 and 8).
+
+The real chain: tokens from the real API server's TokenRequest API (bound to agent pods on
+registered Nodes), the shipped Collector config on the built Collector (oidc authenticator against
+the API server's discovery and JWKS, the nodeidentity processor, remote write) and Prometheus 3
+with its remote-write receiver and the shipped rules. The rogue is a test sender with a real token.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+
+from tests.support.agent_process import AgentProcess, otlp_env
+from tests.support.cluster import ApiError, write_kubeconfig
+from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from tests.support.waiting import wait_until
+from tests.support.trust import POD, Pusher, collector_env, prometheus3, series_count
+
+pytestmark = [pytest.mark.cluster, pytest.mark.collector]
+
+@pytest.fixture(scope="module")
+def chain(trust_cluster, tmp_path_factory):
+    work = tmp_path_factory.mktemp("trust-chain")
+    with prometheus3(work / "prometheus") as prom, \
+            Collector(work / "otelcol", SHIPPED_CONFIG, env=collector_env(trust_cluster, f"{prom.url}/api/v1/write")) as otelcol:
+        yield trust_cluster, otelcol, prom
+
+
+@pytest.fixture(scope="module")
+def agent_a(chain):
+    cluster, _, _ = chain
+    pod = cluster.agent_pod("node-a")
+    return pod, cluster.pod_token(pod)
+
+
+def _push(otelcol, token, resource, metrics) -> int:
+    return Pusher(token).post(otelcol.otlp_http_metrics_url, otlp_request(resource, metrics))
+
+
+def _tampered(token: str, node: str) -> str:
+    """The token with its payload's node name changed and the signature kept (what a forger can do)."""
+    header, payload, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["kubernetes.io"]["node"]["name"] = node
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"{header}.{forged}.{signature}"
+
+
+def test_a_push_claiming_another_node_is_written_as_the_tokens_node(chain, agent_a):
+    cluster, otelcol, prom = chain
+    _, token = agent_a
+    resource = {"k8s.node.name": "node-b", "service.name": "rogue", "service.instance.id": "node-b",
+                "service.version": "6.6.6", "telemetry.sdk.version": "1.0"}
+    assert _push(otelcol, token, resource, [gauge("pod_or_vm_cpu_requests", "{cpu}", [(POD, 1000.0)])]) == 200
+    rows = wait_until(lambda: prom.query('pod_or_vm_cpu_requests{k8s_pod_uid="uid-web"}'), timeout=20,
+                      message="the push reached Prometheus")
+    assert [r["metric"] for r in rows] == [{
+        "__name__": "pod_or_vm_cpu_requests", "job": "node-requests-agent", "instance": "node-a",
+        "k8s_node_name": "node-a", "k8s_namespace_name": "default", "k8s_pod_name": "web", "k8s_pod_uid": "uid-web",
+        "source": "pod_requests"}]
+    assert prom.query('{k8s_node_name="node-b"}') == [] and prom.query('{instance="node-b"}') == []
+
+
+def test_pushes_without_the_agents_pod_bound_token_are_refused(chain, agent_a):
+    cluster, otelcol, prom = chain
+    pod_a, token_a = agent_a
+    metric = [gauge("pod_or_vm_cpu_requests", "{cpu}", [({**POD, "k8s.pod.uid": "uid-refused"}, 7.0)])]
+    resource = {"k8s.node.name": "node-b"}
+    # Authentication (401): no token, a forged payload, a token for the API server instead of the Collector.
+    assert _push(otelcol, None, resource, metric) == 401
+    assert _push(otelcol, _tampered(token_a, "node-b"), resource, metric) == 401
+    assert _push(otelcol, cluster.pod_token(pod_a, audience=None), resource, metric) == 401
+    # A valid Collector-audience token of another ServiceAccount (any pod can get one): refused by nodeidentity (403).
+    other = cluster.agent_pod("node-b", name="not-the-agent", service_account="default", namespace="default")
+    assert _push(otelcol, cluster.pod_token(other), resource, metric) == 403
+    time.sleep(3)
+    assert prom.query('{k8s_pod_uid="uid-refused"}') == []
+
+
+def test_a_flood_of_invented_names_and_attributes_creates_no_series(chain, agent_a):
+    cluster, otelcol, prom = chain
+    _, token = agent_a
+    # One real series first, so the "before" count includes everything this push may legitimately touch.
+    real = [gauge("pod_or_vm_mem_requests", "By", [(POD, 2.0**30)])]
+    assert _push(otelcol, token, {"k8s.node.name": "node-a"}, real) == 200
+    wait_until(lambda: prom.query('pod_or_vm_mem_requests{k8s_pod_uid="uid-web"}'), timeout=20)
+    time.sleep(2)
+    before = series_count(prom)
+    invented_resource = {f"invented.resource.{i}": f"v{i}" for i in range(10_000)}
+    invented_points = {**POD, **{f"invented_{i}": f"v{i}" for i in range(10_000)}}
+    names = [gauge(f"pod_or_vm_cpu_requests_{i}", "{cpu}", [(POD, 1.0)]) for i in range(10_000)]
+    flood = [gauge("pod_or_vm_mem_requests", "By", [(invented_points, 2.0**30)]), *names]
+    assert _push(otelcol, token, {"k8s.node.name": "node-a", **invented_resource}, flood) == 200
+    # Many pods' worth of one allowed metric with an invented uid each would be new series: that is what
+    # the token bounds (one node), not the allow-list. Here only invented names and keys are sent.
+    time.sleep(5)
+    after = series_count(prom)
+    print(f"series before the flood {before}, after {after}")
+    assert after == before
+    assert not prom.query('{__name__=~"pod_or_vm_cpu_requests_.+"}')
+    (row,) = prom.query('pod_or_vm_mem_requests{k8s_pod_uid="uid-web"}')
+    assert not [k for k in row["metric"] if k.startswith("invented")]
+
+
+def test_rolling_upgrade_two_versions_never_double_count(chain, tmp_path):
+    """Old and new agent of one node push the same pods for a while; the recording rule never exceeds the truth."""
+    cluster, otelcol, _ = chain
+    rules = SHIPPED_CONFIG.parent / "prometheus" / "rules.yaml"
+    with prometheus3(tmp_path / "prometheus", rule_files=[rules]) as prom, \
+            Collector(tmp_path / "otelcol", SHIPPED_CONFIG, env=collector_env(cluster, f"{prom.url}/api/v1/write")) as oc:
+        old_pod, new_pod = cluster.agent_pod("node-b", name="agent-old"), cluster.agent_pod("node-b", name="agent-new")
+        old, new = Pusher(cluster.pod_token(old_pod)), Pusher(cluster.pod_token(new_pod))
+        pods = [({"k8s.namespace.name": "default", "k8s.pod.name": f"p{i}", "k8s.pod.uid": f"u{i}", "source": "pod_requests"},
+                 0.5) for i in range(4)]
+        truth = sum(v for _, v in pods)
+        version = {"old": {"service.version": "0.1.0", "telemetry.sdk.version": "1.45.1"},
+                   "new": {"service.version": "0.2.0", "telemetry.sdk.version": "1.45.2"}}
+        start = time.time()
+        for step in range(20):  # old alone, both (the overlap), new alone: 1 s apart, as with 1 s intervals
+            senders = [("old", old)] if step < 5 else [("old", old), ("new", new)] if step < 15 else [("new", new)]
+            for name, sender in senders:
+                request = otlp_request({"k8s.node.name": "node-b", **version[name]},
+                                       [gauge("pod_or_vm_cpu_requests", "{cpu}", pods)])
+                request.resource_metrics[0].scope_metrics[0].scope.version = version[name]["service.version"]
+                assert sender.post(oc.otlp_http_metrics_url, request) == 200
+            time.sleep(1)
+        wait_until(lambda: prom.query('node:pod_or_vm_cpu_requests:sum{k8s_node_name="node-b"}'), timeout=20)
+        window = f"{int(time.time() - start) + 5}s"
+        series = prom.query('count by (k8s_node_name) (count_over_time(pod_or_vm_cpu_requests{k8s_node_name="node-b"}'
+                            f'[{window}]))')
+        assert float(series[0]["value"][1]) == len(pods)  # one series per pod across both versions
+        (peak,) = prom.query(f'max_over_time(node:pod_or_vm_cpu_requests:sum{{k8s_node_name="node-b"}}[{window}])')
+        print(f"rolling upgrade: per-node sum peak {peak['value'][1]}, truth {truth}")
+        assert float(peak["value"][1]) == truth
+
+
+@pytest.mark.parametrize("protocol, node", [("http/protobuf", "node-a"), ("grpc", "node-b")])
+def test_the_real_agent_passes_with_its_token_and_every_metric_it_sends_arrives(chain, tmp_path, protocol, node):
+    """The allow-list and the token path with the agent itself: its API token lists only its own node."""
+    cluster, otelcol, prom = chain
+    pod = cluster.agent_pod(node, name=f"agent-real-{protocol.split('/')[0]}")
+    token_dir = tmp_path / "collector-token"
+    token_dir.mkdir()
+    (token_dir / "token").write_text(cluster.pod_token(pod))
+    api_token = cluster.pod_token(pod, audience=None)
+
+    class _Api:  # AgentProcess asks its API for a kubeconfig: the agent pod's own token
+        @staticmethod
+        def kubeconfig(path):
+            return str(write_kubeconfig(path, cluster.server, cluster.pki, "agent", token=api_token))
+
+    endpoint = otelcol.otlp_grpc_endpoint if protocol == "grpc" else otelcol.otlp_http_endpoint
+    env = {**otlp_env(endpoint, protocol), "NRA_OTLP_TOKEN_FILE": str(token_dir / "token")}
+    with AgentProcess(_Api(), tmp_path / "agent", node, env, 1.0) as agent:
+        names = wait_until(lambda: (n := prom.names(f'{{job="node-requests-agent",instance="{node}"}}')) >= {
+            "node_requests_agent_exports_total", "node_requests_node_cpu_cores", "process_memory_usage"} and n,
+            timeout=30, message="the agent's series in Prometheus")
+        print(f"agent series names in Prometheus ({protocol}): {len(names)}")
+        successes = f'node_requests_agent_exports_total{{result="success",instance="{node}"}}'
+        first = float(wait_until(lambda: prom.query(successes), timeout=10)[0]["value"][1])
+        wait_until(lambda: float(prom.query(successes)[0]["value"][1]) > first + 2, timeout=20,
+                   message=f"this agent's exports keep arriving over {protocol}")
+        assert not prom.query(f'node_requests_agent_export_failures_total{{instance="{node}"}}')
+        assert not prom.query(f'node_requests_agent_api_errors_total{{instance="{node}"}}')
+        assert {"node_requests_agent_synced", "node_requests_agent_kubernetes_info",
+                "node_requests_agent_workqueue_queue_duration_seconds_bucket"} <= names
+        # Every label of every series is one the allow-list names for it (and the node from the token).
+        for row in prom.query(f'{{job="node-requests-agent",instance="{node}"}}'):
+            assert row["metric"]["k8s_node_name"] == node
+
+
+def test_the_agents_token_lists_only_its_own_nodes_pods_and_node(trust_cluster):
+    """daemonset/apiserver/authorization-config.yaml against the real API server (item 8)."""
+    pod = trust_cluster.agent_pod("node-a", name="agent-rbac")
+    token = trust_cluster.pod_token(pod, audience=None)
+
+    bodies: dict[str, str] = {}
+
+    def status(path: str) -> int:
+        try:
+            trust_cluster.api("GET", path, token=token)
+            return 200
+        except ValueError:  # a watch answers JSON lines: served
+            return 200
+        except ApiError as error:
+            bodies[path] = error.body
+            return error.status
+
+    # A request the deny webhook matches fails authorization with an error (the webhook cannot be reached, and
+    # failurePolicy Deny decides): kube-apiserver answers such a refusal with 500 InternalError, not 403. Either
+    # way nothing is served. A plain RBAC refusal (get: no rule) is 403.
+    REFUSED = 500
+
+    assert status("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a") == 200
+    assert status("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a&watch=true&timeoutSeconds=1") == 200
+    assert status("/api/v1/nodes?fieldSelector=metadata.name%3Dnode-a") == 200
+    for cross_node in ("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-b", "/api/v1/pods",
+                       "/api/v1/namespaces/default/pods", "/api/v1/pods?labelSelector=app%3Dx",
+                       "/api/v1/pods?fieldSelector=spec.nodeName%21%3Dnode-a",
+                       "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-b&watch=true&timeoutSeconds=1",
+                       "/api/v1/nodes?fieldSelector=metadata.name%3Dnode-b", "/api/v1/nodes"):
+        assert status(cross_node) == REFUSED, (cross_node, bodies.get(cross_node))
+        assert '"items"' not in bodies[cross_node]
+    print("refusal body:", bodies["/api/v1/pods"][:300])
+    # get is in no RBAC rule any more; the deny webhook matches it too (no field selector), so it is refused either way.
+    assert status(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}") in (403, REFUSED)
+    assert status("/api/v1/nodes/node-a") in (403, REFUSED)
+    # Others are unaffected: the admin still lists everything.
+    assert trust_cluster.api("GET", "/api/v1/pods")["items"]

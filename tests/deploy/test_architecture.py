@@ -1,0 +1,127 @@
+"""The folder layout is the data flow; these tests keep it that way by reading the import graph.
+
+model/ is the pure core (no I/O, clock, threads, network or telemetry
+library); decode/ turns API objects into its records; pipeline/ carries
+events to the state; source/ feeds the pipeline; export/ (OTLP, Prometheus
+text) reads it; report/ renders model values for people; debug/, explain/
+and run/ are a room per command or endpoint, and only run/ (the running
+agent's wiring) sees every folder. config is a leaf every room may read;
+cli only parses and hands over.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "agent"
+
+# What each folder may import from the agent itself.
+ALLOWED = {
+    "model": {"model"},
+    "decode": {"model", "decode"},
+    "pipeline": {"model", "pipeline"},
+    "source": {"model", "decode", "pipeline", "source"},
+    "export": {"model", "pipeline", "export", "config"},
+    "report": {"model", "pipeline", "report"},
+    "debug": {"model", "pipeline", "export", "report", "debug", "config"},
+    "explain": {"model", "decode", "pipeline", "source", "report", "explain", "config"},
+    "run": {"model", "decode", "pipeline", "source", "export", "report", "debug", "explain", "run", "config"},
+}
+# Top-level modules and what they may import: config is a leaf, cli hands over to a room.
+TOP_LEVEL = {
+    "__init__.py": {"pipeline"},  # re-exports the agent's own signals as its public API
+    "__main__.py": {"cli"},
+    "config.py": {"model"},
+    "cli.py": {"config", "model", "run", "explain"},
+}
+# The standard library's computational modules: what a pure function may use.
+PURE_STDLIB = {
+    "__future__", "abc", "bisect", "collections", "dataclasses", "decimal", "enum", "fractions", "functools",
+    "heapq", "itertools", "json", "math", "operator", "re", "types", "typing", "numbers", "string",
+}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, as absolute dotted names (relative imports resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module == "agent" or (module.startswith("agent.") and (PACKAGE.parent / module.replace(".", "/")).is_dir()):
+                # ``from agent.decode import spec``: what is imported is the module agent.decode.spec
+                found.update(f"{module}.{alias.name}" for alias in node.names)
+            else:
+                found.add(module)
+    return found
+
+
+def folder_of(module: str) -> str | None:
+    """The room a module belongs to: a folder of ALLOWED, or a top-level module's stem (``config``)."""
+    parts = module.split(".")
+    if parts[0] != "agent" or len(parts) < 2:
+        return None
+    if parts[1] in ALLOWED and len(parts) > 2:
+        return parts[1]
+    return parts[1] if f"{parts[1]}.py" in TOP_LEVEL else None
+
+
+def modules_in(folder: str) -> list[Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", modules_in("model"), ids=lambda p: p.name)
+def test_model_is_pure(path):
+    outside = {m for m in imports_of(path)
+               if not m.startswith("agent.model") and m.split(".")[0] not in PURE_STDLIB}
+    assert not outside, f"agent/model/{path.name} imports {sorted(outside)}: the model must stay pure"
+
+
+@pytest.mark.parametrize("path", [p for folder in ALLOWED for p in modules_in(folder)],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_import_against_the_flow(path):
+    folder = path.relative_to(PACKAGE).parts[0]
+    wrong = set()
+    for module in imports_of(path):
+        if module in ("agent", "agent.__version__"):
+            continue  # the version string, read for user agents and resource attributes
+        if module == "agent" or (module.startswith("agent.") and folder_of(module) is None):
+            wrong.add(module)  # a module outside every room
+        elif (target := folder_of(module)) is not None and target not in ALLOWED[folder]:
+            wrong.add(module)
+    assert not wrong, f"{path.relative_to(PACKAGE)} imports {sorted(wrong)} against the data flow"
+
+
+@pytest.mark.parametrize("name", sorted(TOP_LEVEL))
+def test_top_level_modules_import_only_their_leaves(name):
+    wrong = {m for m in imports_of(PACKAGE / name)
+             if m.startswith("agent.") and m != "agent.__version__" and folder_of(m) not in TOP_LEVEL[name]}
+    assert not wrong, f"agent/{name} imports {sorted(wrong)}: config is a leaf and cli only hands over"
+
+
+def test_the_checks_see_a_violation(tmp_path, monkeypatch):
+    """The graph reader resolves relative imports, so a hidden upward import cannot slip through."""
+    fake = tmp_path / "agent" / "model"
+    fake.mkdir(parents=True)
+    (fake / "bad.py").write_text("from ..pipeline.state import NodeState\nimport socket\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "agent")
+    found = imports_of(fake / "bad.py")
+    assert "agent.pipeline.state" in found and "socket" in found
+
+
+def test_every_module_lives_in_a_folder_that_says_what_it_is():
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    assert top == set(TOP_LEVEL), f"new modules belong in one of {', '.join(sorted(ALLOWED))}/"
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(ALLOWED), f"every package is a room of the map: {sorted(folders ^ set(ALLOWED))}"

@@ -1,0 +1,359 @@
+"""The Helm chart (charts/node-requests-agent) with a real helm built from its Go module, and the real API server.
+
+* one source of truth: the chart's default render is, object for object, what ``kubectl kustomize daemonset/``
+  renders, but for the Namespace (a release's namespace exists before ``helm install``; daemonset/namespace.yaml
+  makes it with its Pod Security labels);
+* ``helm lint`` is clean; every value changes what it says and the agent's own configuration reads the result;
+* the schema refuses bad values with its message, for ``helm template`` and ``helm install``, and nothing is applied;
+* ``helm install`` and ``helm upgrade`` into the real API server, in a namespace enforcing "restricted" as
+  daemonset/namespace.yaml does: the DaemonSet controller's pods are admitted, the upgrade rolls them.
+
+Marked ``cluster``: helm and kubectl are built by components/ (Go), like the control plane.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from components.helm import HELM_VERSION, helm_bin
+from components.kubernetes import kubernetes_bin
+from tests.support.cluster import NEWEST, Cluster
+from tests.support.waiting import wait_until
+from tests.support.repo import REPO as ROOT
+
+pytestmark = pytest.mark.cluster
+
+CHART = ROOT / "charts" / "node-requests-agent"
+NAMESPACE = "node-requests-agent"
+K8S_VERSION = "1.36"  # the oldest supported release, as tests/deploy/test_deploy.py validates the kustomization
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory) -> "Helm":
+    try:
+        binary = helm_bin() / "helm"
+    except Exception as error:  # a missing component fails the tests that need it, never skips them
+        pytest.fail(f"helm could not be built by components.helm: {error}", pytrace=False)
+    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
+
+
+class Helm:
+    """The built helm with its own cache, config and data folders (nothing of the user's is read or written)."""
+
+    def __init__(self, binary: Path, home: Path) -> None:
+        self.binary = binary
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "HELM_"))}
+        for name in ("CACHE", "CONFIG", "DATA"):
+            self.env[f"HELM_{name}_HOME"] = str(home / name.lower())
+        self.env["KUBECONFIG"] = str(home / "no-kubeconfig")  # helm template needs no cluster; install passes one
+
+    def __call__(self, *args: str, kubeconfig: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        env = dict(self.env)
+        if kubeconfig is not None:
+            env["KUBECONFIG"] = str(kubeconfig)
+        return subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+    def template(self, *args: str, release: str = "node-requests-agent", namespace: str = NAMESPACE) -> list[dict]:
+        result = self("template", release, str(CHART), "--namespace", namespace, *args)
+        assert result.returncode == 0, result.stderr
+        return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def by_key(objects: list[dict]) -> dict[tuple[str, str], dict]:
+    keyed = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    assert len(keyed) == len(objects), "two objects of one kind share a name"
+    return keyed
+
+
+def agent_container(objects: list[dict]) -> dict:
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def env_of(container: dict) -> dict[str, object]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+# --------------------------------------------------------------------------- offline: lint, render, schema
+
+
+def test_helm_is_the_version_components_builds(helm: Helm) -> None:
+    result = helm("version", "--short")
+    assert result.returncode == 0 and result.stdout.startswith(HELM_VERSION), (result.stdout, result.stderr)
+
+
+def test_helm_lint_is_clean(helm: Helm) -> None:
+    result = helm("lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "[WARNING]" not in said and "[ERROR]" not in said, said
+    assert "1 chart(s) linted, 0 chart(s) failed" in said
+
+
+def test_default_render_is_the_kustomization_without_its_namespace(helm: Helm) -> None:
+    """Compared as parsed objects: the same kinds, names, namespaces, labels, specs, field for field."""
+    kustomize = subprocess.run([str(kubernetes_bin(NEWEST) / "kubectl"), "kustomize", str(ROOT / "daemonset")],
+                               capture_output=True, text=True, timeout=60)
+    assert kustomize.returncode == 0, kustomize.stderr
+    shipped = by_key([d for d in yaml.safe_load_all(kustomize.stdout) if d])
+    chart = by_key(helm.template())
+    namespace = shipped.pop(("Namespace", NAMESPACE))
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert chart.keys() == shipped.keys()
+    for key in shipped:
+        assert chart[key] == shipped[key], key
+
+
+def test_every_rendered_object_validates_against_the_kubernetes_schemas(helm: Helm) -> None:
+    rendered = helm.template("--set", "kubernetesVersion=1.37", "--set", "collector.tls.secretName=otlp-tls",
+                             "--set", "collector.tls.clientCertificateKey=tls.crt",
+                             "--set", "collector.tls.clientKeyKey=tls.key",
+                             "--set", "collector.headers.secretName=otlp-auth", "--set", "debug.enabled=false")
+    for obj in rendered + helm.template():
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
+    digest = "sha256:" + "ab" * 32
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({
+        "image": {"repository": "registry.example.invalid/nra", "tag": "0.2.0", "digest": digest,
+                  "pullPolicy": "IfNotPresent"},
+        "collector": {"endpoint": "https://collector.observability.svc:4318", "protocol": "grpc",
+                      "compression": "none", "insecure": False,
+                      "tls": {"secretName": "otlp-tls", "caKey": "ca.crt", "clientCertificateKey": "tls.crt",
+                              "clientKeyKey": "tls.key"},
+                      "headers": {"secretName": "otlp-auth", "secretKey": "headers"},
+                      "token": {"audience": "observability-collector", "expirationSeconds": 7200}},
+        "resources": {"requests": {"cpu": "20m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "priorityClassName": "",
+        "debug": {"port": 9810},
+        "kubernetesVersion": "1.37",
+        "extraEnv": [{"name": "LOG_LEVEL", "value": "DEBUG"}],
+    }))
+    rendered = helm.template("--values", str(values), release="nra", namespace="observability")
+    keyed = by_key(rendered)
+    assert set(keyed) == {(k, "nra-node-requests-agent") for k in
+                          ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet")}
+    binding = keyed[("ClusterRoleBinding", "nra-node-requests-agent")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "nra-node-requests-agent",
+                                    "namespace": "observability"}]
+    pod = keyed[("DaemonSet", "nra-node-requests-agent")]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "nra-node-requests-agent" and "priorityClassName" not in pod
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}]
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["volumes"] == [
+        {"name": "collector-token", "projected": {"sources": [{"serviceAccountToken": {
+            "audience": "observability-collector", "expirationSeconds": 7200, "path": "token"}}]}},
+        {"name": "otlp-tls", "secret": {"secretName": "otlp-tls"}}]
+    container = agent_container(rendered)
+    assert container["image"] == f"registry.example.invalid/nra:0.2.0@{digest}"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["args"] == ["run", "--kubernetes-version=1.37"]
+    assert container["resources"] == {"requests": {"cpu": "20m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}}
+    assert container["ports"] == [{"name": "debug", "containerPort": 9810, "protocol": "TCP"}]
+    assert container["volumeMounts"] == [
+        {"name": "collector-token", "mountPath": "/var/run/secrets/node-requests-collector", "readOnly": True},
+        {"name": "otlp-tls", "mountPath": "/etc/node-requests-agent/otlp-tls", "readOnly": True}]
+    env = env_of(container)
+    assert env["OTEL_EXPORTER_OTLP_HEADERS"] == {"secretKeyRef": {"name": "otlp-auth", "key": "headers"}}
+    assert env["LOG_LEVEL"] == "DEBUG"
+    assert env["NRA_OTLP_TOKEN_FILE"] == "/var/run/secrets/node-requests-collector/token"
+
+    # The agent reads what the chart writes: its own argument parser and configuration, on the rendered container.
+    from agent.cli import _parser
+    from agent.config import from_sources
+
+    plain = {name: value for name, value in env.items() if isinstance(value, str)}
+    plain.update(NODE_NAME="node-a", OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20t")
+    args = _parser().parse_args(container["args"])
+    config = from_sources(vars(args), plain)
+    assert str(config.kubernetes_version) == "1.37" and config.debug_address == ":9810"
+    assert config.log_level == "DEBUG" and config.otlp_protocol == "grpc"
+    otlp = config.otlp
+    assert (otlp.endpoint, otlp.compression, otlp.insecure) == ("https://collector.observability.svc:4318", "none", False)
+    assert (otlp.certificate, otlp.client_certificate, otlp.client_key) == tuple(
+        f"/etc/node-requests-agent/otlp-tls/{key}" for key in ("ca.crt", "tls.crt", "tls.key"))
+    assert otlp.headers == (("authorization", "Bearer t"),)
+    assert otlp.token_file == "/var/run/secrets/node-requests-collector/token"
+
+
+def test_without_the_token_the_pod_mounts_nothing(helm: Helm) -> None:
+    rendered = helm.template("--set", "collector.token.enabled=false")
+    container = agent_container(rendered)
+    assert "NRA_OTLP_TOKEN_FILE" not in env_of(container) and "volumeMounts" not in container
+    assert "volumes" not in by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
+
+
+def test_the_debug_endpoint_off_removes_its_port_and_the_probes(helm: Helm) -> None:
+    container = agent_container(helm.template("--set", "debug.enabled=false"))
+    assert env_of(container)["DEBUG_ADDRESS"] == "off"
+    assert not {"ports", "livenessProbe", "readinessProbe"} & container.keys()
+    from agent.config import from_sources
+
+    assert from_sources({}, {"NODE_NAME": "n", **{k: v for k, v in env_of(container).items()
+                                                 if isinstance(v, str)}}).debug_address is None
+
+
+def test_notes_say_how_to_reach_the_debug_views_and_check_the_numbers(helm: Helm) -> None:
+    result = helm("install", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    for said in ("port-forward $POD 9808:9808", "/debug/pods", "/debug/node", "/debug/runtime", "/metrics",
+                 "kubectl node-requests explain --live --node $NODE", "kubectl describe node $NODE"):
+        assert said in notes, said
+    off = helm("install", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
+               "--set", "debug.enabled=false")
+    assert "port-forward" not in off.stdout and "debug.enabled=false" in off.stdout
+
+
+#: (--set arguments, what the schema's message must name)
+BAD_VALUES = [
+    pytest.param(["--set", "resources.requests.memory=-80Mi"], ["/resources/requests/memory", "-80Mi"],
+                 id="negative memory request"),
+    pytest.param(["--set", "resources.requests.memory=-1"], ["/resources/requests/memory", "-1"],
+                 id="negative memory request as a number"),
+    pytest.param(["--set", "collector.endpoint=otel-collector:4318"], ["/collector/endpoint", "otel-collector:4318"],
+                 id="endpoint not a URL"),
+    pytest.param(["--set", "replicas=2"], ["replicas", "additional properties"], id="unknown top-level key"),
+    pytest.param(["--set", "image.digest=sha256:abc"], ["/image/digest"], id="digest not a sha256"),
+    pytest.param(["--set", "kubernetesVersion=latest"], ["/kubernetesVersion", "latest"], id="version not X.Y"),
+]
+
+
+@pytest.mark.parametrize("args,named", BAD_VALUES)
+def test_helm_template_refuses_bad_values_with_the_schemas_message(helm: Helm, args: list[str],
+                                                                  named: list[str]) -> None:
+    result = helm("template", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, *args)
+    assert result.returncode != 0 and not result.stdout.strip(), result.stdout
+    assert "values don't meet the specifications of the schema" in result.stderr, result.stderr
+    for word in named:
+        assert word in result.stderr, (word, result.stderr)
+
+
+# --------------------------------------------------------------------------- the real API server
+
+
+@pytest.fixture(scope="module")
+def release(cluster: Cluster, helm: Helm):
+    """A namespace with daemonset/namespace.yaml's Pod Security labels, a Node only this release selects, and
+    the release name; uninstalled, and the namespace and Node deleted, afterwards."""
+    suffix = uuid.uuid4().hex[:8]
+    namespace = yaml.safe_load((ROOT / "daemonset" / "namespace.yaml").read_text())
+    namespace["metadata"]["name"] = f"nra-helm-{suffix}"
+    applied = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(namespace))
+    assert applied.returncode == 0, applied.stderr
+    node = f"helm-node-{suffix}"
+    cluster.register_node(node, cpu="4", memory="8Gi", labels={"nra-helm": suffix})
+    state = argparse.Namespace(name=f"nra-{suffix}", namespace=namespace["metadata"]["name"], node=node,
+                               selector=suffix, labels=namespace["metadata"]["labels"])
+    yield state
+    helm("uninstall", state.name, "--namespace", state.namespace, kubeconfig=cluster.admin_kubeconfig)
+    cluster.kubectl("delete", "namespace", state.namespace, "--wait=false")
+    cluster.forget_node(node)
+    cluster.kubectl("delete", "node", node, "--wait=false")
+
+
+def daemonset_of(cluster: Cluster, release) -> dict:
+    return cluster.api("GET", f"/apis/apps/v1/namespaces/{release.namespace}/daemonsets/{release.name}-node-requests-agent")
+
+
+def pods_on_node(cluster: Cluster, release) -> list[dict]:
+    items = cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/pods?fieldSelector=spec.nodeName={release.node}")
+    return [p for p in items["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def finish_deletions(cluster: Cluster, release) -> None:
+    """The kubelet's last step for the release's pods being deleted (grace 0, UID-guarded); nobody else's."""
+    from tests.support.cluster import ApiError
+
+    for pod in cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/pods")["items"]:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            try:
+                cluster.api("DELETE", f"/api/v1/namespaces/{release.namespace}/pods/{meta['name']}",
+                            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                             "preconditions": {"uid": meta["uid"]}})
+            except ApiError as error:
+                if error.status not in (404, 409):
+                    raise
+
+
+def install_args(release, *more: str) -> list[str]:
+    return [str(CHART), "--namespace", release.namespace, "--set", f"nodeSelector.nra-helm={release.selector}", *more]
+
+
+@pytest.mark.parametrize("args,named", BAD_VALUES[:4])
+def test_helm_install_refuses_bad_values_and_applies_nothing(cluster: Cluster, helm: Helm, release, args, named):
+    result = helm("install", f"bad-{release.selector}", *install_args(release, *args),
+                  kubeconfig=cluster.admin_kubeconfig)
+    assert result.returncode != 0, result.stdout
+    assert "values don't meet the specifications of the schema" in result.stderr and named[0] in result.stderr
+    assert cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/secrets?labelSelector=owner=helm,"
+                              f"name=bad-{release.selector}")["items"] == []
+    assert not cluster.exists(f"/apis/rbac.authorization.k8s.io/v1/clusterroles/bad-{release.selector}-node-requests-agent")
+    assert cluster.api("GET", f"/apis/apps/v1/namespaces/{release.namespace}/daemonsets")["items"] == [] or \
+        all(not d["metadata"]["name"].startswith("bad-")
+            for d in cluster.api("GET", f"/apis/apps/v1/namespaces/{release.namespace}/daemonsets")["items"])
+
+
+def test_helm_install_passes_pod_security_and_the_daemonset_pod_is_admitted(cluster: Cluster, helm: Helm, release):
+    result = helm("install", release.name, *install_args(release), kubeconfig=cluster.admin_kubeconfig)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PodSecurity" not in result.stderr and "violate" not in result.stderr, result.stderr
+    assert "STATUS: deployed" in result.stdout and "port-forward" in result.stdout
+    stored = cluster.api("GET", f"/api/v1/namespaces/{release.namespace}")["metadata"]["labels"]
+    assert stored["pod-security.kubernetes.io/enforce"] == "restricted"
+    (pod,) = wait_until(lambda: pods_on_node(cluster, release), 90, interval=0.5,
+                        message=f"the DaemonSet pod on {release.node}, admitted under restricted")
+    assert pod["spec"]["serviceAccountName"] == f"{release.name}-node-requests-agent"
+    cluster.set_pod_status(release.namespace, pod["metadata"]["name"], "Running")  # as its kubelet would report it
+    status = wait_until(lambda: (s := daemonset_of(cluster, release).get("status", {}))
+                        .get("desiredNumberScheduled") == 1 and s, 60, interval=0.5,
+                        message="the DaemonSet selects exactly the release's Node")
+    assert status.get("numberMisscheduled", 0) == 0
+    events = cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/events")["items"]
+    assert not [e for e in events if e.get("reason") == "FailedCreate"], events
+
+
+def test_helm_upgrade_rolls_the_pods_with_the_new_values(cluster: Cluster, helm: Helm, release):
+    before = daemonset_of(cluster, release)
+    result = helm("upgrade", release.name, *install_args(release, "--set", "kubernetesVersion=1.37",
+                                                         "--set", "extraEnv[0].name=LOG_LEVEL",
+                                                         "--set", "extraEnv[0].value=DEBUG"),
+                  kubeconfig=cluster.admin_kubeconfig)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PodSecurity" not in result.stderr, result.stderr
+    assert "REVISION: 2" in result.stdout
+    after = daemonset_of(cluster, release)
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+
+    def rolled() -> dict | None:
+        finish_deletions(cluster, release)  # the controller deletes the old pod first (maxUnavailable 10%: 1 of 1)
+        pods = pods_on_node(cluster, release)
+        new = [p for p in pods if p["spec"]["containers"][0].get("args") == ["run", "--kubernetes-version=1.37"]]
+        return new[0] if len(pods) == 1 and new else None
+
+    pod = wait_until(rolled, 120, interval=0.5, message="the DaemonSet controller replaced the pod with the new one")
+    assert {"name": "LOG_LEVEL", "value": "DEBUG"} in pod["spec"]["containers"][0]["env"]
+
+    # A bad upgrade is refused before anything changes.
+    refused = helm("upgrade", release.name, *install_args(release, "--set", "resources.requests.memory=-1Gi"),
+                   kubeconfig=cluster.admin_kubeconfig)
+    assert refused.returncode != 0 and "/resources/requests/memory" in refused.stderr, refused.stderr
+    assert daemonset_of(cluster, release)["metadata"]["generation"] == after["metadata"]["generation"]
+    history = helm("history", release.name, "--namespace", release.namespace, "--output", "yaml",
+                   kubeconfig=cluster.admin_kubeconfig)
+    assert history.returncode == 0, history.stderr
+    assert [(r["revision"], r["status"]) for r in yaml.safe_load(history.stdout)] == [(1, "superseded"), (2, "deployed")]

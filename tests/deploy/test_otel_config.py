@@ -1,0 +1,102 @@
+"""The shipped Collector configuration, checked structurally in the fast suite.
+
+The built Collector validates and runs it in tests/collector/test_e2e_collector.py (marker ``collector``);
+these checks pin the choices that tests there measured, and the agreement with the Deployment.
+"""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import yaml
+
+from agent.config import Config
+
+OTEL = Path(__file__).resolve().parents[2] / "otel-config"
+CONFIG = OTEL / "collector.yaml"
+
+
+def config() -> dict:
+    return yaml.safe_load(CONFIG.read_text())
+
+
+def test_every_pipeline_component_is_defined():
+    c = config()
+    for name, pipeline in c["service"]["pipelines"].items():
+        for kind in ("receivers", "processors", "exporters"):
+            for component in pipeline.get(kind, []):
+                assert component in c[kind], f"{name} uses undefined {kind[:-1]} {component}"
+    assert all(e in c["extensions"] for e in c["service"]["extensions"])
+
+
+def test_prometheus_exporters_keep_seed_names_and_only_the_node_label():
+    c = config()
+    for name in ("prometheus", "prometheus_remote_write"):
+        exporter = c["exporters"][name]
+        assert exporter["translation_strategy"] == "UnderscoreEscapingWithoutSuffixes", name
+        # Named, never "*": no sender-chosen or version-dependent resource attribute becomes a label.
+        assert exporter["resource_constant_labels"] == {"included": ["k8s.node.name"]}, name
+        # Deprecated spellings: ignored (add_metric_suffixes) or in conflict (resource_to_telemetry_conversion).
+        assert not {"add_metric_suffixes", "resource_to_telemetry_conversion", "namespace"} & set(exporter), name
+    rw = c["exporters"]["prometheus_remote_write"]
+    assert rw["disable_scope_info"] is True and rw["target_info"] == {"enabled": False}
+
+
+def _agent_metric_names() -> set[str]:
+    from agent.export.metrics import GAUGES
+    from agent.export.otlp.process import PROCESS_METRICS
+    from agent.export.runtime import PREFIX, RUNTIME_METRICS
+
+    names = set(GAUGES) | set(PROCESS_METRICS)
+    for m in RUNTIME_METRICS:
+        names |= {PREFIX + m.name + s for s in ("_bucket", "_sum", "_count")} if m.kind == "histogram" else {PREFIX + m.name}
+    return names
+
+
+def test_the_allow_list_is_exactly_the_agents_metrics():
+    assert set(config()["processors"]["nodeidentity"]["metrics"]) == _agent_metric_names()
+
+
+def test_the_shipped_pipeline_checks_the_token_and_writes_synchronously():
+    c = config()
+    for protocol in c["receivers"]["otlp"]["protocols"].values():
+        assert protocol["auth"] == {"authenticator": "oidc"}
+    pipeline = c["service"]["pipelines"]["metrics"]
+    assert pipeline["processors"] == ["memory_limiter", "nodeidentity"]  # no batch: answered after the write
+    assert pipeline["exporters"] == ["prometheus_remote_write"]
+    assert c["exporters"]["prometheus_remote_write"]["remote_write_queue"] == {"enabled": False}
+    assert "oidc" in c["service"]["extensions"]
+    daemonset = yaml.safe_load((OTEL.parent / "daemonset" / "daemonset.yaml").read_text())
+    (volume,) = daemonset["spec"]["template"]["spec"]["volumes"]
+    audience = volume["projected"]["sources"][0]["serviceAccountToken"]["audience"]
+    assert re.search(rf"audience: \$\{{env:OIDC_AUDIENCE:-{audience}\}}", CONFIG.read_text())
+
+
+def test_pull_variant_series_expire_after_three_of_the_agents_default_export_intervals():
+    interval = next(f.default for f in dataclasses.fields(Config) if f.name == "export_interval")
+    expiration = config()["exporters"]["prometheus"]["metric_expiration"]
+    assert expiration == f"{3 * interval:g}s"
+
+
+def test_otlp_receiver_takes_grpc_and_http_and_memory_limiter_runs_first():
+    c = config()
+    assert set(c["receivers"]["otlp"]["protocols"]) == {"grpc", "http"}
+    assert c["service"]["pipelines"]["metrics"]["processors"][0] == "memory_limiter"
+
+
+def test_listen_addresses_come_from_the_environment_and_default_to_the_deployments_ports():
+    text = CONFIG.read_text()
+    defaults = {int(port) for port in re.findall(r"\$\{env:[A-Z_]+:-0\.0\.0\.0:(\d+)\}", text)}
+    # The Collector's own metrics are served on the pod's address for Prometheus (declared as port metrics).
+    assert re.search(r"host: \$\{env:OTELCOL_TELEMETRY_HOST:-0\.0\.0\.0\}", text)
+    defaults.add(int(re.search(r"port: \$\{env:OTELCOL_TELEMETRY_PORT:-(\d+)\}", text).group(1)))
+    # The pull variant's exporter port is not served by the shipped pipeline, so not declared.
+    defaults.discard(int(config()["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1].rstrip("}")))
+    deployment = next(d for d in yaml.safe_load_all((OTEL / "collector-deployment.yaml").read_text())
+                      if d["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert set(ports.values()) == defaults
+    assert ports["health"] == int(config()["extensions"]["health_check"]["endpoint"].rsplit(":", 1)[1].rstrip("}"))
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/", "port": "health"}

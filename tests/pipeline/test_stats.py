@@ -1,0 +1,130 @@
+"""Runtime telemetry: the queue signals move the way they must under load."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from agent.pipeline.events import ADDED, MODIFIED, Bookmark, PodChanged
+from agent.pipeline.handler import Handler
+from agent.decode.reader import POD
+from agent.pipeline.queue import EventQueue
+from agent.pipeline.state import NodeState
+from agent.pipeline.stats import RuntimeStats
+from tests.support.waiting import wait_until
+from tests.support.factory import pod
+
+
+class SlowHandler(Handler):
+    """The real handler, deliberately slowed (or held) per event."""
+
+    def __init__(self, *, delay: float = 0.0, gate: threading.Event | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.delay, self.gate = delay, gate
+
+    def handle(self, event):
+        if self.gate is not None:
+            self.gate.wait()
+        time.sleep(self.delay)
+        super().handle(event)
+
+
+def pipeline(**kwargs):
+    stats = RuntimeStats()
+    state = NodeState("node-a")
+    queue = EventQueue(metrics=stats)
+    handler = SlowHandler(state=state, metrics=stats, **kwargs)
+    stop = threading.Event()
+    thread = threading.Thread(target=handler.run, args=(queue, stop), daemon=True)
+    thread.start()
+    return stats, state, queue, stop, thread
+
+
+def events(n):
+    return [PodChanged(type=ADDED if i % 3 else MODIFIED, pod=POD.record(pod(f"p{i}"))) for i in range(n)]
+
+
+def test_fast_handler_counts_and_histograms_agree_with_events_sent():
+    stats, state, queue, stop, thread = pipeline()
+    sent = events(30) + [Bookmark(resource="pods", resource_version="9")]
+    for e in sent:
+        queue.put(e)
+    assert queue.join(5)
+    s = stats.snapshot()
+    assert dict(s.events_added) == {"ADDED": 20, "MODIFIED": 10, "BOOKMARK": 1}
+    assert s.events_handled == len(sent)
+    assert s.queue_duration.count == len(sent) and s.work_duration.count == len(sent)
+    assert s.queue_depth == 0 and len(state) == 30
+    # In-memory handling is microseconds: the finest buckets must see it.
+    assert s.work_duration.cumulative()[6][1] > 0  # <= 100 us
+    stop.set()
+    thread.join(2)
+
+
+def test_slowed_handler_makes_depth_and_time_in_queue_rise():
+    stats, _, queue, stop, thread = pipeline(delay=0.02)
+    for e in events(40):
+        queue.put(e)
+    time.sleep(0.1)
+    s = stats.snapshot()
+    assert s.queue_depth >= 30, s.queue_depth
+    assert queue.join(10)
+    s = stats.snapshot()
+    assert s.queue_depth == 0
+    # The last events waited behind ~39 others of 20 ms each.
+    assert s.queue_duration.sum / s.queue_duration.count > 0.2
+    assert dict(s.queue_duration.cumulative())[0.25] < 40  # some waited longer than 250 ms
+    assert s.work_duration.sum >= 40 * 0.02
+    stop.set()
+    thread.join(2)
+
+
+def test_oldest_unfinished_work_grows_while_the_handler_is_stuck():
+    gate = threading.Event()
+    stats, _, queue, stop, thread = pipeline(gate=gate)
+    queue.put(events(1)[0])
+    wait_until(lambda: stats.snapshot().unfinished_work_seconds > 0)
+    first = stats.snapshot().unfinished_work_seconds
+    time.sleep(0.3)
+    second = stats.snapshot().unfinished_work_seconds
+    assert second >= first + 0.25
+    gate.set()
+    assert queue.join(2)
+    assert stats.snapshot().unfinished_work_seconds == 0
+    stop.set()
+    thread.join(2)
+
+
+def test_snapshot_is_an_immutable_value():
+    stats = RuntimeStats()
+    stats.event_added("ADDED")
+    s = stats.snapshot()
+    stats.event_added("ADDED")
+    assert s.events_added["ADDED"] == 1
+    try:
+        s.events_added["ADDED"] = 5  # type: ignore[index]
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("snapshot mappings must be read-only")
+
+
+def test_a_full_queue_holds_the_source_back_and_loses_nothing_in_order():
+    """The bound is back-pressure on the watch reader, not a drop: every event arrives, in order."""
+    queue = EventQueue(maxsize=3, full_poll=0.001)
+    sent = events(12)
+    producer = threading.Thread(target=lambda: [queue.put(e) for e in sent], daemon=True)
+    producer.start()
+    wait_until(lambda: queue.qsize() == 3, timeout=5)
+    time.sleep(0.05)
+    assert producer.is_alive() and queue.qsize() == 3  # held at the bound, not past it
+    assert not queue.join(0.01)  # put and not handled
+    received = []
+    while len(received) < len(sent):
+        item = queue.get(timeout=5)
+        assert item is not None
+        assert queue.qsize() <= 3
+        received.append(item.event)
+        queue.task_done()
+    producer.join(5)
+    assert received == sent and queue.get(timeout=0) is None and queue.join(0.01)

@@ -1,0 +1,108 @@
+"""A loopback TCP forwarder between the agent and the real API server: the network between them, made faulty.
+
+TLS passes through untouched (the API server's certificate names 127.0.0.1), so the agent talks to the real
+server; the proxy only counts connection attempts, cuts established connections (a load balancer reset) and
+refuses new ones for a while (a partition).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+__all__ = ["TcpProxy", "close_socket"]
+
+
+class TcpProxy:
+    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._refusing = False
+        self._stopped = False
+        #: monotonic times of every accepted connection (each is one attempt by a client)
+        self.attempts: list[float] = []
+
+    def start(self) -> TcpProxy:
+        threading.Thread(target=self._accept, name="tcp-proxy", daemon=True).start()
+        return self
+
+    def attempts_between(self, start: float, end: float) -> int:
+        with self._lock:
+            return sum(1 for t in self.attempts if start <= t <= end)
+
+    def cut(self) -> None:
+        """Reset every established connection; new ones are forwarded again at once."""
+        with self._lock:
+            sockets, self._open = list(self._open), set()
+        for s in sockets:
+            close_socket(s)
+
+    def refuse(self) -> None:
+        """Cut everything and close each new connection as soon as it is accepted, until ``accept()``."""
+        with self._lock:
+            self._refusing = True
+        self.cut()
+
+    def accept(self) -> None:
+        with self._lock:
+            self._refusing = False
+
+    def stop(self) -> None:
+        self._stopped = True
+        close_socket(self._listener)
+        self.cut()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.attempts.append(time.monotonic())
+                refusing = self._refusing
+            if refusing:
+                close_socket(client)
+                continue
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        try:
+            server = socket.create_connection(self.upstream, timeout=5)
+            server.settimeout(None)
+        except OSError:  # upstream down: the client sees its connection closed, as behind a load balancer
+            close_socket(client)
+            return
+        with self._lock:
+            if self._refusing:
+                close_socket(client)
+                close_socket(server)
+                return
+            self._open.update((client, server))
+        for source, sink in ((client, server), (server, client)):
+            threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._open.discard(source)
+                self._open.discard(sink)
+            close_socket(source)
+            close_socket(sink)
+
+
+def close_socket(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
