@@ -122,7 +122,12 @@ func main() { coremain.Run() }
 def _build_coredns(out: Path) -> None:
     src = out / "src"
     src.mkdir()
-    (src / "go.mod").write_text(f"module nra.invalid/coredns\n\ngo 1.26.0\n\nrequire {COREDNS_MODULE} v{COREDNS_VERSION}\n")
+    # The client libraries at the control plane's patch release (CoreDNS asks for v0.37.1; minimal version
+    # selection takes the higher one), so the control plane's Go build cache serves most of the compile.
+    staging = "v0." + NODE_VERSION.split(".", 1)[1]
+    requires = "".join(f"\t{m} {staging}\n" for m in ("k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"))
+    (src / "go.mod").write_text(f"module nra.invalid/coredns\n\ngo 1.26.0\n\n"
+                                f"require (\n\t{COREDNS_MODULE} v{COREDNS_VERSION}\n{requires})\n")
     (src / "main.go").write_text(_COREDNS_MAIN)
     (out / "bin").mkdir()
     run([*_nice_go(), "mod", "tidy"], cwd=src)
