@@ -142,3 +142,311 @@ def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_v
     # No DNS workaround: the agent's endpoint is the shipped Service name, resolved by CoreDNS in the pod.
     env = {e["name"]: e.get("value") for e in agent_pod(node)["spec"]["containers"][0]["env"]}
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.node-requests-collector.svc:4318"
+
+
+# --------------------------------------------------------------------------- 2. workload pods are real containers
+
+
+def agent_debug_pods(node: Node) -> dict[str, dict]:
+    pod = agent_pod(node)
+    report = http_json(f"http://{pod['status']['podIP']}:9808/debug/pods")
+    return {f"{p['namespace']}/{p['name']}": p for p in report["pods"]}
+
+
+def scheduler_view(node: Node) -> dict[tuple[str, str], float]:
+    """(namespace/pod, resource) -> kube_pod_resource_request from the real kube-scheduler."""
+    return {(f"{s['namespace']}/{s['pod']}", s["resource"]): s["value"] for s in node.cluster.scheduler_resource_metrics()}
+
+
+WORKLOADS = {
+    # name: (pod, expected cpu cores the agent reports, expected memory bytes)
+    "multi": (tiny_pod("multi", [tiny("a", "100m", "32Mi"), tiny("b", "200m", "16Mi")]), 0.3, 48 << 20),
+    "inits": (tiny_pod("inits", [tiny("app", "100m", "16Mi")],
+                       initContainers=[tiny("init", "500m", "8Mi", args=["run", "0.5"])]), 0.5, 16 << 20),
+    "sidecar": (tiny_pod("sidecar", [tiny("app", "100m", "16Mi")],
+                         initContainers=[tiny("side", "50m", "8Mi", restartPolicy="Always"),
+                                         tiny("init", "300m", "32Mi", args=["run", "0.5"])]), 0.35, 40 << 20),
+    "overhead": (tiny_pod("overhead", [tiny("app", "100m", "16Mi")], runtimeClassName="nra-runc"), 0.35, 80 << 20),
+    "podlevel": (tiny_pod("podlevel", [tiny("app"), tiny("helper")],
+                          resources={"requests": {"cpu": "400m", "memory": "64Mi"}}), 0.4, 64 << 20),
+    "crashloop": (tiny_pod("crashloop", [tiny("app", "150m", "16Mi", args=["exit", "1"])]), 0.15, 16 << 20),
+}
+RUNNER = tiny_pod("runner", [tiny("neonvm-runner")], metadata={
+    "labels": {"app.kubernetes.io/name": "NeonVM", "vm.neon.tech/name": "vm-a"},
+    "annotations": {"vm.neon.tech/usage": '{"cpu":"1","memory":"2Gi"}',
+                    "vm.neon.tech/overcommit": '{"cpu":"2","memory":"1"}'}})
+COMPLETES = tiny_pod("completes", [tiny("app", "200m", "16Mi", args=["exit", "0"])], restartPolicy="Never")
+
+
+@pytest.fixture(scope="module")
+def workloads(node_cluster: Node, rollout: dict, workload_namespace: str) -> str:
+    node, ns = node_cluster, workload_namespace
+    node.cluster.api("POST", "/apis/node.k8s.io/v1/runtimeclasses", {
+        "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nra-runc"}, "handler": "runc",
+        "overhead": {"podFixed": {"cpu": "250m", "memory": "64Mi"}}})
+    for pod in [*(p for p, _, _ in WORKLOADS.values()), RUNNER, COMPLETES]:
+        node.cluster.api("POST", f"/api/v1/namespaces/{ns}/pods", json.loads(json.dumps(pod)))
+
+    def settled() -> bool:
+        pods = {p["metadata"]["name"]: p for p in node.pods(ns)}
+        status = {n: p.get("status", {}) for n, p in pods.items()}
+        restarted = any(s.get("restartCount", 0) >= 1 for s in status.get("crashloop", {}).get("containerStatuses", []))
+        running = all(ready(pods[n]) for n in (*WORKLOADS.keys() - {"crashloop"}, "runner", "plain-0", "plain-1"))
+        return running and restarted and status["completes"].get("phase") == "Succeeded"
+
+    try:
+        wait_until(settled, 180, interval=1, message="workload pods running, one completed, one crash-looping")
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{node.describe(ns, '')}") from None
+    return ns
+
+
+def test_workload_status_is_written_by_the_real_kubelet(node_cluster: Node, workloads: str) -> None:
+    pods = {p["metadata"]["name"]: p for p in node_cluster.pods(workloads)}
+    sidecar = pods["sidecar"]["status"]
+    assert {s["name"]: s["state"].keys() for s in sidecar["initContainerStatuses"]} == \
+           {"side": {"running"}, "init": {"terminated"}}
+    for status in pods["multi"]["status"]["containerStatuses"]:
+        assert status["containerID"].startswith("containerd://") and "running" in status["state"], status
+        assert status["allocatedResources"] == status["resources"]["requests"], status
+    assert pods["overhead"]["spec"]["overhead"] == {"cpu": "250m", "memory": "64Mi"}  # RuntimeClass admission
+    crash = pods["crashloop"]["status"]["containerStatuses"][0]
+    assert crash["restartCount"] >= 1 and crash["lastState"]["terminated"]["exitCode"] == 1, crash
+
+
+def test_agent_values_equal_the_real_schedulers_for_real_containers(node_cluster: Node, workloads: str) -> None:
+    node = node_cluster
+    names = [*WORKLOADS, "plain-0", "plain-1"]
+
+    def agreeing() -> dict | None:
+        agent, scheduler = agent_debug_pods(node), scheduler_view(node)
+        rows = {}
+        for name in names:
+            key = f"{workloads}/{name}"
+            if key not in agent or (key, "cpu") not in scheduler:
+                return None
+            rows[name] = (agent[key]["cpu_cores"], scheduler[(key, "cpu")],
+                          agent[key]["memory_bytes"], scheduler.get((key, "memory")))
+        return rows if all(abs(a - s) < 1e-9 and m == sm for a, s, m, sm in rows.values()) else None
+
+    try:
+        rows = wait_until(agreeing, 60, interval=1, message="agent == kube_pod_resource_request for every pod")
+    except AssertionError:
+        agent, scheduler = agent_debug_pods(node), scheduler_view(node)
+        raise AssertionError({n: (agent.get(f"{workloads}/{n}", {}).get("cpu_cores"),
+                                  scheduler.get((f"{workloads}/{n}", "cpu"))) for n in names}) from None
+    for name, (_, expected_cpu, expected_memory) in WORKLOADS.items():
+        assert rows[name][0] == pytest.approx(expected_cpu) and rows[name][2] == expected_memory, (name, rows[name])
+    agent = agent_debug_pods(node)
+    runner = agent[f"{workloads}/runner"]
+    assert (runner["cpu_cores"], runner["memory_bytes"], runner["source"]) == (0.5, 2 << 30, "vm_usage"), runner
+    assert f"{workloads}/completes" not in agent or not agent[f"{workloads}/completes"]["reported"]
+
+
+def _resize(node: Node, namespace: str, name: str, cpu: str) -> None:
+    patch = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}}}]}}
+    result = node.cluster.kubectl("patch", "pod", name, "-n", namespace, "--subresource", "resize",
+                                  "--type", "strategic", "-p", json.dumps(patch))
+    assert result.returncode == 0, result.stderr
+
+
+def test_in_place_resize_by_the_real_kubelet_agent_follows_and_equals_the_scheduler(node_cluster: Node,
+                                                                                 workloads: str) -> None:
+    node, key = node_cluster, f"{workloads}/plain-0"
+    steps = []
+    for cpu, cores in (("300m", 0.3), ("150m", 0.15)):
+        _resize(node, workloads, "plain-0", cpu)
+
+        def actuated() -> dict | None:
+            pod = node.cluster.api("GET", f"/api/v1/namespaces/{workloads}/pods/plain-0")
+            status = pod["status"]["containerStatuses"][0]
+            return pod if status.get("resources", {}).get("requests", {}).get("cpu") == cpu else None
+
+        pod = wait_until(actuated, 90, interval=0.5, message=f"kubelet actuated the resize to {cpu}")
+        assert pod["status"]["containerStatuses"][0]["allocatedResources"]["cpu"] == cpu
+        value = wait_until(lambda: (a := agent_debug_pods(node)[key]["cpu_cores"]) == cores and a, 60, interval=0.5,
+                           message=f"agent reports {cores} after the resize")
+        scheduler = wait_until(lambda: scheduler_view(node).get((key, "cpu")) == cores and cores, 30, interval=0.5,
+                               message=f"scheduler reports {cores}")
+        steps.append((cpu, value, scheduler))
+    assert steps == [("300m", 0.3, 0.3), ("150m", 0.15, 0.15)]
+
+
+# --------------------------------------------------------------------------- 3. inside the container
+
+INSIDE = r"""
+import json, os, psutil
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+try:
+    open("/written-by-test", "w")
+    write = "allowed"
+except OSError as error:
+    write = error.strerror
+sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+meminfo = dict(line.split(":", 1) for line in open("/proc/meminfo").read().splitlines())
+limit = None
+for path in ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max"):
+    if os.path.exists(path):
+        limit = open(path).read().strip()
+        break
+print(json.dumps({
+    "uid": os.getuid(), "gid": os.getgid(), "cap_eff": status["CapEff"].strip(), "seccomp": status["Seccomp"].strip(),
+    "no_new_privs": status["NoNewPrivs"].strip(), "write": write, "memory_limit": limit,
+    "token": open(sa + "/token").read(), "token_link": os.path.realpath(sa + "/token"),
+    "meminfo_total_kb": int(meminfo["MemTotal"].split()[0]), "psutil_total": psutil.virtual_memory().total,
+    "psutil_cpus": psutil.cpu_count(), "sched_cpus": len(os.sched_getaffinity(0)),
+    "proc_stat_cpus": sum(1 for l in open("/proc/stat") if l[:3] == "cpu" and l[3].isdigit()),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def inside(node_cluster: Node, rollout: dict) -> dict:
+    pod = agent_pod(node_cluster)
+    result = node_cluster.cluster.kubectl("exec", "-n", AGENT_NS, pod["metadata"]["name"], "-c", "agent", "--",
+                                          "python", "-c", INSIDE)
+    assert result.returncode == 0, result.stderr
+    return {**json.loads(result.stdout), "pod": pod}
+
+
+def _jwt_claims(token: str) -> dict:
+    import base64
+
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def test_inside_the_container_the_restricted_context_holds(inside: dict) -> None:
+    assert (inside["uid"], inside["gid"]) == (65532, 65532)
+    assert int(inside["cap_eff"], 16) == 0, inside["cap_eff"]
+    assert inside["seccomp"] == "2" and inside["no_new_privs"] == "1"  # RuntimeDefault filter, no escalation
+    assert inside["write"] == "Read-only file system"
+    limit = inside["pod"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    assert limit == "160Mi" and int(inside["memory_limit"]) == 160 << 20, inside["memory_limit"]
+
+
+def test_the_token_is_the_projected_one_bound_to_the_pod(inside: dict) -> None:
+    claims = _jwt_claims(inside["token"])
+    meta = inside["pod"]["metadata"]
+    assert claims["kubernetes.io"]["pod"] == {"name": meta["name"], "uid": meta["uid"]}
+    assert claims["kubernetes.io"]["serviceaccount"]["name"] == "node-requests-agent"
+    assert claims["kubernetes.io"]["node"]["name"] == NODE_NAME
+    # The kubelet's atomic writer: token is a link into a timestamped ..data folder, swapped on rotation.
+    assert "/..20" in inside["token_link"] or "..data" not in inside["token_link"], inside["token_link"]
+
+
+# --------------------------------------------------------------------------- 5. `used` from inside a pod
+
+
+def test_psutil_in_the_container_sees_the_hosts_memory_and_cpus(inside: dict) -> None:
+    host_total_kb = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal")).split()[1])
+    host_cpus = sum(1 for l in open("/proc/stat") if l[:3] == "cpu" and l[3].isdigit())
+    assert inside["meminfo_total_kb"] == host_total_kb  # /proc/meminfo is not namespaced: the host's, not 160Mi
+    assert inside["psutil_total"] == host_total_kb * 1024
+    assert inside["proc_stat_cpus"] == inside["psutil_cpus"] == host_cpus
+    assert int(inside["memory_limit"]) < inside["psutil_total"]
+
+
+# --------------------------------------------------------------------------- 4. lifecycle
+
+
+def _container_id(pod: dict) -> str:
+    return agent_status(pod)["containerID"].removeprefix("containerd://")
+
+
+def _task_pid(node: Node, container_id: str) -> int | None:
+    for line in node.ctr("tasks", "ls").stdout.splitlines()[1:]:
+        task, pid, state = line.split()
+        if task == container_id and state == "RUNNING":
+            return int(pid)
+    return None
+
+
+def _restarted(node: Node, count: int) -> dict | None:
+    pod = agent_pod(node)
+    status = agent_status(pod)
+    return pod if status["restartCount"] == count and status.get("ready") else None
+
+
+def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster: Node, rollout: dict,
+                                                                   workloads: str) -> None:
+    node = node_cluster
+    before = agent_pod(node)
+    count = agent_status(before)["restartCount"]
+    node.ctr("tasks", "kill", "-s", "SIGKILL", _container_id(before))
+    pod = wait_until(lambda: _restarted(node, count + 1), 120, interval=1, message="agent restarted, Ready again")
+    assert pod["metadata"]["uid"] == before["metadata"]["uid"]
+    assert agent_status(pod)["lastState"]["terminated"]["exitCode"] == 137
+    # service.instance.id is the node name, so the restarted process continues the same series (no ghost ones).
+    assert wait_until(lambda: f"{workloads}/plain-1" in agent_debug_pods(node), 60, interval=1)
+
+
+def test_wedged_agent_fails_liveness_and_is_restarted(node_cluster: Node, rollout: dict) -> None:
+    node = node_cluster
+    before = agent_pod(node)
+    count = agent_status(before)["restartCount"]
+    pid = _task_pid(node, _container_id(before))
+    assert pid
+    import os
+    import signal
+
+    os.kill(pid, signal.SIGSTOP)  # the container's main process, by pid: frozen, probes time out
+    started = time.monotonic()
+    probe = before["spec"]["containers"][0]["livenessProbe"]
+    budget = probe["periodSeconds"] * (probe["failureThreshold"] + 1) + probe["timeoutSeconds"] + 60
+    pod = wait_until(lambda: _restarted(node, count + 1), budget, interval=1, message="liveness restart")
+    FIGURES["wedged_to_ready_again_s"] = time.monotonic() - started
+    assert "Liveness probe failed" in node.cluster.kubectl("get", "events", "-n", AGENT_NS).stdout or pod
+
+
+def _log_follower(node: Node, pod: str):
+    import subprocess
+
+    return subprocess.Popen([str(node.cluster._bins["kubectl"]), f"--kubeconfig={node.cluster.admin_kubeconfig}",
+                             "logs", "-f", "-n", AGENT_NS, pod, "-c", "agent", "--tail=0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_delete_pod_sigterm_final_export_and_exit_within_grace(node_cluster: Node, rollout: dict) -> None:
+    node = node_cluster
+    pod = agent_pod(node)
+    container_id = _container_id(pod)
+    follower = _log_follower(node, pod["metadata"]["name"])
+    time.sleep(1)
+    started = time.monotonic()
+    result = node.cluster.kubectl("delete", "pod", "-n", AGENT_NS, pod["metadata"]["name"], "--wait=false")
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: _task_pid(node, container_id) is None, 40, interval=0.1, message="agent container exited")
+    exited = time.monotonic() - started
+    FIGURES["delete_to_exit_s"] = exited
+    try:
+        output, _ = follower.communicate(timeout=15)
+    except Exception:
+        follower.kill()
+        output, _ = follower.communicate()
+    assert exited < pod["spec"]["terminationGracePeriodSeconds"], exited
+    print(f"\nagent's last lines after SIGTERM:\n{output[-1500:]}")
+    # The DaemonSet controller replaces it; the new pod becomes Ready through its probes.
+    new = node.wait_pods_ready(AGENT_NS, AGENT_SELECTOR, 1, 120)[0]
+    assert new["metadata"]["uid"] != pod["metadata"]["uid"]
+
+
+def test_rollout_restart_honours_max_unavailable(node_cluster: Node, rollout: dict) -> None:
+    node = node_cluster
+    old = agent_pod(node)
+    result = node.cluster.kubectl("rollout", "restart", "daemonset/node-requests-agent", "-n", AGENT_NS)
+    assert result.returncode == 0, result.stderr
+    unavailable = []
+
+    def done() -> bool:
+        ds = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{AGENT_NS}/daemonsets/node-requests-agent")
+        unavailable.append(ds["status"].get("numberUnavailable", 0))
+        pods = node.pods(AGENT_NS, AGENT_SELECTOR)
+        return (len(pods) == 1 and pods[0]["metadata"]["uid"] != old["metadata"]["uid"] and ready(pods[0])
+                and ds["status"].get("updatedNumberScheduled") == 1)
+
+    wait_until(done, 120, interval=0.5, message="rollout restart finished")
+    ds = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{AGENT_NS}/daemonsets/node-requests-agent")
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    assert max(unavailable) <= 1, unavailable  # 10% of one node rounds up to one
+    print(f"\nnode figures: {json.dumps({**node.timings, **FIGURES}, indent=1)}")
