@@ -3,7 +3,7 @@
 Everything with an address lives in one network namespace the fixture creates (``ip netns add``) and enters
 (``setns`` on the test's main thread, so every process and thread it starts afterwards is inside too):
 etcd, the API server, the kubelet, containerd (whose CNI bridge and pod namespaces hang off it), kube-proxy,
-Prometheus. The namespace has loopback, a dummy interface carrying the node's address and the bridge; it has no
+Prometheus. The namespace has loopback, a veth pair (both ends inside) carrying the node's address and the bridge; it has no
 default route and no link to anything outside, so no packet for a pod (or any other) address can leave it.
 
 What each part is:
@@ -124,8 +124,10 @@ class NetNamespace:
         self._original = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         _setns(f"/run/netns/{self.name}")
         for argv in (["ip", "link", "set", "lo", "up"],
-                     ["ip", "link", "add", "nra0", "type", "dummy"],
+                     # A veth pair with both ends inside (this kernel has no dummy links): the node's address.
+                     ["ip", "link", "add", "nra0", "type", "veth", "peer", "name", "nra1"],
                      ["ip", "addr", "add", f"{NODE_IP}/32", "dev", "nra0"],
+                     ["ip", "link", "set", "nra1", "up"],
                      ["ip", "link", "set", "nra0", "up"],
                      # Locally sent packets to a ClusterIP need a route before kube-proxy's DNAT; it stays inside.
                      ["ip", "route", "add", SERVICE_CIDR, "dev", "nra0"],
@@ -291,7 +293,7 @@ class Node:
                              "nodefs.inodesFree": "1%"},
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "nodeStatusUpdateFrequency": "5s", "syncFrequency": "10s", "fileCheckFrequency": "10s",
-            "shutdownGracePeriod": "0s", "maxPods": 110,
+            "shutdownGracePeriod": "0s", "maxPods": 110, "podLogsDir": str(self.workdir / "pod-logs"),
             "featureGates": {},
         }
         config_path = self.workdir / "kubelet-config.yaml"
