@@ -422,6 +422,8 @@ def node_apiserver_flags(cluster_workdir: Path) -> list[str]:
     which tests.cluster writes to ``<workdir>/pki``."""
     pki = cluster_workdir / "pki"
     return ["--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}", "--endpoint-reconciler-type=lease",
+            # the node's name resolves nowhere here (the machine's resolver is outside the namespace): its address
+            "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-client-certificate={pki / 'admin.crt'}", f"--kubelet-client-key={pki / 'admin.key'}"]
 
 

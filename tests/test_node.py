@@ -197,7 +197,11 @@ def workloads(node_cluster: Node, rollout: dict, workload_namespace: str) -> str
     try:
         wait_until(settled, 180, interval=1, message="workload pods running, one completed, one crash-looping")
     except AssertionError as error:
-        raise AssertionError(f"{error}\n{node.describe(ns, '')}") from None
+        summary = {p["metadata"]["name"]: (p.get("status", {}).get("phase"), ready(p), p.get("status", {}).get("reason"),
+                                           [c.get("message") for c in p.get("status", {}).get("conditions", [])
+                                            if c.get("message")])
+                   for p in node.pods(ns)}
+        raise AssertionError(f"{error}\n{json.dumps(summary, indent=1)}\n{node.describe(ns, '')}") from None
     return ns
 
 
@@ -368,8 +372,7 @@ def _restarted(node: Node, count: int) -> dict | None:
     return pod if status["restartCount"] == count and status.get("ready") else None
 
 
-def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster: Node, rollout: dict,
-                                                                   workloads: str) -> None:
+def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster: Node, rollout: dict) -> None:
     node = node_cluster
     before = agent_pod(node)
     count = agent_status(before)["restartCount"]
@@ -378,7 +381,8 @@ def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster
     assert pod["metadata"]["uid"] == before["metadata"]["uid"]
     assert agent_status(pod)["lastState"]["terminated"]["exitCode"] == 137
     # service.instance.id is the node name, so the restarted process continues the same series (no ghost ones).
-    assert wait_until(lambda: f"{workloads}/plain-1" in agent_debug_pods(node), 60, interval=1)
+    own = f"{AGENT_NS}/{pod['metadata']['name']}"
+    assert wait_until(lambda: own in agent_debug_pods(node), 60, interval=1)
 
 
 def test_wedged_agent_fails_liveness_and_is_restarted(node_cluster: Node, rollout: dict) -> None:
