@@ -158,24 +158,25 @@ def scheduler_view(node: Node) -> dict[tuple[str, str], float]:
     return {(f"{s['namespace']}/{s['pod']}", s["resource"]): s["value"] for s in node.cluster.scheduler_resource_metrics()}
 
 
+# Small requests: the node's allocatable is this machine's 2 cores, shared with the Collector, CoreDNS and the agent.
 WORKLOADS = {
     # name: (pod, expected cpu cores the agent reports, expected memory bytes)
-    "multi": (tiny_pod("multi", [tiny("a", "100m", "32Mi"), tiny("b", "200m", "16Mi")]), 0.3, 48 << 20),
-    "inits": (tiny_pod("inits", [tiny("app", "100m", "16Mi")],
-                       initContainers=[tiny("init", "500m", "8Mi", args=["run", "0.5"])]), 0.5, 16 << 20),
-    "sidecar": (tiny_pod("sidecar", [tiny("app", "100m", "16Mi")],
-                         initContainers=[tiny("side", "50m", "8Mi", restartPolicy="Always"),
-                                         tiny("init", "300m", "32Mi", args=["run", "0.5"])]), 0.35, 40 << 20),
-    "overhead": (tiny_pod("overhead", [tiny("app", "100m", "16Mi")], runtimeClassName="nra-runc"), 0.35, 80 << 20),
+    "multi": (tiny_pod("multi", [tiny("a", "20m", "32Mi"), tiny("b", "30m", "16Mi")]), 0.05, 48 << 20),
+    "inits": (tiny_pod("inits", [tiny("app", "10m", "16Mi")],
+                       initContainers=[tiny("init", "100m", "8Mi", args=["run", "0.5"])]), 0.1, 16 << 20),
+    "sidecar": (tiny_pod("sidecar", [tiny("app", "20m", "16Mi")],
+                         initContainers=[tiny("side", "10m", "8Mi", restartPolicy="Always"),
+                                         tiny("init", "40m", "32Mi", args=["run", "0.5"])]), 0.05, 40 << 20),
+    "overhead": (tiny_pod("overhead", [tiny("app", "10m", "16Mi")], runtimeClassName="nra-runc"), 0.06, 80 << 20),
     "podlevel": (tiny_pod("podlevel", [tiny("app"), tiny("helper")],
-                          resources={"requests": {"cpu": "400m", "memory": "64Mi"}}), 0.4, 64 << 20),
-    "crashloop": (tiny_pod("crashloop", [tiny("app", "150m", "16Mi", args=["exit", "1"])]), 0.15, 16 << 20),
+                          resources={"requests": {"cpu": "80m", "memory": "64Mi"}}), 0.08, 64 << 20),
+    "crashloop": (tiny_pod("crashloop", [tiny("app", "30m", "16Mi", args=["exit", "1"])]), 0.03, 16 << 20),
 }
 RUNNER = tiny_pod("runner", [tiny("neonvm-runner")], metadata={
     "labels": {"app.kubernetes.io/name": "NeonVM", "vm.neon.tech/name": "vm-a"},
     "annotations": {"vm.neon.tech/usage": '{"cpu":"1","memory":"2Gi"}',
                     "vm.neon.tech/overcommit": '{"cpu":"2","memory":"1"}'}})
-COMPLETES = tiny_pod("completes", [tiny("app", "200m", "16Mi", args=["exit", "0"])], restartPolicy="Never")
+COMPLETES = tiny_pod("completes", [tiny("app", "20m", "16Mi", args=["exit", "0"])], restartPolicy="Never")
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +184,7 @@ def workloads(node_cluster: Node, rollout: dict, workload_namespace: str) -> str
     node, ns = node_cluster, workload_namespace
     node.cluster.api("POST", "/apis/node.k8s.io/v1/runtimeclasses", {
         "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nra-runc"}, "handler": "runc",
-        "overhead": {"podFixed": {"cpu": "250m", "memory": "64Mi"}}})
+        "overhead": {"podFixed": {"cpu": "50m", "memory": "64Mi"}}})
     for pod in [*(p for p, _, _ in WORKLOADS.values()), RUNNER, COMPLETES]:
         node.cluster.api("POST", f"/api/v1/namespaces/{ns}/pods", json.loads(json.dumps(pod)))
 
@@ -213,7 +214,7 @@ def test_workload_status_is_written_by_the_real_kubelet(node_cluster: Node, work
     for status in pods["multi"]["status"]["containerStatuses"]:
         assert status["containerID"].startswith("containerd://") and "running" in status["state"], status
         assert status["allocatedResources"] == status["resources"]["requests"], status
-    assert pods["overhead"]["spec"]["overhead"] == {"cpu": "250m", "memory": "64Mi"}  # RuntimeClass admission
+    assert pods["overhead"]["spec"]["overhead"] == {"cpu": "50m", "memory": "64Mi"}  # RuntimeClass admission
     crash = pods["crashloop"]["status"]["containerStatuses"][0]
     assert crash["restartCount"] >= 1 and crash["lastState"]["terminated"]["exitCode"] == 1, crash
 
