@@ -171,6 +171,7 @@ WORKLOADS = {
     "podlevel": (tiny_pod("podlevel", [tiny("app"), tiny("helper")],
                           resources={"requests": {"cpu": "80m", "memory": "64Mi"}}), 0.08, 64 << 20),
     "crashloop": (tiny_pod("crashloop", [tiny("app", "30m", "16Mi", args=["exit", "1"])]), 0.03, 16 << 20),
+    "resized": (tiny_pod("resized", [tiny("app", "100m", "16Mi")]), 0.1, 16 << 20),  # resized in place below
 }
 RUNNER = tiny_pod("runner", [tiny("neonvm-runner")], metadata={
     "labels": {"app.kubernetes.io/name": "NeonVM", "vm.neon.tech/name": "vm-a"},
@@ -192,7 +193,7 @@ def workloads(node_cluster: Node, rollout: dict, workload_namespace: str) -> str
         pods = {p["metadata"]["name"]: p for p in node.pods(ns)}
         status = {n: p.get("status", {}) for n, p in pods.items()}
         restarted = any(s.get("restartCount", 0) >= 1 for s in status.get("crashloop", {}).get("containerStatuses", []))
-        running = all(ready(pods[n]) for n in (*WORKLOADS.keys() - {"crashloop"}, "runner", "plain-0", "plain-1"))
+        running = all(ready(pods[n]) for n in (*WORKLOADS.keys() - {"crashloop"}, "runner"))
         return running and restarted and status["completes"].get("phase") == "Succeeded"
 
     try:
@@ -221,7 +222,7 @@ def test_workload_status_is_written_by_the_real_kubelet(node_cluster: Node, work
 
 def test_agent_values_equal_the_real_schedulers_for_real_containers(node_cluster: Node, workloads: str) -> None:
     node = node_cluster
-    names = [*WORKLOADS, "plain-0", "plain-1"]
+    names = list(WORKLOADS)
 
     def agreeing() -> dict | None:
         agent, scheduler = agent_debug_pods(node), scheduler_view(node)
@@ -257,13 +258,13 @@ def _resize(node: Node, namespace: str, name: str, cpu: str) -> None:
 
 def test_in_place_resize_by_the_real_kubelet_agent_follows_and_equals_the_scheduler(node_cluster: Node,
                                                                                  workloads: str) -> None:
-    node, key = node_cluster, f"{workloads}/plain-0"
+    node, key = node_cluster, f"{workloads}/resized"
     steps = []
     for cpu, cores in (("300m", 0.3), ("150m", 0.15)):
-        _resize(node, workloads, "plain-0", cpu)
+        _resize(node, workloads, "resized", cpu)
 
         def actuated() -> dict | None:
-            pod = node.cluster.api("GET", f"/api/v1/namespaces/{workloads}/pods/plain-0")
+            pod = node.cluster.api("GET", f"/api/v1/namespaces/{workloads}/pods/resized")
             status = pod["status"]["containerStatuses"][0]
             return pod if status.get("resources", {}).get("requests", {}).get("cpu") == cpu else None
 
