@@ -49,6 +49,7 @@ POD_SUBNET = "10.244.0.0/24"
 SERVICE_CIDR = "10.96.0.0/16"
 CLUSTER_DNS = "10.96.0.10"
 CLONE_NEWNET = 0x40000000
+NETNS_DIR = "/run/netns"
 
 
 # --------------------------------------------------------------------------- parts
@@ -241,6 +242,7 @@ class Node:
                 raise RuntimeError(f"{component.name} exited ({component.proc.returncode}):\n{component.tail(30)}")
 
     def _start_containerd(self) -> None:
+        self._netns_before = set(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else set()
         base = self.workdir / "containerd"
         cni_conf = self.workdir / "cni" / "net.d"
         for folder in (base, cni_conf, self.workdir / "cni" / "ipam"):
@@ -385,6 +387,22 @@ class Node:
             component.stop()
         self._kill_own_shims()
         self._unmount_under(self.workdir)
+        self._remove_own_pod_namespaces()
+
+    def _remove_own_pod_namespaces(self) -> None:
+        """The pod sandboxes' network namespaces containerd's CNI pinned under /run/netns since this node started
+        (a sandbox the kubelet had not torn down when it stopped leaves one)."""
+        before = getattr(self, "_netns_before", None)
+        if before is None or not os.path.isdir(NETNS_DIR):
+            return
+        for name in sorted(set(os.listdir(NETNS_DIR)) - before):
+            if name.startswith("cni-"):
+                subprocess.run(["umount", "-l", f"{NETNS_DIR}/{name}"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+                try:
+                    os.unlink(f"{NETNS_DIR}/{name}")
+                except OSError:
+                    pass
 
     def _pods_left(self) -> bool:
         return bool(self.cluster.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={self.name}")["items"])
