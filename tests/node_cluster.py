@@ -84,8 +84,10 @@ def build_node_parts() -> NodeParts:
         try:
             results.append(step())
         except (PartMissing, RuntimeError, OSError, subprocess.SubprocessError) as error:
-            first = next((line for line in str(error).splitlines() if line.strip()), repr(error))
-            pytest.fail(f"node part {part} could not be built or installed: {first}", pytrace=False)
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [repr(error)]
+            # the command (first line of a build step's error) and what it said last
+            said = f"{lines[0]}: {lines[-1]}" if len(lines) > 1 else lines[0]
+            pytest.fail(f"node part {part} could not be built or installed: {said}", pytrace=False)
     tools, _, kubelet_dir, images, prometheus = results
     return NodeParts(tools, kubelet_dir, images, prometheus, time.monotonic() - started)
 

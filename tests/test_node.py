@@ -99,6 +99,21 @@ def test_node_registered_by_the_real_kubelet(node_cluster: Node) -> None:
     assert ready(node_cluster.pods("kube-system", "k8s-app=kube-dns")[0])
 
 
+def test_the_namespace_has_no_way_out(node_cluster: Node) -> None:
+    """No default route and no link out of the test's namespace: every address the node uses stays inside."""
+    import subprocess
+
+    routes = json.loads(subprocess.run(["ip", "-j", "route", "show", "table", "all"], stdout=subprocess.PIPE,
+                                       text=True, check=True).stdout)
+    assert not [r for r in routes if r.get("dst") == "default"], routes
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], stdout=subprocess.PIPE, text=True,
+                                      check=True).stdout)
+    kinds = {link["ifname"]: link.get("link_type") for link in links}
+    assert {"lo", "nra0", "nra1", "cni0"} <= kinds.keys(), kinds
+    # every other link is a pod's veth end on the bridge
+    assert all(name.startswith("veth") for name in kinds.keys() - {"lo", "nra0", "nra1", "cni0"}), kinds
+
+
 def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Node, rollout: dict) -> None:
     pod = agent_pod(node_cluster)
     status = agent_status(pod)
