@@ -67,6 +67,18 @@ def rollout(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> dic
 
 
 @pytest.fixture(scope="module")
+def prometheus(node_cluster: Node, rollout: dict, tmp_path_factory: pytest.TempPathFactory):
+    """Debian's Prometheus beside the node, scraping the Collector through its Service's ClusterIP (kube-proxy),
+    with the shipped scrape job (static target in place of the endpoints discovery)."""
+    from tests.collector import Prometheus
+
+    collector_ip = node_cluster.service_ip(COLLECTOR_NS, "otel-collector")
+    with Prometheus(tmp_path_factory.mktemp("prometheus"), [f"{collector_ip}:8889"], interval="2s",
+                    binary=node_cluster.parts.prometheus) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def workload_namespace(node_cluster: Node) -> str:
     return node_cluster.cluster.create_namespace("work")
 
@@ -128,32 +140,26 @@ def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Nod
 
 
 def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_vm(
-        node_cluster: Node, rollout: dict, workload_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    from tests.collector import Prometheus
-
+        node_cluster: Node, rollout: dict, workload_namespace: str, prometheus) -> None:
     node = node_cluster
     for i, cpu in enumerate(("100m", "250m")):
         node.cluster.api("POST", f"/api/v1/namespaces/{workload_namespace}/pods",
                          tiny_pod(f"plain-{i}", [tiny("app", cpu, "16Mi")]))
     node.wait_pods_ready(workload_namespace, "", 2, 120)
-    collector_ip = node.service_ip(COLLECTOR_NS, "otel-collector")
-    # Through the Service's ClusterIP (kube-proxy), as the shipped scrape config's endpoints discovery would.
-    with Prometheus(tmp_path_factory.mktemp("prometheus"), [f"{collector_ip}:8889"], interval="2s",
-                    binary=node.parts.prometheus) as prometheus:
-        def shown() -> dict | None:
-            rows = prometheus.query(f'pod_or_vm_cpu_requests{{k8s_node_name="{NODE_NAME}"}}')
-            values = {(r["metric"].get("k8s_namespace_name"), r["metric"].get("k8s_pod_name")): float(r["value"][1])
-                      for r in rows}
-            return values if (workload_namespace, "plain-1") in values else None
+    def shown() -> dict | None:
+        rows = prometheus.query(f'pod_or_vm_cpu_requests{{k8s_node_name="{NODE_NAME}"}}')
+        values = {(r["metric"].get("k8s_namespace_name"), r["metric"].get("k8s_pod_name")): float(r["value"][1])
+                  for r in rows}
+        return values if (workload_namespace, "plain-1") in values else None
 
-        started = time.monotonic()
-        values = wait_until(shown, 120, interval=2, message="pod_or_vm_cpu_requests of the workload in Prometheus")
-        FIGURES["first_series_in_prometheus_s"] = time.monotonic() - started
-        assert values[(workload_namespace, "plain-0")] == 0.1
-        assert values[(workload_namespace, "plain-1")] == 0.25
-        agent = agent_pod(node)["metadata"]["name"]
-        assert values[(AGENT_NS, agent)] == 0.01
-        assert prometheus.query(f'pod_or_vm_mem_requests{{k8s_pod_name="plain-0"}}')
+    started = time.monotonic()
+    values = wait_until(shown, 120, interval=2, message="pod_or_vm_cpu_requests of the workload in Prometheus")
+    FIGURES["first_series_in_prometheus_s"] = time.monotonic() - started
+    assert values[(workload_namespace, "plain-0")] == 0.1
+    assert values[(workload_namespace, "plain-1")] == 0.25
+    agent = agent_pod(node)["metadata"]["name"]
+    assert values[(AGENT_NS, agent)] == 0.01
+    assert prometheus.query(f'pod_or_vm_mem_requests{{k8s_pod_name="plain-0"}}')
     # No DNS workaround: the agent's endpoint is the shipped Service name, resolved by CoreDNS in the pod.
     env = {e["name"]: e.get("value") for e in agent_pod(node)["spec"]["containers"][0]["env"]}
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.node-requests-collector.svc:4318"
@@ -407,7 +413,8 @@ def _restarted(node: Node, count: int) -> dict | None:
     return pod if status["restartCount"] == count and status.get("ready") else None
 
 
-def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster: Node, rollout: dict) -> None:
+def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster: Node, rollout: dict,
+                                                                   prometheus) -> None:
     node = node_cluster
     before = agent_pod(node)
     count = agent_status(before)["restartCount"]
@@ -418,6 +425,18 @@ def test_killed_agent_is_restarted_by_the_kubelet_and_series_resume(node_cluster
     # service.instance.id is the node name, so the restarted process continues the same series (no ghost ones).
     own = f"{AGENT_NS}/{pod['metadata']['name']}"
     assert wait_until(lambda: own in agent_debug_pods(node), 60, interval=1)
+    restarted_at = time.time()
+    selector = f'pod_or_vm_cpu_requests{{k8s_node_name="{NODE_NAME}",k8s_pod_name="{pod["metadata"]["name"]}"}}'
+
+    def fresh() -> list | None:
+        rows = prometheus.query(f"timestamp({selector})")
+        return rows if rows and all(float(r["value"][1]) > restarted_at for r in rows) else None
+
+    wait_until(fresh, 90, interval=2, message="a sample pushed by the restarted agent in Prometheus")
+    # Same labels before and after the restart (service.instance.id is the node name): one series per pod.
+    ghosts = prometheus.query(f'count by (k8s_namespace_name, k8s_pod_name) '
+                              f'(pod_or_vm_cpu_requests{{k8s_node_name="{NODE_NAME}"}}) > 1')
+    assert ghosts == [], ghosts
 
 
 def test_wedged_agent_fails_liveness_and_is_restarted(node_cluster: Node, rollout: dict) -> None:
