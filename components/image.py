@@ -35,7 +35,7 @@ __all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TI
 ROOT = Path(__file__).resolve().parent.parent
 #: The exact names the manifests reference (daemonset/daemonset.yaml, otel-config/collector-deployment.yaml).
 AGENT_IMAGE = "node-requests-agent:0.1.0"
-COLLECTOR_IMAGE = "otelcol-nra:0.165.1"
+COLLECTOR_IMAGE = "otelcol-nra:0.165.1-nra"
 COREDNS_IMAGE = "nra-coredns:1.15.0"
 TINY_IMAGE = "nra-tiny:1"
 #: containerd's CRI ``sandbox_image`` in the node tests (the same static program).

@@ -101,7 +101,7 @@ def test_the_built_collector_holds_exactly_what_the_shipped_config_names(tmp_pat
     assert versions == {"v0.165.0", "v0.165.1"}
     deployment = yaml.safe_load_all((REPO / "otel-config" / "collector-deployment.yaml").read_text())
     image = next(d for d in deployment if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == "otelcol-nra:0.165.1"  # the distribution builder-config.yaml makes (components/image.py)
+    assert image == "otelcol-nra:0.165.1-nra"  # the distribution builder-config.yaml makes (components/image.py)
 
 
 # -- 2. agent -> Collector -> Prometheus: names, labels, values ------------------------------------
