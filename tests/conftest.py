@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.support.cluster",  # cluster
     "tests.support.kubelet",  # deployed
     "tests.support.trust",  # trust_cluster
+    "tests.support.node_cluster",  # node_cluster
 ]

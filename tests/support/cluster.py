@@ -148,7 +148,7 @@ def make_pki(directory: Path) -> Pki:
     return pki
 
 
-def _openssl(*args: str | Path) -> None:
+def openssl(*args: str | Path) -> None:
     proc = subprocess.run(["openssl", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"openssl {' '.join(map(str, args))}: {proc.stdout}")
@@ -162,16 +162,16 @@ def _openssl_pki(pki: Pki) -> None:
     cnf = pki.dir / "openssl.cnf"
     cnf.write_text(_OPENSSL_CNF)
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", "-new", "-config", cnf, "-extensions", "ca", *ec, "-keyout", pki.key("ca"),
+    openssl("req", "-x509", "-new", "-config", cnf, "-extensions", "ca", *ec, "-keyout", pki.key("ca"),
              "-out", pki.crt("ca"), "-days", "7", "-subj", "/CN=node-requests-agent-test-ca")
     for serial, (name, ((org, cn), profile)) in enumerate(_LEAVES.items(), start=2):
         csr = pki.dir / f"{name}.csr"
-        _openssl("req", "-new", "-config", cnf, *ec, "-keyout", pki.key(name), "-out", csr, "-subj", _subject(org, cn))
-        _openssl("x509", "-req", "-in", csr, "-CA", pki.crt("ca"), "-CAkey", pki.key("ca"), "-set_serial", serial,
+        openssl("req", "-new", "-config", cnf, *ec, "-keyout", pki.key(name), "-out", csr, "-subj", _subject(org, cn))
+        openssl("x509", "-req", "-in", csr, "-CA", pki.crt("ca"), "-CAkey", pki.key("ca"), "-set_serial", serial,
                  "-days", "7", "-extfile", cnf, "-extensions", profile, "-out", pki.crt(name))
     # RS256 is what every service-account token consumer accepts.
-    _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pki.key("sa"))
-    _openssl("pkey", "-in", pki.key("sa"), "-pubout", "-out", pki.sa_public)
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", pki.key("sa"))
+    openssl("pkey", "-in", pki.key("sa"), "-pubout", "-out", pki.sa_public)
 
 
 def _cryptography_pki(pki: Pki) -> None:

@@ -1,0 +1,261 @@
+"""Container images without any registry: the agent's from the shipped Dockerfile, the Collector's, CoreDNS, workloads.
+
+* **Base**: ``mmdebstrap`` builds a Debian bookworm root filesystem with python3 (and the venv module the
+  Dockerfile's build stage uses) from this machine's own apt sources, so no host name is written anywhere.
+* **Agent**: ``buildah bud`` builds the shipped Dockerfile unchanged, with that base as ``PYTHON_IMAGE``. Its
+  ``pip install --require-hashes`` goes through this machine's pip configuration (``pip config list``: index,
+  certificate, find-links), written to a pip.conf that is mounted into the build's RUN steps only, never into
+  the image. Users with Docker Hub run ``docker build`` on the same file (README).
+* **Collector, CoreDNS, nra-tiny (pause and workloads)**: one static Go binary each in an otherwise empty image,
+  written directly as a docker-archive (manifest.json, config, one layer), the format ``ctr images import`` reads.
+
+Every image is a docker-archive tar in the component cache, tagged with the exact name a manifest references.
+
+    python -m components.image [base|agent|collector|coredns|tiny|all]    # prints archive paths and sizes
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from components.cache import cached, run
+from components.node import PartMissing, coredns_bin, debian_tools, tiny_bin
+
+__all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "agent_image",
+           "all_images", "base_rootfs", "collector_image", "coredns_image", "pip_config", "tiny_image"]
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The exact names the manifests reference (daemonset/daemonset.yaml, otel-config/collector-deployment.yaml).
+AGENT_IMAGE = "node-requests-agent:0.1.0"
+COLLECTOR_IMAGE = "otelcol-nra:0.165.1-nra"
+COREDNS_IMAGE = "nra-coredns:1.15.0"
+TINY_IMAGE = "nra-tiny:1"
+#: containerd's CRI ``sandbox_image`` in the node tests (the same static program).
+PAUSE_IMAGE = "nra-pause:1"
+
+SUITE = "bookworm"
+#: What the Dockerfile's two stages need from ``PYTHON_IMAGE``: ``python`` (python-is-python3) with ``venv``.
+BASE_PACKAGES = ("python3", "python3-venv", "python-is-python3")
+SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+#: The files of the shipped build context the Dockerfile copies (and so the agent image's cache key).
+CONTEXT_FILES = ("Dockerfile", "requirements.lock", "requirements-build.lock", "pyproject.toml", "README.md")
+
+
+@dataclass(frozen=True)
+class Image:
+    """A docker-archive tar and the reference it carries."""
+
+    name: str
+    archive: Path
+
+    @property
+    def size(self) -> int:
+        return self.archive.stat().st_size
+
+
+# --------------------------------------------------------------------------- base root filesystem
+
+
+def base_rootfs() -> Path:
+    """A bookworm root filesystem tar with python3 and venv, from this machine's apt sources."""
+    key = f"{SUITE}-" + hashlib.sha256(" ".join(BASE_PACKAGES).encode()).hexdigest()[:12]
+
+    def build(out: Path) -> None:
+        debian_tools(("mmdebstrap",))
+        sources = SOURCES if SOURCES.exists() else Path("/etc/apt/sources.list")
+        run(["nice", "-n", "10", "mmdebstrap", "--variant=essential", f"--include={','.join(BASE_PACKAGES)}",
+             # no documentation, manual pages or locales in an image
+             "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/man/*",
+             "--dpkgopt=path-exclude=/usr/share/locale/*", "--dpkgopt=path-include=/usr/share/locale/locale.alias",
+             SUITE, out / "rootfs.tar", str(sources)])
+
+    return cached("image-base", key, build) / "rootfs.tar"
+
+
+# --------------------------------------------------------------------------- the machine's pip configuration
+
+
+def pip_config() -> dict[str, str]:
+    """``pip config list`` of the running interpreter as {option: value} (env, global, user and site scopes)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise PartMissing(f"pip configuration: `{sys.executable} -m pip config list` failed: {proc.stderr.strip()}")
+    options: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        option = key.rsplit(".", 1)[-1]
+        options.setdefault(option, value.strip().strip("'\""))  # env first: it wins in pip too
+    return options
+
+
+def _pip_build_options(work: Path) -> tuple[list[str], dict[str, str]]:
+    """``-v`` mounts for buildah: a pip.conf of the machine's options, plus each host path it names."""
+    options = {k: v for k, v in pip_config().items() if k not in ("disable-pip-version-check",)}
+    conf = work / "pip.conf"
+    conf.write_text("[global]\n" + "".join(f"{k} = {v}\n" for k, v in options.items()))
+    mounts = ["-v", f"{conf}:/etc/pip.conf:ro"]
+    for option in ("cert", "client-cert", "find-links"):
+        for value in options.get(option, "").split():
+            if value.startswith("/") and Path(value).exists():
+                mounts += ["-v", f"{value}:{value}:ro"]
+    return mounts, options
+
+
+# --------------------------------------------------------------------------- the agent's image (buildah)
+
+
+def _context_digest() -> str:
+    digest = hashlib.sha256()
+    files = [ROOT / f for f in CONTEXT_FILES]
+    files += sorted(p for p in (ROOT / "agent").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _copy_context(target: Path) -> None:
+    """The files the Dockerfile copies, without caches or the local virtual environment."""
+    import shutil
+
+    for name in CONTEXT_FILES:
+        shutil.copy2(ROOT / name, target / name)
+    shutil.copytree(ROOT / "agent", target / "agent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def agent_image() -> Image:
+    """The shipped Dockerfile built by buildah on the mmdebstrap base, as a docker-archive named AGENT_IMAGE."""
+    base = base_rootfs()
+
+    def build(out: Path) -> None:
+        tools = debian_tools(("buildah",))
+        with tempfile.TemporaryDirectory(prefix="nra-buildah-") as tmp:
+            work = Path(tmp)
+            store = ["--root", str(work / "storage"), "--runroot", str(work / "run")]
+            buildah = ["nice", "-n", "10", tools["buildah"], *store]
+            base_name = f"localhost/nra-python:3.11-{SUITE}"
+            container = subprocess.run([tools["buildah"], *store, "from", "scratch"], check=True,
+                                       stdout=subprocess.PIPE, text=True).stdout.strip()
+            run([*buildah, "add", container, str(base), "/"])  # a local tar is extracted
+            run([*buildah, "config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                 "--cmd", "python3", container])
+            run([*buildah, "commit", "--rm", container, base_name])
+            context = work / "context"
+            context.mkdir()
+            _copy_context(context)
+            mounts, options = _pip_build_options(work)
+            (out / "pip-options.json").write_text(json.dumps(options, indent=1) + "\n")
+            run([*buildah, "bud", "--isolation", "chroot", "--network", "host", "--pull-never",
+                 "--build-arg", f"PYTHON_IMAGE={base_name}", *mounts, "-t", AGENT_IMAGE,
+                 "-f", str(context / "Dockerfile"), str(context)])
+            run([*buildah, "push", f"localhost/{AGENT_IMAGE}", f"docker-archive:{out / 'image.tar'}:{AGENT_IMAGE}"])
+            inspect = subprocess.run([tools["buildah"], *store, "inspect", "--type", "image", f"localhost/{AGENT_IMAGE}"],
+                                     check=True, stdout=subprocess.PIPE, text=True).stdout
+            (out / "inspect.json").write_text(inspect)
+            run([*buildah, "rmi", "--all", "--force"])
+
+    folder = cached("image-agent", _context_digest(), build)
+    return Image(AGENT_IMAGE, folder / "image.tar")
+
+
+# --------------------------------------------------------------------------- single-binary images
+
+
+def _tar_bytes(files: dict[str, tuple[bytes, int]], dirs: tuple[str, ...]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in dirs:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
+            tar.addfile(info)
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def write_docker_archive(target: Path, name: str, files: dict[str, tuple[bytes, int]], entrypoint: list[str],
+                         cmd: list[str] | None = None, user: str = "", dirs: tuple[str, ...] = ("tmp",)) -> Path:
+    """A one-layer docker-archive (``docker save`` format) that ``ctr images import`` reads."""
+    layer = _tar_bytes(files, dirs)
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = {
+        "architecture": "amd64", "os": "linux",
+        "config": {"Entrypoint": entrypoint, "Cmd": cmd or [], "User": user,
+                   "Env": ["PATH=/usr/local/bin:/usr/bin:/bin"]},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "history": [{"created_by": "components/image.py write_docker_archive"}],
+    }
+    config_bytes = json.dumps(config, sort_keys=True).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    manifest = [{"Config": config_name, "RepoTags": [name], "Layers": ["layer.tar"]}]
+    with tarfile.open(target, "w") as tar:
+        for member, data in ((config_name, config_bytes), ("layer.tar", layer),
+                             ("manifest.json", json.dumps(manifest).encode())):
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return target
+
+
+def _binary_image(component: str, name: str, binary: Path, path_in_image: str, cmd: list[str] | None = None,
+                  user: str = "") -> Image:
+    digest = hashlib.sha256(binary.read_bytes()).hexdigest()[:16]
+
+    def build(out: Path) -> None:
+        write_docker_archive(out / "image.tar", name, {path_in_image.lstrip("/"): (binary.read_bytes(), 0o755)},
+                             [path_in_image], cmd, user)
+
+    return Image(name, cached(component, f"{name.replace(':', '-')}-{digest}", build) / "image.tar")
+
+
+def collector_image() -> Image:
+    """The Collector distribution built from otel-config/builder-config.yaml, alone in an image."""
+    from components.collector import otelcol_bin
+
+    # The shipped Deployment passes --config; the image's user is the Deployment's runAsUser.
+    return _binary_image("image-collector", COLLECTOR_IMAGE, otelcol_bin(), "/otelcol-nra", user="10001")
+
+
+def coredns_image() -> Image:
+    return _binary_image("image-coredns", COREDNS_IMAGE, coredns_bin(), "/coredns", user="65532")
+
+
+def tiny_image(name: str = TINY_IMAGE) -> Image:
+    return _binary_image("image-tiny", name, tiny_bin(), "/nra-tiny", user="65532")
+
+
+def all_images() -> list[Image]:
+    return [agent_image(), collector_image(), coredns_image(), tiny_image(), tiny_image(PAUSE_IMAGE)]
+
+
+def main(argv: list[str]) -> int:
+    target = argv[0] if argv else "all"
+    makers = {"agent": agent_image, "collector": collector_image, "coredns": coredns_image, "tiny": tiny_image}
+    try:
+        if target == "base":
+            path = base_rootfs()
+            print(f"{path} {path.stat().st_size} bytes")
+            return 0
+        images = all_images() if target == "all" else [makers[target]()]
+    except (PartMissing, RuntimeError, KeyError) as error:
+        print(f"components.image: {str(error).splitlines()[0] if str(error) else error!r}", file=sys.stderr)
+        return 1
+    for image in images:
+        print(f"{image.name} {image.archive} {image.size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
