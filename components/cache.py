@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["cache_root", "cached", "run"]
+__all__ = ["cache_root", "cached", "check_version", "run"]
 
 
 def cache_root() -> Path:
@@ -60,3 +60,10 @@ def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: di
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise RuntimeError(f"build step failed (exit {proc.returncode}): {' '.join(map(str, argv))}\n{tail}")
+
+
+def check_version(argv: Sequence[str | os.PathLike[str]], expected: str, env: dict[str, str] | None = None) -> None:
+    """Fail the build (and leave no cache entry) when a built binary reports another version than ``expected``."""
+    proc = subprocess.run([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if expected not in proc.stdout:
+        raise RuntimeError(f"{' '.join(map(str, argv))} printed {proc.stdout.strip()!r}, expected {expected}")

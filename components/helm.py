@@ -9,11 +9,10 @@ Usage: ``python -m components.helm`` prints the bin folder.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
-from components.cache import cached, run
+from components.cache import cached, check_version, run
 
 __all__ = ["HELM_MODULE", "HELM_VERSION", "helm_bin", "main"]
 
@@ -28,15 +27,7 @@ def _build_helm(out: Path) -> None:
     # nice: builds share two cores with other builds and tests.
     run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}",
          f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}"], env={"GOBIN": str(bin_dir), "CGO_ENABLED": "0"})
-    _check_version(bin_dir / "helm")
-
-
-def _check_version(binary: Path) -> None:
-    """Fail the build (and leave no cache entry) when the binary reports another version."""
-    proc = subprocess.run([str(binary), "version", "--short"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
-    if HELM_VERSION not in proc.stdout:
-        raise RuntimeError(f"{binary} version printed {proc.stdout.strip()!r}, expected {HELM_VERSION}")
+    check_version([bin_dir / "helm", "version", "--short"], HELM_VERSION)
 
 
 def helm_bin() -> Path:

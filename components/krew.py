@@ -12,11 +12,10 @@ Usage: ``python -m components.krew`` prints the bin folder.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from components.cache import cached, run
+from components.cache import cached, check_version, run
 
 __all__ = ["KREW_MODULE", "KREW_VERSION", "krew_bin", "main"]
 
@@ -34,12 +33,11 @@ def _build_krew(out: Path) -> None:
     bin_dir.mkdir()
     (gobin / "krew").rename(bin_dir / "kubectl-krew")
     gobin.rmdir()
-    proc = subprocess.run([str(bin_dir / "kubectl-krew"), "version"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True,
-                          env={"KREW_ROOT": str(out / "probe-root"), "PATH": "/usr/bin:/bin", "HOME": str(out)})
-    shutil.rmtree(out / "probe-root", ignore_errors=True)
-    if KREW_VERSION not in proc.stdout:
-        raise RuntimeError(f"kubectl-krew version printed {proc.stdout.strip()!r}, expected {KREW_VERSION}")
+    try:
+        check_version([bin_dir / "kubectl-krew", "version"], KREW_VERSION,
+                      env={"KREW_ROOT": str(out / "probe-root"), "PATH": "/usr/bin:/bin", "HOME": str(out)})
+    finally:
+        shutil.rmtree(out / "probe-root", ignore_errors=True)
 
 
 def krew_bin() -> Path:

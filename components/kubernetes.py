@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from components.cache import cached, run
+from components.cache import cached, check_version, run
 
-__all__ = ["ETCD_VERSION", "KUBERNETES", "etcd_bin", "kubernetes_bin", "main"]
+__all__ = ["ETCD_VERSION", "KUBERNETES", "build_commands", "etcd_bin", "kubernetes_bin", "main"]
 
 ETCD_VERSION = "3.6.16"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"  # in v3.6 this module's root package is the etcd main
@@ -45,7 +45,7 @@ def _go(*args: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
-def _nice_go() -> list[str]:
+def nice_go() -> list[str]:
     """Builds share two cores with other builds and tests; yield to them."""
     return ["nice", "-n", "10", "go"]
 
@@ -92,16 +92,20 @@ def version_ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def _build_kubernetes(version: str, out: Path) -> None:
+def build_commands(version: str, commands: tuple[str, ...], out: Path) -> None:
+    """``k8s.io/kubernetes/cmd/<command>`` of ``version`` into ``out/bin``, through a wrapper module in ``out/src``.
+
+    The control plane and the node's parts (components.node) are built this way, so they share the Go build cache.
+    """
     src = out / "src"
     src.mkdir()
     (src / "go.mod").write_text(wrapper_gomod(version, _module_gomod("k8s.io/kubernetes", f"v{version}")))
     (out / "bin").mkdir()
-    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in KUBERNETES[version]]
+    packages = [f"k8s.io/kubernetes/cmd/{name}" for name in commands]
     # -mod=mod lets go resolve the graph and write go.sum in the wrapper; the wrapper has no code of its own.
-    run([*_nice_go(), "build", "-mod=mod", "-trimpath", "-ldflags", version_ldflags(version),
+    run([*nice_go(), "build", "-mod=mod", "-trimpath", "-ldflags", version_ldflags(version),
          "-o", str(out / "bin") + "/", *packages], cwd=src, env={"CGO_ENABLED": "0"})
-    _check_version(out / "bin" / "kube-apiserver", f"v{version}")
+    check_version([out / "bin" / commands[0], "--version"], f"v{version}")
 
 
 def _build_etcd(out: Path) -> None:
@@ -110,23 +114,16 @@ def _build_etcd(out: Path) -> None:
     # etcd's server go.mod replaces its sibling modules with ../ paths, so `go install module@version` refuses it.
     (src / "go.mod").write_text(f"module {_WRAPPER_MODULE}\n\ngo 1.26.0\n\nrequire {ETCD_MODULE} v{ETCD_VERSION}\n")
     (out / "bin").mkdir()
-    run([*_nice_go(), "build", "-mod=mod", "-trimpath", "-ldflags", "-s -w",
+    run([*nice_go(), "build", "-mod=mod", "-trimpath", "-ldflags", "-s -w",
          "-o", str(out / "bin" / "etcd"), ETCD_MODULE], cwd=src, env={"CGO_ENABLED": "0"})
-    _check_version(out / "bin" / "etcd", ETCD_VERSION)
-
-
-def _check_version(binary: Path, expected: str) -> None:
-    """Fail the build (and leave no cache entry) when the binary would lie about its version."""
-    proc = subprocess.run([str(binary), "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if expected not in proc.stdout:
-        raise RuntimeError(f"{binary} --version printed {proc.stdout.strip()!r}, expected {expected}")
+    check_version([out / "bin" / "etcd", "--version"], ETCD_VERSION)
 
 
 def kubernetes_bin(version: str = "1.37.2") -> Path:
     """Folder holding the Kubernetes binaries of ``version`` (see KUBERNETES), built on first use."""
     if version not in KUBERNETES:
         raise ValueError(f"unsupported Kubernetes version {version!r}; known: {', '.join(KUBERNETES)}")
-    return cached("kubernetes", version, lambda out: _build_kubernetes(version, out)) / "bin"
+    return cached("kubernetes", version, lambda out: build_commands(version, KUBERNETES[version], out)) / "bin"
 
 
 def etcd_bin() -> Path:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from components.cache import cached, run
-from components.kubernetes import _module_gomod, _nice_go, version_ldflags, wrapper_gomod
+from components.kubernetes import build_commands, nice_go
 
 __all__ = ["COREDNS_VERSION", "NODE_VERSION", "DEBIAN_TOOLS", "PartMissing", "coredns_bin", "debian_tools",
            "node_bin", "tiny_bin"]
@@ -75,23 +75,9 @@ def debian_tools(tools: tuple[str, ...] = tuple(DEBIAN_TOOLS)) -> dict[str, str]
     return found  # type: ignore[return-value]
 
 
-def _build_node(version: str, out: Path) -> None:
-    src = out / "src"
-    src.mkdir()
-    (src / "go.mod").write_text(wrapper_gomod(version, _module_gomod("k8s.io/kubernetes", f"v{version}")))
-    (out / "bin").mkdir()
-    run([*_nice_go(), "build", "-mod=mod", "-trimpath", "-ldflags", version_ldflags(version),
-         "-o", str(out / "bin") + "/", *(f"k8s.io/kubernetes/cmd/{c}" for c in NODE_COMMANDS)],
-        cwd=src, env={"CGO_ENABLED": "0"})
-    proc = subprocess.run([str(out / "bin" / "kubelet"), "--version"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if f"v{version}" not in proc.stdout:
-        raise RuntimeError(f"kubelet --version printed {proc.stdout.strip()!r}, expected v{version}")
-
-
 def node_bin(version: str = NODE_VERSION) -> Path:
     """Folder with kubelet and kube-proxy of ``version``."""
-    return cached("kubernetes-node", version, lambda out: _build_node(version, out)) / "bin"
+    return cached("kubernetes-node", version, lambda out: build_commands(version, NODE_COMMANDS, out)) / "bin"
 
 
 _COREDNS_MAIN = """\
@@ -130,8 +116,8 @@ def _build_coredns(out: Path) -> None:
                                 f"require (\n\t{COREDNS_MODULE} v{COREDNS_VERSION}\n{requires})\n")
     (src / "main.go").write_text(_COREDNS_MAIN)
     (out / "bin").mkdir()
-    run([*_nice_go(), "mod", "tidy"], cwd=src)
-    run([*_nice_go(), "build", "-trimpath", "-ldflags",
+    run([*nice_go(), "mod", "tidy"], cwd=src)
+    run([*nice_go(), "build", "-trimpath", "-ldflags",
          f"-s -w -X github.com/coredns/coredns/coremain.GitCommit=v{COREDNS_VERSION}",
          "-o", str(out / "bin" / "coredns"), "."], cwd=src, env={"CGO_ENABLED": "0"})
 
@@ -178,7 +164,7 @@ def _build_tiny(out: Path) -> None:
     (out / "src").mkdir()
     (out / "src" / "go.mod").write_text("module nra.invalid/tiny\n\ngo 1.26.0\n")
     (out / "src" / "main.go").write_text(_TINY_MAIN)
-    run([*_nice_go(), "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "nra-tiny"), "."],
+    run([*nice_go(), "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "nra-tiny"), "."],
         cwd=out / "src", env={"CGO_ENABLED": "0"})
 
 
