@@ -113,7 +113,7 @@ def test_killing_the_replica_in_use_loses_no_accepted_point_and_leaves_no_gap(tr
     print(f"samples {len(points)}, max gap {max(gaps):.3f} s, around the kill {max(around_kill):.3f} s, "
           f"values {values[0]:.0f}..{values[-1]:.0f}")
     assert values == [values[0] + i for i in range(len(values))], "an accepted export is missing"
-    # No export interval without a sample: the export under way at the kill is retried on the other replica
-    # within the same interval (measured: it lands about 0.5 s late, the agent's first retry backoff).
-    assert max(gaps) < 2 * INTERVAL, gaps
+    # No gap longer than one export interval: the export under way at the kill is sent again at once on a new
+    # connection, which reaches the other replica (the SDK's schedule itself wanders by a few milliseconds).
+    assert max(gaps) <= 1.2 * INTERVAL, gaps
     assert len(points) >= (end - killed_at) / INTERVAL  # the agent kept exporting after the kill

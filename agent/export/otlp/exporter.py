@@ -76,10 +76,16 @@ class OtlpExporter(MetricExporter):
 
     def _send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> Attempt:
         delay, generation, wake = 0.5, self._generation, self._wake
+        reconnected = False
         while True:
             verdict = self._transport.send(request, points, deadline)
             if verdict.ok or not verdict.retryable or generation != self._generation:
                 return verdict
+            if verdict.reason == "transport" and not reconnected:
+                # The kept-alive connection died (a Collector replica went away): one new connection at once,
+                # which the Service gives to a live replica, so the export lands within its interval.
+                reconnected = True
+                continue
             wait = max(delay, verdict.retry_after or 0.0)
             if self._clock() + wait >= deadline:
                 return verdict
