@@ -130,9 +130,9 @@ def test_the_page_refresh_is_clamped(everywhere, query, expected):
 def test_address_rules():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("::ffff:127.0.0.1")
     assert not is_loopback("10.0.0.5") and not is_loopback("::ffff:10.0.0.5") and not is_loopback("")
-    assert host_allowed("10.0.0.5:9808", "::ffff:10.0.0.5")  # the pod IP on a dual-stack socket
-    assert not host_allowed("10.0.0.6:9808", "10.0.0.5")
-    assert host_allowed("[fd00::2]:9808", "fd00::2") and not host_allowed("[fd00::3]:9808", "fd00::2")
+    assert host_allowed("10.0.0.5:8080", "::ffff:10.0.0.5")  # the pod IP on a dual-stack socket
+    assert not host_allowed("10.0.0.6:8080", "10.0.0.5")
+    assert host_allowed("[fd00::2]:8080", "fd00::2") and not host_allowed("[fd00::3]:8080", "fd00::2")
 
 
 def test_configuration_of_the_views():

@@ -210,7 +210,8 @@ def test_notes_say_how_to_reach_the_debug_views_and_check_the_numbers(helm: Helm
     result = helm("install", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, "--dry-run=client")
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
-    for said in ("port-forward $POD 9808:9808", "/debug/pods", "/debug/node", "/debug/runtime", "/metrics",
+    port = yaml.safe_load((CHART / "values.yaml").read_text())["debug"]["port"]
+    for said in (f"port-forward $POD {port}:{port}", "/debug/pods", "/debug/node", "/debug/runtime", "/metrics",
                  "kubectl node-requests explain --live --node $NODE", "kubectl describe node $NODE"):
         assert said in notes, said
     off = helm("install", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
