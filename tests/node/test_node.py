@@ -1,9 +1,12 @@
 """The agent on a real node: its image built here, run by a real kubelet on containerd and runc (issue 20).
 
-`python -m pytest -m node` runs this module alone. tests/node_cluster.py starts the control plane, the kubelet,
+`python -m pytest -m node` runs this module alone. tests/support/node_cluster.py starts the control plane, the kubelet,
 containerd, kube-proxy and CoreDNS inside a network namespace the fixture makes; the manifests are applied as
-shipped (`kubectl apply -k otel-config/` and `-k daemonset/`), so the agent runs from the image under the
-DaemonSet's security context, with its probes, memory limit and grace period acted on by the kubelet.
+shipped (`kubectl apply -k daemonset/`, and `-k` of an overlay in the test's tmp dir over the unchanged otel-config/
+that sets only the Deployment's two ADAPT values, as an operator would), so the agent runs from the image under the
+DaemonSet's security context, with its probes, memory limit and grace period acted on by the kubelet, and pushes
+with its projected token to both Collector replicas, which verify it against the API server's issuer and write into
+Prometheus 3 by remote write.
 """
 
 from __future__ import annotations
@@ -25,11 +28,6 @@ pytestmark = pytest.mark.node
 AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
 COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
 FIGURES: dict[str, float] = {}
-
-
-def http_json(url: str, timeout: float = 5.0) -> dict:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.loads(response.read())
 
 
 def ready(pod: dict) -> bool:
@@ -155,6 +153,10 @@ def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Nod
     # The debug endpoint answers on the pod's own address (its own network namespace), as the probes reach it.
     with urllib.request.urlopen(f"http://{pod['status']['podIP']}:9808/readyz", timeout=5) as response:
         assert response.status == 200
+    # The views are node-local: from outside the pod (here the node's own stack) they are refused.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://{pod['status']['podIP']}:9808/debug/pods", timeout=5)
+    assert refused.value.code == 403
     assert FIGURES["agent_apply_to_ready_s"] < 180
 
 
@@ -187,9 +189,18 @@ def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_v
 # --------------------------------------------------------------------------- 2. workload pods are real containers
 
 
+# The debug views answer loopback peers only (agent/debug/endpoint.py; kubectl port-forward arrives there), so the
+# test asks from inside the agent's own container, over its loopback.
+FETCH_DEBUG_PODS = ("import sys, urllib.request; "
+                    "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9808/debug/pods', timeout=5).read().decode())")
+
+
 def agent_debug_pods(node: Node) -> dict[str, dict]:
     pod = agent_pod(node)
-    report = http_json(f"http://{pod['status']['podIP']}:9808/debug/pods")
+    result = node.cluster.kubectl("exec", "-n", AGENT_NS, pod["metadata"]["name"], "-c", "agent", "--",
+                                  "python", "-c", FETCH_DEBUG_PODS)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
     return {f"{p['namespace']}/{p['name']}": p for p in report["pods"]}
 
 
