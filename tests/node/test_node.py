@@ -1,21 +1,25 @@
 """The agent on a real node: its image built here, run by a real kubelet on containerd and runc (issue 20).
 
-`python -m pytest -m node` runs this module alone. tests/node_cluster.py starts the control plane, the kubelet,
+`python -m pytest -m node` runs this module alone. tests/support/node_cluster.py starts the control plane, the kubelet,
 containerd, kube-proxy and CoreDNS inside a network namespace the fixture makes; the manifests are applied as
-shipped (`kubectl apply -k otel-config/` and `-k daemonset/`), so the agent runs from the image under the
-DaemonSet's security context, with its probes, memory limit and grace period acted on by the kubelet.
+shipped (`kubectl apply -k daemonset/`, and `-k` of an overlay in the test's tmp dir over the unchanged otel-config/
+that sets only the Deployment's two ADAPT values, as an operator would), so the agent runs from the image under the
+DaemonSet's security context, with its probes, memory limit and grace period acted on by the kubelet, and pushes
+with its projected token to both Collector replicas, which verify it against the API server's issuer and write into
+Prometheus 3 by remote write.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from tests.support.node_cluster import NODE_NAME, Node
+from tests.support.node_cluster import NODE_IP, NODE_NAME, Node
 from tests.support.repo import REPO as ROOT
 from tests.support.waiting import wait_until
 
@@ -24,11 +28,6 @@ pytestmark = pytest.mark.node
 AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
 COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
 FIGURES: dict[str, float] = {}
-
-
-def http_json(url: str, timeout: float = 5.0) -> dict:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.loads(response.read())
 
 
 def ready(pod: dict) -> bool:
@@ -46,13 +45,45 @@ def agent_status(pod: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def rollout(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The shipped manifests applied unchanged; the figures of the rollout recorded for the report."""
+def prometheus(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory):
+    """Prometheus 3 with the remote-write receiver (what the shipped Collector writes into), listening on the
+    node's address inside the test's namespace so the Collector pods reach it."""
+    from tests.support.trust import prometheus3
+
+    server = prometheus3(tmp_path_factory.mktemp("prometheus"), host=NODE_IP)
+    with server:
+        yield server
+
+
+def collector_overlay(node: Node, prometheus, workdir) -> str:
+    """What an operator adapts (the lines marked ADAPT in collector-deployment.yaml), as a kustomize overlay over
+    the shipped otel-config/ (which stays unchanged): the cluster's ServiceAccount issuer, read from its discovery
+    document as docs/deployment.md says, and the Prometheus to write into."""
+    issuer = node.cluster.api("GET", "/.well-known/openid-configuration")["issuer"]
+    env = [{"name": "OIDC_ISSUER_URL", "value": issuer},
+           {"name": "PROMETHEUS_REMOTE_WRITE_URL", "value": f"{prometheus.url}/api/v1/write"}]
+    patch = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "otel-collector"},
+             "spec": {"template": {"spec": {"containers": [{"name": "collector", "env": env}]}}}}
+    (workdir / "kustomization.yaml").write_text(json.dumps({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(ROOT / "otel-config", workdir)],
+        "patches": [{"patch": json.dumps(patch)}]}, indent=1))
+    return str(workdir)
+
+
+@pytest.fixture(scope="module")
+def rollout(node_cluster: Node, prometheus, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The shipped manifests applied unchanged (the Collector with only its ADAPT values set by an overlay);
+    the figures of the rollout recorded for the report."""
     node = node_cluster
+    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
     started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", str(ROOT / "otel-config"))
+    result = node.cluster.kubectl("apply", "-k", overlay)
     assert result.returncode == 0, result.stderr
-    collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, 1, 120)[0]
+    deployment = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{COLLECTOR_NS}/deployments/otel-collector")
+    replicas = deployment["spec"]["replicas"]
+    assert replicas == 2, replicas  # as shipped; one node is one hostname domain, so the spread never blocks
+    collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)[0]
     FIGURES["collector_apply_to_ready_s"] = time.monotonic() - started
     started = time.monotonic()
     result = node.cluster.kubectl("apply", "-k", str(ROOT / "daemonset"))
@@ -62,18 +93,6 @@ def rollout(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> dic
     FIGURES["agent_apply_to_ready_s"] = time.monotonic() - started
     print(f"\nnode figures: {json.dumps({**node.timings, **FIGURES}, indent=1)}")
     return {"collector": collector, "agent": agent}
-
-
-@pytest.fixture(scope="module")
-def prometheus(node_cluster: Node, rollout: dict, tmp_path_factory: pytest.TempPathFactory):
-    """Debian's Prometheus beside the node, scraping the Collector through its Service's ClusterIP (kube-proxy),
-    with the shipped scrape job (static target in place of the endpoints discovery)."""
-    from tests.collector import Prometheus
-
-    collector_ip = node_cluster.service_ip(COLLECTOR_NS, "otel-collector")
-    with Prometheus(tmp_path_factory.mktemp("prometheus"), [f"{collector_ip}:8889"], interval="2s",
-                    binary=node_cluster.parts.prometheus) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +153,10 @@ def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Nod
     # The debug endpoint answers on the pod's own address (its own network namespace), as the probes reach it.
     with urllib.request.urlopen(f"http://{pod['status']['podIP']}:9808/readyz", timeout=5) as response:
         assert response.status == 200
+    # The views are node-local: from outside the pod (here the node's own stack) they are refused.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://{pod['status']['podIP']}:9808/debug/pods", timeout=5)
+    assert refused.value.code == 403
     assert FIGURES["agent_apply_to_ready_s"] < 180
 
 
@@ -166,9 +189,18 @@ def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_v
 # --------------------------------------------------------------------------- 2. workload pods are real containers
 
 
+# The debug views answer loopback peers only (agent/debug/endpoint.py; kubectl port-forward arrives there), so the
+# test asks from inside the agent's own container, over its loopback.
+FETCH_DEBUG_PODS = ("import sys, urllib.request; "
+                    "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9808/debug/pods', timeout=5).read().decode())")
+
+
 def agent_debug_pods(node: Node) -> dict[str, dict]:
     pod = agent_pod(node)
-    report = http_json(f"http://{pod['status']['podIP']}:9808/debug/pods")
+    result = node.cluster.kubectl("exec", "-n", AGENT_NS, pod["metadata"]["name"], "-c", "agent", "--",
+                                  "python", "-c", FETCH_DEBUG_PODS)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
     return {f"{p['namespace']}/{p['name']}": p for p in report["pods"]}
 
 

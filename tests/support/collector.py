@@ -283,8 +283,10 @@ class Prometheus:
 
     def __init__(self, workdir: Path, scrape_targets: Sequence[str], rule_files: Sequence[Path] | None = None,
                  interval: str = "1s", binary: Path | None = None, extra_flags: Sequence[str] = (),
-                 extra_config: Mapping[str, object] | None = None) -> None:
+                 extra_config: Mapping[str, object] | None = None, host: str = "127.0.0.1") -> None:
         self.workdir = Path(workdir)
+        #: The address it listens on: loopback, or an address inside a network namespace the test made.
+        self.host = host
         self.scrape_targets = list(scrape_targets)
         self.rule_files = rule_files
         self.interval = interval
@@ -301,7 +303,7 @@ class Prometheus:
             from components.prometheus import prometheus_bin
             binary = prometheus_bin()
         return [str(binary), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *self.extra_flags]
+                f"--web.listen-address={self.host}:{self.port}", "--log.level=warn", *self.extra_flags]
 
     def start(self, timeout: float = 30.0) -> Prometheus:
         """Write the config, launch, and wait for /-/ready and the first scrape of every target."""
@@ -341,7 +343,7 @@ class Prometheus:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def api(self, path: str, params: Mapping[str, str] | Sequence[tuple[str, str]] | None = None) -> object:
         """``data`` of a successful /api/v1 call; anything else fails the test with the error."""

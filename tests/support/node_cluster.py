@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cluster import Cluster, Component, openssl, free_ports, write_kubeconfig
+from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster, Component, openssl, free_ports, write_kubeconfig
 from tests.support.repo import REPO as ROOT
 from tests.support.waiting import wait_until
 
@@ -443,7 +443,12 @@ def node_apiserver_flags(cluster_workdir: Path) -> list[str]:
     return ["--bind-address=0.0.0.0", f"--advertise-address={NODE_IP}", "--endpoint-reconciler-type=lease",
             # the node's name resolves nowhere here (the machine's resolver is outside the namespace): its address
             "--kubelet-preferred-address-types=InternalIP",
-            f"--kubelet-client-certificate={pki / 'admin.crt'}", f"--kubelet-client-key={pki / 'admin.key'}"]
+            f"--kubelet-client-certificate={pki / 'admin.crt'}", f"--kubelet-client-key={pki / 'admin.key'}",
+            # The issuer stays the cluster's usual https://kubernetes.default.svc.cluster.local, which pods reach
+            # (CoreDNS, then kube-proxy to this API server) and which the serving certificate names; without this
+            # flag the discovery document's jwks_uri would be https://<advertise address>:<port>, an address the
+            # certificate does not carry, and the Collector's oidc authenticator could not fetch the keys.
+            f"--service-account-jwks-uri={SERVICE_ACCOUNT_ISSUER}/openid/v1/jwks"]
 
 
 @pytest.fixture(scope="module")

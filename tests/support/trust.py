@@ -171,8 +171,8 @@ POD = {"k8s.namespace.name": "default", "k8s.pod.name": "web", "k8s.pod.uid": "u
 SHIPPED_STORAGE = {"storage": yaml.safe_load(SCRAPE_CONFIG.read_text())["storage"]}
 
 
-def prometheus3(workdir, rule_files=None, targets=()):
+def prometheus3(workdir, rule_files=None, targets=(), host: str = "127.0.0.1"):
     from components.prometheus import prometheus3_bin
 
     return Prometheus(workdir, list(targets), rule_files=rule_files, binary=prometheus3_bin(),
-                      extra_flags=["--web.enable-remote-write-receiver"], extra_config=SHIPPED_STORAGE)
+                      extra_flags=["--web.enable-remote-write-receiver"], extra_config=SHIPPED_STORAGE, host=host)
