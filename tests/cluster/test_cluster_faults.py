@@ -219,7 +219,8 @@ def reissue(token: str, signing_key, lifetime: int) -> str:
 
 def accepted(target: Cluster, token: str, node: str) -> bool:
     try:
-        target.api("GET", f"/api/v1/nodes/{node}", token=token)
+        # A LIST of its own Node, as the agent reads it (the agent's RBAC grants list and watch, no get).
+        target.api("GET", f"/api/v1/nodes?fieldSelector=metadata.name%3D{node}", token=token)
         return True
     except ApiError as error:
         if error.status == 401:
