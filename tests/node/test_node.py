@@ -18,10 +18,16 @@ import urllib.error
 import urllib.request
 
 import pytest
+import yaml
 
 from tests.support.node_cluster import NODE_IP, NODE_NAME, Node
 from tests.support.repo import REPO as ROOT
 from tests.support.waiting import wait_until
+
+# The port the shipped DaemonSet declares for the agent's endpoint: inside the pod's own network namespace.
+DEBUG_PORT = next(p["containerPort"] for d in yaml.safe_load_all((ROOT / "daemonset" / "daemonset.yaml").read_text())
+                  if d and d.get("kind") == "DaemonSet"
+                  for p in d["spec"]["template"]["spec"]["containers"][0]["ports"] if p["name"] == "debug")
 
 pytestmark = pytest.mark.node
 
@@ -151,11 +157,11 @@ def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Nod
     container = pod["spec"]["containers"][0]
     assert "readinessProbe" in container and "livenessProbe" in container
     # The debug endpoint answers on the pod's own address (its own network namespace), as the probes reach it.
-    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:9808/readyz", timeout=5) as response:
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:{DEBUG_PORT}/readyz", timeout=5) as response:
         assert response.status == 200
     # The views are node-local: from outside the pod (here the node's own stack) they are refused.
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"http://{pod['status']['podIP']}:9808/debug/pods", timeout=5)
+        urllib.request.urlopen(f"http://{pod['status']['podIP']}:{DEBUG_PORT}/debug/pods", timeout=5)
     assert refused.value.code == 403
     assert FIGURES["agent_apply_to_ready_s"] < 180
 
@@ -180,7 +186,7 @@ def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_v
     assert values[(workload_namespace, "plain-1")] == 0.25
     agent = agent_pod(node)["metadata"]["name"]
     assert values[(AGENT_NS, agent)] == 0.01
-    assert prometheus.query(f'pod_or_vm_mem_requests{{k8s_pod_name="plain-0"}}')
+    assert prometheus.query('pod_or_vm_mem_requests{k8s_pod_name="plain-0"}')
     # No DNS workaround: the agent's endpoint is the shipped Service name, resolved by CoreDNS in the pod.
     env = {e["name"]: e.get("value") for e in agent_pod(node)["spec"]["containers"][0]["env"]}
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.node-requests-collector.svc:4318"
@@ -192,7 +198,8 @@ def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_v
 # The debug views answer loopback peers only (agent/debug/endpoint.py; kubectl port-forward arrives there), so the
 # test asks from inside the agent's own container, over its loopback.
 FETCH_DEBUG_PODS = ("import sys, urllib.request; "
-                    "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:9808/debug/pods', timeout=5).read().decode())")
+                    f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{DEBUG_PORT}/debug/pods', "
+                    "timeout=5).read().decode())")
 
 
 def agent_debug_pods(node: Node) -> dict[str, dict]:
