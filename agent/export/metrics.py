@@ -69,7 +69,7 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None) -> Itera
     for pod in pods:
         if not pod.reported:
             continue
-        attrs = {"k8s.namespace.name": pod.namespace, "k8s.pod.name": pod.name, "k8s.pod.uid": pod.uid}
+        attrs = pod.identity
         source = {**attrs, "source": pod.source}
         yield Point(POD_CPU, source, to_float(pod.cpu))
         yield Point(POD_MEM, source, _bytes(pod.memory))

@@ -62,6 +62,11 @@ class PodValue(NamedTuple):
     record: PodRecord | None = None
 
     @property
+    def identity(self) -> dict[str, str]:
+        """The pod under OTel's attribute names: its series' attributes and its log lines' fields alike."""
+        return {"k8s.namespace.name": self.namespace, "k8s.pod.name": self.name, "k8s.pod.uid": self.uid}
+
+    @property
     def reported(self) -> bool:
         """False for Succeeded/Failed pods: neither kube-scheduler nor the cluster-autoscaler counts them."""
         return self.phase not in TERMINAL_PHASES

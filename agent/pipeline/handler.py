@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from agent.model.pod import PODS
 from agent.model.rules import rules_for
 from agent.model.valuation import PodValue, evaluate, reevaluate
 from agent.pipeline.events import (Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PodChanged, PodDeleted,
@@ -20,7 +21,6 @@ from agent.pipeline.interfaces import HandlerMetrics
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState
 from agent.pipeline.stats import HANDLER_LOOP
-from agent.model.pod import PODS
 
 __all__ = ["Handler"]
 
@@ -61,7 +61,7 @@ class Handler:
         for gone in self._state.upsert(value):
             if gone.uid != value.uid:
                 log.info("pod %s/%s is now uid %s; dropping its old uid %s (its DELETED event was missed)",
-                         value.namespace, value.name, value.uid, gone.uid, extra=_about(value))
+                         value.namespace, value.name, value.uid, gone.uid, extra=value.identity)
         self._report_problems(value, previous)
 
     def _pod_deleted(self, event: PodDeleted) -> None:
@@ -130,7 +130,7 @@ class Handler:
             return
         log.warning("pod %s/%s (uid %s): %s; exporting %s", value.namespace, value.name, value.uid,
                     "; ".join(str(p) for p in value.problems),
-                    "its pod requests" if value.source == "pod_requests" else "its VM usage", extra=_about(value))
+                    "its pod requests" if value.source == "pod_requests" else "its VM usage", extra=value.identity)
         for p in value.problems:
             self._metrics.pod_problem(p.subject, p.reason)
 
@@ -153,8 +153,3 @@ class Handler:
             finally:
                 self._metrics.event_handled(time.perf_counter() - started, error)
                 queue.task_done()
-
-
-def _about(value: PodValue) -> dict[str, str]:
-    """``extra`` for a log line about one pod: a JSON line carries its namespace, name and uid as fields."""
-    return {"k8s.namespace.name": value.namespace, "k8s.pod.name": value.name, "k8s.pod.uid": value.uid}
