@@ -23,8 +23,8 @@ from components.kwok import kwok_home
 from tests.support.cluster import ApiError, Cluster, Component, free_ports, rfc3339
 from tests.support.waiting import wait_until
 
-__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "Kwok", "custom_status", "kwok", "set_custom_status",
-           "wait_running"]
+__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "Kwok", "custom_status", "kwok", "ready_condition",
+           "set_custom_status", "wait_running"]
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 CUSTOM_STATUS_ANNOTATION = ("kwok.x-k8s.io/status", "custom")
