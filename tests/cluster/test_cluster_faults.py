@@ -25,6 +25,7 @@ from tests.support.waiting import wait_until
 from tests.support.factory import container, for_create, pod
 from tests.support.kubelet import (AgentContainer, Deployment, deploy, prepare_agent_pod, start_agent_pod,
                                    wait_for_daemon_pod)
+from tests.support.kwok import Kwok
 from tests.support.otlp_receiver import HttpReceiver
 from tests.support.tcp_proxy import TcpProxy
 
@@ -44,13 +45,13 @@ def receiver():
 
 
 @pytest.fixture
-def proxied_agent(cluster: Cluster, deployed: Deployment, receiver: HttpReceiver, tmp_path):
-    """start(node) registers a Node and runs its DaemonSet pod's agent, reaching the API server through a proxy."""
+def proxied_agent(kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, tmp_path):
+    """start(node) adds a KWOK Node and runs its DaemonSet pod's agent, reaching the API server through a proxy."""
     agents: list[tuple[AgentContainer, TcpProxy]] = []
 
-    def start(node: str, target: Cluster = cluster,
-              deployment: Deployment = deployed) -> tuple[AgentContainer, TcpProxy]:
-        target.register_node(node, cpu="8", memory="16Gi")
+    def start(node: str, nodes: Kwok = kwok, deployment: Deployment = deployed) -> tuple[AgentContainer, TcpProxy]:
+        target = nodes.cluster
+        nodes.add_node(node, cpu="8", memory="16Gi")
         proxy = TcpProxy(target.ports["apiserver"]).start()
         agent = start_agent_pod(target, wait_for_daemon_pod(target, deployment, node), tmp_path / node,
                                 receiver.endpoint, service_address=("127.0.0.1", proxy.port))
@@ -94,10 +95,13 @@ def create_pods(target: Cluster, namespace: str, node: str, names: list[str]) ->
 
 
 def delete_pods(target: Cluster, namespace: str, names: list[str]) -> None:
-    """A graceful delete, then the kubelet stand-in's final one once the containers 'stopped'."""
-    for name in names:
-        target.api("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
-    target.finish_deletions(final_phase="Succeeded")
+    """A graceful delete, returned once KWOK's pod-delete stage made the final one (as a kubelet does once the
+    containers stopped), so what follows sees the pods gone."""
+    paths = [f"/api/v1/namespaces/{namespace}/pods/{name}" for name in names]
+    for path in paths:
+        target.api("DELETE", path)
+    wait_until(lambda: not any(target.exists(path) for path in paths), 30, interval=0.25,
+               message=f"{names} removed by KWOK")
 
 
 def backoff_attempts_bound(seconds: float, reflectors: int = 2) -> int:
@@ -156,34 +160,37 @@ def test_apiserver_restart_mid_watch_loses_nothing_and_leaves_no_ghost(cluster: 
 
 
 @pytest.fixture(scope="module")
-def etcd_served(tmp_path_factory) -> Cluster:
-    """A second cluster whose API server serves pods straight from etcd (watch cache off for pods): the
-    configuration in which etcd's compaction reaches a client's watch. With the cache on (the session cluster),
-    a resumed watch is answered from the cache's own window, and a restart is what expires it."""
+def etcd_served(tmp_path_factory) -> Kwok:
+    """KWOK on a second cluster (``.cluster``) whose API server serves pods straight from etcd (watch cache off for
+    pods): the configuration in which etcd's compaction reaches a client's watch. With the cache on (the module's
+    cluster), a resumed watch is answered from the cache's own window, and a restart is what expires it."""
     target = Cluster(tmp_path_factory.mktemp("etcd-served"), apiserver_flags=["--watch-cache-sizes=pods#0"])
     try:
         target.start()
+        with Kwok(target, workdir=target.workdir / "kwok") as nodes:
+            yield nodes
     except RuntimeError as error:
         pytest.fail(str(error), pytrace=False)
-    yield target
-    target.stop()
+    finally:
+        target.stop()
 
 
-def test_compaction_while_pods_churn_forces_a_relist_without_ghosts(etcd_served: Cluster, proxied_agent) -> None:
-    agent, proxy = proxied_agent("fault-compaction", etcd_served, deploy(etcd_served))
-    namespace = etcd_served.create_namespace("compaction")
-    create_pods(etcd_served, namespace, agent.node, [f"old-{i}" for i in range(5)])
-    converged(etcd_served, agent)
+def test_compaction_while_pods_churn_forces_a_relist_without_ghosts(etcd_served: Kwok, proxied_agent) -> None:
+    agent, proxy = proxied_agent("fault-compaction", etcd_served, deploy(etcd_served.cluster))
+    target = etcd_served.cluster
+    namespace = target.create_namespace("compaction")
+    create_pods(target, namespace, agent.node, [f"old-{i}" for i in range(5)])
+    converged(target, agent)
     before = agent.runtime()
 
     proxy.refuse()  # a partition: the agent's watches break and it cannot reconnect
-    delete_pods(etcd_served, namespace, ["old-0", "old-1", "old-2"])
-    create_pods(etcd_served, namespace, agent.node, [f"new-{i}" for i in range(6)])
-    delete_pods(etcd_served, namespace, ["new-4", "new-5"])  # born and gone while the agent could not see
-    etcd_served.etcd_compact(etcd_served.etcd_revision())
+    delete_pods(target, namespace, ["old-0", "old-1", "old-2"])
+    create_pods(target, namespace, agent.node, [f"new-{i}" for i in range(6)])
+    delete_pods(target, namespace, ["new-4", "new-5"])  # born and gone while the agent could not see
+    target.etcd_compact(target.etcd_revision())
     proxy.accept()
 
-    pods = converged(etcd_served, agent)
+    pods = converged(target, agent)
     after = agent.runtime()
     assert {p.split("/")[1] for p in pods if p.startswith(namespace)} == {"old-3", "old-4", "new-0", "new-1",
                                                                           "new-2", "new-3"}
@@ -229,9 +236,9 @@ def accepted(target: Cluster, token: str, node: str) -> bool:
 
 
 def test_token_rotated_on_disk_keeps_the_agent_working_after_the_old_one_expired(
-        cluster: Cluster, deployed: Deployment, receiver: HttpReceiver, tmp_path) -> None:
+        cluster: Cluster, kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, tmp_path) -> None:
     node = "fault-token-rotation"
-    cluster.register_node(node, cpu="8", memory="16Gi")
+    kwok.add_node(node, cpu="8", memory="16Gi")
     proxy = TcpProxy(cluster.ports["apiserver"]).start()
     agent = prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), tmp_path / node,
                               receiver.endpoint, service_address=("127.0.0.1", proxy.port))

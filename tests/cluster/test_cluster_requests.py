@@ -10,8 +10,10 @@
   other release's arithmetic whenever that arithmetic counts less. So the scheduler counts exactly what the agent
   reports, which is not what the other release would count.
 
-There is no kubelet: the test writes pod status as one would (tests/support/cluster.py) and resizes through the
-``resize`` subresource, leaving status behind as a resize in progress does.
+Nodes are KWOK's (tests/support/kwok.py), which reports ordinary pods Running with the status of a kubelet
+that has no in-place resize to report. The divergence pods are custom-status pods: the test writes their status
+(allocatedResources, status.resources, PodResizePending, a crash loop, an init container's resources) as a
+kubelet would, and resizes through the ``resize`` subresource, leaving status behind as a resize in progress does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from agent.model.quantity import NANO
 from agent.model.rules import RULES_1_36, RULES_1_37
 from components.kubernetes import etcd_bin, kubernetes_bin
 from tests.support.cluster import ApiError, Cluster, rfc3339
+from tests.support.kwok import Kwok, custom_status, set_custom_status, wait_running
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -38,7 +41,8 @@ IMAGE = "registry.invalid/app:1"
 
 
 @pytest.fixture(scope="module", params=sorted(RULES), ids=lambda v: f"k8s-{v}")
-def control_plane(request, tmp_path_factory) -> Cluster:
+def nodes(request, tmp_path_factory) -> Kwok:
+    """KWOK on a control plane of each release; the cluster is ``.cluster``."""
     version = request.param
     kubernetes_bin(version)
     etcd_bin()
@@ -55,11 +59,17 @@ def control_plane(request, tmp_path_factory) -> Cluster:
                         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
         wait_until(lambda: cluster.exists(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"), 60,
                    interval=0.25, message="default ServiceAccount")
-        yield cluster
+        with Kwok(cluster, workdir=cluster.workdir / "kwok") as kwok:
+            yield kwok
         if request.session.testsfailed:
             print(f"\ncontrol-plane {version} logs:\n{cluster.logs_tail()}")
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def control_plane(nodes: Kwok) -> Cluster:
+    return nodes.cluster
 
 
 @pytest.fixture
@@ -78,9 +88,10 @@ def agent_on(control_plane):
         agent.shutdown(final_export=False)
 
 
-def new_node(cluster: Cluster, cpu: str = NODE_CPU, memory: str = "32Gi") -> str:
+def new_node(nodes: Kwok, cpu: str = NODE_CPU, memory: str = "32Gi") -> str:
     name = f"n-{uuid.uuid4().hex[:8]}"
-    cluster.register_node(name, cpu=cpu, memory=memory)
+    cluster = nodes.cluster
+    nodes.add_node(name, cpu=cpu, memory=memory)
     if not cluster.has_controller_manager:
         # Admission taints a new Node not-ready; the node lifecycle controller lifts it once the Node is Ready.
         # Without a controller-manager, the test does that controller's one step.
@@ -105,11 +116,17 @@ def manifest(name: str, node: str, containers: list[dict], init: list[dict] | No
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body}
 
 
+def held(*args, **spec) -> dict:
+    """A ``manifest`` KWOK leaves alone: the divergence set-ups write the resize status a kubelet would."""
+    return custom_status(manifest(*args, **spec))
+
+
 def pod_path(name: str) -> str:
     return f"/api/v1/namespaces/{NAMESPACE}/pods/{name}"
 
 
 def create_bound(cluster: Cluster, body: dict) -> dict:
+    """``body`` created and bound by the scheduler (a custom-status pod stays Pending until the test writes)."""
     cluster.api("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", body)
     name = body["metadata"]["name"]
     return wait_until(lambda: (p := cluster.api("GET", pod_path(name)))["spec"].get("nodeName") and p, 60, interval=0.25,
@@ -126,8 +143,8 @@ def value_of(agent: Agent, name: str):
 
 # -- the rules come from the API server ----------------------------------------------------
 
-def test_the_agent_picks_the_api_servers_release_by_itself(control_plane, agent_on):
-    agent = agent_on(new_node(control_plane))
+def test_the_agent_picks_the_api_servers_release_by_itself(nodes, control_plane, agent_on):
+    agent = agent_on(new_node(nodes))
     expected = RULES[control_plane.release]
     wait_until(lambda: agent.state.kubernetes.source == "apiserver", 30, message="the agent read /version")
     info = agent.state.kubernetes
@@ -136,9 +153,9 @@ def test_the_agent_picks_the_api_servers_release_by_itself(control_plane, agent_
 
 # -- ordinary pods: the scheduler's /metrics/resources is the oracle -----------------------
 
-def test_ordinary_pods_equal_the_schedulers_resource_metrics(control_plane, agent_on):
+def test_ordinary_pods_equal_the_schedulers_resource_metrics(nodes, control_plane, agent_on):
     cluster = control_plane
-    node = new_node(cluster, cpu="32", memory="128Gi")
+    node = new_node(nodes, cpu="32", memory="128Gi")
     agent = agent_on(node)
     runtime_class = f"kata-{uuid.uuid4().hex[:6]}"
     cluster.api("POST", "/apis/node.k8s.io/v1/runtimeclasses", {
@@ -157,7 +174,7 @@ def test_ordinary_pods_equal_the_schedulers_resource_metrics(control_plane, agen
     ]
     for body in pods:
         create_bound(cluster, body)
-        cluster.set_pod_status(NAMESPACE, body["metadata"]["name"], "Running")  # status = spec, as a kubelet reports
+        wait_running(cluster, NAMESPACE, body["metadata"]["name"])  # by KWOK: no resize status, as before any resize
     names = {p["metadata"]["name"] for p in pods}
 
     def scheduler_view() -> dict[str, dict[str, float]]:
@@ -202,18 +219,18 @@ def status_entry(pod: dict, name: str, allocated: dict | None, actual: dict | No
 
 def resize_in_progress(cluster: Cluster, node: str, name: str) -> None:
     """c1 spec 2 / allocated 1 / actual 1, c2 spec 1 / allocated 2 / actual 2 (the issue's example)."""
-    pod = create_bound(cluster, manifest(name, node, [container("c1", "1", "64Mi"), container("c2", "2", "64Mi")]))
+    pod = create_bound(cluster, held(name, node, [container("c1", "1", "64Mi"), container("c2", "2", "64Mi")]))
     one, two = {"cpu": "1", "memory": "64Mi"}, {"cpu": "2", "memory": "64Mi"}
-    cluster.set_pod_status(NAMESPACE, name, "Running", [status_entry(pod, "c1", one, one), status_entry(pod, "c2", two, two)])
+    set_custom_status(cluster, NAMESPACE, name, "Running", [status_entry(pod, "c1", one, one), status_entry(pod, "c2", two, two)])
     resize(cluster, name, {"c1": "2", "c2": "1"})
 
 
 def infeasible(cluster: Cluster, node: str, name: str) -> None:
     """c1 resized 2 -> 4 and found Infeasible; c2 (1 cpu) has no status yet."""
-    pod = create_bound(cluster, manifest(name, node, [container("c1", "2", "64Mi"), container("c2", "1", "64Mi")]))
+    pod = create_bound(cluster, held(name, node, [container("c1", "2", "64Mi"), container("c2", "1", "64Mi")]))
     two = {"cpu": "2", "memory": "64Mi"}
     resize(cluster, name, {"c1": "4"})
-    cluster.set_pod_status(NAMESPACE, name, "Running", [status_entry(pod, "c1", two, two)])
+    set_custom_status(cluster, NAMESPACE, name, "Running", [status_entry(pod, "c1", two, two)])
     mark_infeasible(cluster, name)
 
 
@@ -227,8 +244,8 @@ def mark_infeasible(cluster: Cluster, name: str) -> None:
 
 def crash_loop(cluster: Cluster, node: str, name: str) -> None:
     """app resized 2 -> 1 while crash-looping: its status has allocatedResources (2) and no resources."""
-    pod = create_bound(cluster, manifest(name, node, [container("app", "2", "64Mi"), container("helper", "500m", "64Mi")]))
-    cluster.set_pod_status(NAMESPACE, name, "Running", [
+    pod = create_bound(cluster, held(name, node, [container("app", "2", "64Mi"), container("helper", "500m", "64Mi")]))
+    set_custom_status(cluster, NAMESPACE, name, "Running", [
         status_entry(pod, "app", {"cpu": "2", "memory": "64Mi"}, None),
         status_entry(pod, "helper", {"cpu": "500m", "memory": "64Mi"}, {"cpu": "500m", "memory": "64Mi"})])
     resize(cluster, name, {"app": "1"})
@@ -236,20 +253,20 @@ def crash_loop(cluster: Cluster, node: str, name: str) -> None:
 
 def init_status(cluster: Cluster, node: str, name: str) -> None:
     """A regular init container whose status reports 3 cpu against a spec of 1."""
-    pod = create_bound(cluster, manifest(name, node, [container("app", "100m", "64Mi")], init=[container("init", "1")]))
+    pod = create_bound(cluster, held(name, node, [container("app", "100m", "64Mi")], init=[container("init", "1")]))
     three, tenth = {"cpu": "3"}, {"cpu": "100m", "memory": "64Mi"}
     init = status_entry(pod, "init", three, three)
     init["state"] = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": pod["metadata"]["creationTimestamp"],
                                     "finishedAt": pod["metadata"]["creationTimestamp"]}}
-    cluster.set_pod_status(NAMESPACE, name, "Running", [status_entry(pod, "app", tenth, tenth)],
+    set_custom_status(cluster, NAMESPACE, name, "Running", [status_entry(pod, "app", tenth, tenth)],
                            initContainerStatuses=[init])
 
 
 def pod_status_totals(cluster: Cluster, node: str, name: str) -> None:
     """The pod reports its own totals (in-place pod-level resize): allocated 5, actual 2, over containers of 1 + 1."""
-    pod = create_bound(cluster, manifest(name, node, [container("a", "1", "64Mi"), container("b", "1", "64Mi")]))
+    pod = create_bound(cluster, held(name, node, [container("a", "1", "64Mi"), container("b", "1", "64Mi")]))
     one = {"cpu": "1", "memory": "64Mi"}
-    cluster.set_pod_status(NAMESPACE, name, "Running", [status_entry(pod, "a", one, one), status_entry(pod, "b", one, one)],
+    set_custom_status(cluster, NAMESPACE, name, "Running", [status_entry(pod, "a", one, one), status_entry(pod, "b", one, one)],
                            allocatedResources={"cpu": "5", "memory": "128Mi"},
                            resources={"requests": {"cpu": "2", "memory": "128Mi"}})
 
@@ -257,10 +274,10 @@ def pod_status_totals(cluster: Cluster, node: str, name: str) -> None:
 def pod_level_infeasible(cluster: Cluster, node: str, name: str) -> None:
     """Pod-level requests (cpu 4) whose pod status reports memory only, resize Infeasible: v0.36 reads the missing
     cpu as 0, v0.37 keeps the container aggregate (1)."""
-    pod = create_bound(cluster, manifest(name, node, [container("c1", "1", "64Mi")],
+    pod = create_bound(cluster, held(name, node, [container("c1", "1", "64Mi")],
                                          resources={"requests": {"cpu": "4", "memory": "1Gi"}}))
     one = {"cpu": "1", "memory": "64Mi"}
-    cluster.set_pod_status(NAMESPACE, name, "Running", [status_entry(pod, "c1", one, one)],
+    set_custom_status(cluster, NAMESPACE, name, "Running", [status_entry(pod, "c1", one, one)],
                            resources={"requests": {"memory": "1Gi"}})
     mark_infeasible(cluster, name)
 
@@ -302,11 +319,11 @@ def probe(cluster: Cluster, node: str, cpu: Fraction) -> str:
 
 
 @pytest.mark.parametrize("case", sorted(DIVERGENCES))
-def test_the_schedulers_accounting_equals_the_agents_value(control_plane, agent_on, case):
+def test_the_schedulers_accounting_equals_the_agents_value(nodes, control_plane, agent_on, case):
     cluster = control_plane
     set_up, v136, v137 = DIVERGENCES[case]
     own, other = (v136, v137) if cluster.release.startswith("1.36") else (v137, v136)
-    node = new_node(cluster)
+    node = new_node(nodes)
     agent = agent_on(node)
     name = f"{case}-{uuid.uuid4().hex[:6]}"
     set_up(cluster, node, name)
@@ -323,10 +340,11 @@ def test_the_schedulers_accounting_equals_the_agents_value(control_plane, agent_
     assert probe(cluster, node, remaining) == "bound"
 
 
-def test_the_api_server_keeps_the_resize_as_written(control_plane):
-    """Guards the set-up: the resize subresource changed spec and left status as the kubelet stand-in wrote it."""
+def test_the_api_server_keeps_the_resize_as_written(nodes, control_plane):
+    """Guards the set-up: the resize subresource changed spec and left status as the test wrote it (KWOK did not
+    touch the custom-status pod)."""
     cluster = control_plane
-    node = new_node(cluster)
+    node = new_node(nodes)
     name = f"guard-{uuid.uuid4().hex[:6]}"
     resize_in_progress(cluster, node, name)
     pod = cluster.api("GET", pod_path(name))

@@ -18,6 +18,7 @@ import yaml
 from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 from tests.support.kubelet import AgentContainer, Deployment, daemon_pods, start_agent_pod, wait_for_daemon_pod
+from tests.support.kwok import Kwok
 from tests.support.factory import container, for_create, pod
 from tests.support.otlp_receiver import HttpReceiver, points_of
 from tests.support.manifests import render
@@ -36,8 +37,9 @@ def receiver():
 
 
 @pytest.fixture(scope="module")
-def agent(cluster: Cluster, deployed: Deployment, receiver: HttpReceiver, tmp_path_factory) -> AgentContainer:
-    cluster.register_node(NODE, cpu="8", memory="16Gi", labels={"nra-test": "rollout"})
+def agent(cluster: Cluster, kwok: Kwok, deployed: Deployment, receiver: HttpReceiver,
+          tmp_path_factory) -> AgentContainer:
+    kwok.add_node(NODE, cpu="8", memory="16Gi", labels={"nra-test": "rollout"})
     pod = wait_for_daemon_pod(cluster, deployed, NODE)
     container = start_agent_pod(cluster, pod, tmp_path_factory.mktemp("rollout-agent"), receiver.endpoint)
     yield container

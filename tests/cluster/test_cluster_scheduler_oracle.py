@@ -22,6 +22,7 @@ from tests.support.cluster import Cluster
 from tests.support.waiting import wait_until
 from tests.support.factory import container, for_create, pod, vm_pod
 from tests.support.kubelet import AgentContainer, Deployment, start_agent_pod, wait_for_daemon_pod
+from tests.support.kwok import Kwok, custom_status, set_custom_status, wait_running
 from tests.support.otlp_receiver import HttpReceiver
 
 pytestmark = pytest.mark.cluster
@@ -85,7 +86,7 @@ VM_RULES = {"vm-plain": ({"cpu": "250m", "memory": "1Gi"}, None),
 
 
 @pytest.fixture(scope="module")
-def scheduled(cluster: Cluster, deployed: Deployment, tmp_path_factory):
+def scheduled(cluster: Cluster, kwok: Kwok, deployed: Deployment, tmp_path_factory):
     """The battery scheduled onto two Nodes, each with its agent running; yields (namespace, agents by node)."""
     receiver = HttpReceiver().start()
     agents: dict[str, AgentContainer] = {}
@@ -96,12 +97,14 @@ def scheduled(cluster: Cluster, deployed: Deployment, tmp_path_factory):
         "handler": "kata", "overhead": {"podFixed": {"cpu": "250m", "memory": "120Mi"}}})
     try:
         for node in NODES:
-            cluster.register_node(node, cpu="16", memory="64Gi", labels=SELECTOR)
+            kwok.add_node(node, cpu="16", memory="64Gi", labels=SELECTOR)
         for node in NODES:
             agents[node] = start_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node),
                                            tmp_path_factory.mktemp(f"agent-{node}"), receiver.endpoint)
-        for manifest in battery(runtime_class).values():
-            cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", for_create(manifest, nodeSelector=SELECTOR))
+        for name, manifest in battery(runtime_class).items():
+            body = for_create(manifest, nodeSelector=SELECTOR)
+            # KWOK only completes Job pods: the terminal one's Succeeded is written by the test.
+            cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", custom_status(body) if name == "terminal" else body)
         path = f"/api/v1/namespaces/{namespace}/pods"
 
         def bound() -> list[dict] | None:
@@ -110,9 +113,9 @@ def scheduled(cluster: Cluster, deployed: Deployment, tmp_path_factory):
             return None if waiting else items
 
         for item in wait_until(bound, 60, interval=0.5, message="the battery bound by kube-scheduler"):
-            if item["spec"].get("nodeName"):
-                cluster.set_pod_status(namespace, item["metadata"]["name"], "Running")
-        cluster.set_pod_status(namespace, "terminal", "Succeeded", container_statuses=[])
+            if item["spec"].get("nodeName") and item["metadata"]["name"] != "terminal":
+                wait_running(cluster, namespace, item["metadata"]["name"])
+        set_custom_status(cluster, namespace, "terminal", "Succeeded", container_statuses=[])
         for agent in agents.values():
             agent.wait_ready()
         yield namespace, agents

@@ -1,17 +1,16 @@
 """Proves the real control plane does what the agent's end-to-end tests will lean on.
 
 If one of these fails, agent tests against the cluster would fail for reasons
-that have nothing to do with the agent; run these first.
+that have nothing to do with the agent; run these first. What the tests lean on
+KWOK's simulated nodes for is proven in test_cluster_kwok.py.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import time
-
 import pytest
 
-from tests.support.cluster import LEASE_RENEW_SECONDS, NODE_MONITOR_GRACE_SECONDS, Cluster
+from tests.support.cluster import Cluster
+from tests.support.kwok import Kwok
 from tests.support.waiting import wait_until
 from tests.support.factory import container, for_create, pod
 
@@ -19,9 +18,9 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
-def bound_pod(cluster: Cluster) -> dict:
-    """A pod with requests that the real scheduler has bound to a registered node."""
-    cluster.register_node("smoke-node-a", cpu="4", memory="8Gi")
+def bound_pod(cluster: Cluster, kwok: Kwok) -> dict:
+    """A pod with requests that the real scheduler has bound to a KWOK node."""
+    kwok.add_node("smoke-node-a", cpu="4", memory="8Gi")
     namespace = cluster.create_namespace("smoke")
     cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", for_create(pod("web", containers=[container("app", "250m", "64Mi")])))
     path = f"/api/v1/namespaces/{namespace}/pods/web"
@@ -34,7 +33,7 @@ def test_apiserver_reports_built_version(cluster: Cluster) -> None:
     assert (version["gitVersion"], version["major"], version["minor"]) == ("v1.37.2", "1", "37")
 
 
-def test_scheduler_binds_pod_to_registered_node(bound_pod: dict) -> None:
+def test_scheduler_binds_pod_to_a_kwok_node(bound_pod: dict) -> None:
     assert bound_pod["spec"]["nodeName"] == "smoke-node-a"
 
 
@@ -52,20 +51,8 @@ def test_scheduler_resource_metrics_show_pod_requests(cluster: Cluster, bound_po
     assert found["cpu"]["node"] == "smoke-node-a"
 
 
-def test_pod_status_and_graceful_deletion_as_kubelet(cluster: Cluster, bound_pod: dict) -> None:
-    meta = bound_pod["metadata"]
-    pod = cluster.set_pod_status(meta["namespace"], meta["name"], "Running")
-    assert pod["status"]["phase"] == "Running"
-    assert pod["status"]["containerStatuses"][0]["state"].keys() == {"running"}
-    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-    cluster.api("DELETE", path)
-    assert cluster.api("GET", path)["metadata"]["deletionTimestamp"]  # a bound pod waits for its kubelet
-    assert f"{meta['namespace']}/{meta['name']}" in cluster.finish_deletions()
-    assert not cluster.exists(path)
-
-
-def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster) -> None:
-    cluster.register_node("smoke-node-b", cpu="2", memory="4Gi")
+def test_daemonset_controller_creates_one_pod_per_node(cluster: Cluster, kwok: Kwok) -> None:
+    kwok.add_node("smoke-node-b", cpu="2", memory="4Gi")
     namespace = cluster.create_namespace("smoke")
     labels = {"app": "agent"}
     cluster.api("POST", f"/apis/apps/v1/namespaces/{namespace}/daemonsets", {
@@ -116,29 +103,3 @@ def test_previous_minor_apiserver_and_scheduler(tmp_path) -> None:
         version = old.version()
         assert (version["gitVersion"], version["minor"]) == ("v1.36.3", "36")
         assert old.scheduler_resource_metrics() == []  # scheduler up and scrapeable, nothing scheduled yet
-
-
-def test_heartbeats_keep_a_node_ready_while_a_silent_one_goes_unknown(cluster: Cluster, bound_pod: dict) -> None:
-    """The node lifecycle controller is really judging the Leases: a node registered without heartbeats goes
-    Unknown after the (shortened) grace period, and at that moment the renewed node is still Ready and untainted."""
-    cluster.register_node("smoke-node-silent", cpu="1", memory="1Gi")
-    cluster.forget_node("smoke-node-silent")  # a kubelet that died right after registering
-    started = time.monotonic()
-
-    def ready_status(name: str) -> str:
-        node = cluster.api("GET", f"/api/v1/nodes/{name}")
-        return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
-
-    try:
-        wait_until(lambda: ready_status("smoke-node-silent") == "Unknown", NODE_MONITOR_GRACE_SECONDS + 60,
-                   interval=1.0, message="the silent node marked Unknown by the node lifecycle controller")
-        assert time.monotonic() - started >= NODE_MONITOR_GRACE_SECONDS - 5  # the grace period, not a failed start
-        node = cluster.api("GET", "/api/v1/nodes/smoke-node-a")
-        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
-        assert ready["status"] == "True", ready
-        assert not node["spec"].get("taints")
-        lease = cluster.api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/smoke-node-a")
-        renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
-        assert (dt.datetime.now(dt.timezone.utc) - renewed).total_seconds() < 3 * LEASE_RENEW_SECONDS
-    finally:
-        cluster.api("DELETE", "/api/v1/nodes/smoke-node-silent")

@@ -22,6 +22,7 @@ import pytest
 from agent.config import Config
 from agent.run.agent import Agent
 from tests.support.cluster import Cluster
+from tests.support.kwok import Kwok
 from tests.support.waiting import wait_until
 from tests.support.factory import for_create, pod
 from tests.support.plain_http import QuietHandler, answer, plain_http_kubeconfig, serve
@@ -95,9 +96,10 @@ class ReverseProxy:
         self.cut()
 
 
-def test_a_proxy_answering_watches_with_html_gets_backoff_not_a_hot_loop(cluster: Cluster, tmp_path, caplog):
+def test_a_proxy_answering_watches_with_html_gets_backoff_not_a_hot_loop(cluster: Cluster, kwok: Kwok, tmp_path,
+                                                                         caplog):
     node = "watch-html"
-    cluster.register_node(node, cpu="4", memory="8Gi")
+    kwok.add_node(node, cpu="4", memory="8Gi")
     namespace = cluster.create_namespace("html")
     proxy = ReverseProxy(cluster)
     agent = Agent(Config(node_name=node, kubeconfig=proxy.kubeconfig(tmp_path / "kubeconfig"), exporter="none",

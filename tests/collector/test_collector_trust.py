@@ -1,7 +1,7 @@
 """Who may write which node's numbers, and which series may exist at all (issue 21, items 1, 2 and 8).
 
 The real chain: tokens from the real API server's TokenRequest API (bound to agent pods on
-registered Nodes), the shipped Collector config on the built Collector (oidc authenticator against
+KWOK's Nodes), the shipped Collector config on the built Collector (oidc authenticator against
 the API server's discovery and JWKS, the nodeidentity processor, remote write) and Prometheus 3
 with its remote-write receiver and the shipped rules. The rogue is a test sender with a real token.
 """

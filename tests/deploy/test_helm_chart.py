@@ -26,6 +26,7 @@ import yaml
 from components.helm import HELM_VERSION, helm_bin
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST, Cluster
+from tests.support.kwok import Kwok, wait_running
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO as ROOT
 
@@ -247,7 +248,7 @@ def test_helm_template_refuses_bad_values_with_the_schemas_message(helm: Helm, a
 
 
 @pytest.fixture(scope="module")
-def release(cluster: Cluster, helm: Helm):
+def release(cluster: Cluster, kwok: Kwok, helm: Helm):
     """A namespace with daemonset/namespace.yaml's Pod Security labels, a Node only this release selects, and
     the release name; uninstalled, and the namespace and Node deleted, afterwards."""
     suffix = uuid.uuid4().hex[:8]
@@ -256,13 +257,12 @@ def release(cluster: Cluster, helm: Helm):
     applied = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(namespace))
     assert applied.returncode == 0, applied.stderr
     node = f"helm-node-{suffix}"
-    cluster.register_node(node, cpu="4", memory="8Gi", labels={"nra-helm": suffix})
+    kwok.add_node(node, cpu="4", memory="8Gi", labels={"nra-helm": suffix})
     state = argparse.Namespace(name=f"nra-{suffix}", namespace=namespace["metadata"]["name"], node=node,
                                selector=suffix, labels=namespace["metadata"]["labels"])
     yield state
     helm("uninstall", state.name, "--namespace", state.namespace, kubeconfig=cluster.admin_kubeconfig)
     cluster.kubectl("delete", "namespace", state.namespace, "--wait=false")
-    cluster.forget_node(node)
     cluster.kubectl("delete", "node", node, "--wait=false")
 
 
@@ -273,22 +273,6 @@ def daemonset_of(cluster: Cluster, release) -> dict:
 def pods_on_node(cluster: Cluster, release) -> list[dict]:
     items = cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/pods?fieldSelector=spec.nodeName={release.node}")
     return [p for p in items["items"] if not p["metadata"].get("deletionTimestamp")]
-
-
-def finish_deletions(cluster: Cluster, release) -> None:
-    """The kubelet's last step for the release's pods being deleted (grace 0, UID-guarded); nobody else's."""
-    from tests.support.cluster import ApiError
-
-    for pod in cluster.api("GET", f"/api/v1/namespaces/{release.namespace}/pods")["items"]:
-        meta = pod["metadata"]
-        if meta.get("deletionTimestamp"):
-            try:
-                cluster.api("DELETE", f"/api/v1/namespaces/{release.namespace}/pods/{meta['name']}",
-                            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                             "preconditions": {"uid": meta["uid"]}})
-            except ApiError as error:
-                if error.status not in (404, 409):
-                    raise
 
 
 def install_args(release, *more: str) -> list[str]:
@@ -319,7 +303,7 @@ def test_helm_install_passes_pod_security_and_the_daemonset_pod_is_admitted(clus
     (pod,) = wait_until(lambda: pods_on_node(cluster, release), 90, interval=0.5,
                         message=f"the DaemonSet pod on {release.node}, admitted under restricted")
     assert pod["spec"]["serviceAccountName"] == f"{release.name}-node-requests-agent"
-    cluster.set_pod_status(release.namespace, pod["metadata"]["name"], "Running")  # as its kubelet would report it
+    wait_running(cluster, release.namespace, pod["metadata"]["name"])  # reported by KWOK, as its kubelet would
     status = wait_until(lambda: (s := daemonset_of(cluster, release).get("status", {}))
                         .get("desiredNumberScheduled") == 1 and s, 60, interval=0.5,
                         message="the DaemonSet selects exactly the release's Node")
@@ -341,7 +325,7 @@ def test_helm_upgrade_rolls_the_pods_with_the_new_values(cluster: Cluster, helm:
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
 
     def rolled() -> dict | None:
-        finish_deletions(cluster, release)  # the controller deletes the old pod first (maxUnavailable 10%: 1 of 1)
+        # The controller deletes the old pod first (maxUnavailable 10%: 1 of 1); KWOK finishes the deletion.
         pods = pods_on_node(cluster, release)
         new = [p for p in pods if p["spec"]["containers"][0].get("args") == ["run", "--kubernetes-version=1.37"]]
         return new[0] if len(pods) == 1 and new else None

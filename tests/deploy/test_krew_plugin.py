@@ -23,6 +23,7 @@ import yaml
 from components.krew import krew_bin
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST, Cluster
+from tests.support.kwok import Kwok
 from tests.support.repo import REPO as ROOT
 
 pytestmark = pytest.mark.cluster
@@ -120,8 +121,9 @@ def test_kubectl_node_requests_help_works_after_install(installed, krew_env) -> 
     assert "kubectl-node_requests" in plugins.stdout, plugins.stdout + plugins.stderr
 
 
-def test_a_live_answer_from_the_real_api_server_after_install(cluster: Cluster, installed, krew_env) -> None:
-    cluster.register_node(NODE, cpu="2", memory="4Gi")
+def test_a_live_answer_from_the_real_api_server_after_install(cluster: Cluster, kwok: Kwok, installed,
+                                                              krew_env) -> None:
+    kwok.add_node(NODE, cpu="2", memory="4Gi")
     namespace = cluster.create_namespace("krew")
     cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},

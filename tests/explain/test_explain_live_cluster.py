@@ -15,6 +15,7 @@ import pytest
 
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST, Cluster
+from tests.support.kwok import Kwok
 from tests.support.cli import PLUGIN, run
 from tests.support.factory import GI
 from tests.support.waiting import wait_until
@@ -34,9 +35,9 @@ def bound(name: str, node: str, cpu: str, memory: str, init_cpu: str | None = No
 
 
 @pytest.fixture(scope="module")
-def live(cluster: Cluster) -> tuple[Cluster, str]:
-    cluster.register_node("explain-a", cpu="2", memory="4Gi")
-    cluster.register_node("explain-b", cpu="1", memory="8Gi")
+def live(cluster: Cluster, kwok: Kwok) -> tuple[Cluster, str]:
+    kwok.add_node("explain-a", cpu="2", memory="4Gi")
+    kwok.add_node("explain-b", cpu="1", memory="8Gi")
     namespace = cluster.create_namespace("explain")
     for manifest in (bound("web", "explain-a", "500m", "1Gi"), bound("api", "explain-a", "1", "2Gi"),
                      bound("batch", "explain-b", "500m", "1Gi", init_cpu="1200m")):

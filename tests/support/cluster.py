@@ -1,11 +1,11 @@
 """A real Kubernetes control plane on loopback for tests: etcd, kube-apiserver, kube-scheduler, kube-controller-manager.
 
-There is no kubelet or container runtime here, so the fixture plays the
-kubelet's API-facing part: it registers Node objects, keeps their Leases
-renewed so the node lifecycle controller leaves them Ready, writes pod
-status, and finishes graceful deletions. Everything else (binding,
-DaemonSet pods, service-account tokens, admission, RBAC) is the real code
-from the binaries built by ``components.kubernetes``.
+There is no kubelet or container runtime here. Nodes are KWOK's (tests/support/kwok.py): a test creates them,
+KWOK keeps them Ready with renewed Leases, moves their pods to Running and finishes their deletions. What KWOK
+does not write (in-place resize status, crash loops, terminal phases at a chosen moment) a test writes with
+``set_custom_status`` on pods KWOK was told to leave alone. Everything else (binding, DaemonSet pods,
+service-account tokens, admission, RBAC, the node lifecycle controller) is the real code from the binaries
+built by ``components.kubernetes``.
 
 Every port is picked free at start, certificates are generated per cluster
 and all state lives under ``workdir`` so parallel sessions do not collide.
@@ -21,7 +21,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,9 +43,8 @@ NEWEST = "1.37.2"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 #: The node lifecycle controller marks a node Unknown after --node-monitor-grace-period without a renewed Lease.
 #: Shortened from the default 50 s so a test can watch a dead node go Unknown (and a live one stay Ready) in half
-#: a minute; six renewals per grace period leave margin for a loaded machine and for an API server restart.
+#: a minute; KWOK renews every 5 s (tests/support/kwok.py), six renewals per grace period.
 NODE_MONITOR_GRACE_SECONDS = 30
-LEASE_RENEW_SECONDS = 5.0
 START_TIMEOUT = 180.0
 
 
@@ -69,11 +67,6 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
-
-
-def micro_time(at: dt.datetime | None = None) -> str:
-    """Kubernetes MicroTime (Lease renewTime needs microseconds)."""
-    return (at or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def rfc3339(at: dt.datetime | None = None) -> str:
@@ -293,10 +286,6 @@ class Cluster:
         self.components: list[Component] = []
         self.ports: dict[str, int] = {}
         self.pki: Pki | None = None
-        self._nodes: set[str] = set()
-        self._nodes_lock = threading.Lock()
-        self._stop_heartbeats = threading.Event()
-        self._heartbeats: threading.Thread | None = None
         self._bins: dict[str, Path] = {}
         self._context: ssl.SSLContext | None = None
         self._token_context: ssl.SSLContext | None = None
@@ -320,8 +309,6 @@ class Cluster:
                 # Pods cannot be admitted until the service-account controller made the namespace's default SA.
                 self._wait(lambda: self.exists("/api/v1/namespaces/default/serviceaccounts/default"),
                            "default ServiceAccount created by kube-controller-manager")
-            self._heartbeats = threading.Thread(target=self._renew_leases, name="node-leases", daemon=True)
-            self._heartbeats.start()
         except Exception as error:
             tail = self.logs_tail()
             self.stop()
@@ -333,9 +320,6 @@ class Cluster:
 
     def stop(self) -> None:
         """Clients before the servers they talk to (reverse start order); one stubborn process never spares the rest."""
-        self._stop_heartbeats.set()
-        if self._heartbeats is not None:
-            self._heartbeats.join(timeout=LEASE_RENEW_SECONDS + 5)
         for component in reversed(self.components):
             try:
                 component.stop()
@@ -584,126 +568,11 @@ class Cluster:
         text = self._get_text(self.scheduler_url + "/metrics/resources", timeout=10)
         return parse_prometheus_text(text, "kube_pod_resource_request")
 
-    # ----------------------------------------------------------------- kubelet stand-in
-
-    def register_node(self, name: str, cpu: str, memory: str, pods: int = 110,
-                      labels: dict[str, str] | None = None) -> dict:
-        """A Ready Node with capacity = allocatable, plus a Lease the heartbeat thread keeps renewing."""
-        resources = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
-        node_labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                       **(labels or {})}
-        node = self.api("POST", "/api/v1/nodes", {
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": node_labels},
-        })
-        now = rfc3339()
-        conditions = [{"type": t, "status": "False", "reason": f"KubeletHasNo{t}", "lastHeartbeatTime": now,
-                       "lastTransitionTime": now, "message": "stand-in"}
-                      for t in ("MemoryPressure", "DiskPressure", "PIDPressure")]
-        conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now,
-                           "lastTransitionTime": now, "message": "test kubelet stand-in is posting ready status"})
-        node = self.api("PATCH", f"/api/v1/nodes/{name}/status", {"status": {
-            "capacity": resources, "allocatable": resources, "conditions": conditions,
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": f"v{self.release}", "operatingSystem": "linux", "architecture": "amd64",
-                         "containerRuntimeVersion": "none://0", "kubeProxyVersion": "", "machineID": name,
-                         "systemUUID": name, "bootID": name, "kernelVersion": "", "osImage": ""},
-        }})
-        self.api("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", {
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
-                                                             "uid": node["metadata"]["uid"]}]},
-            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": micro_time()},
-        })
-        with self._nodes_lock:
-            self._nodes.add(name)
-        return node
-
-    def forget_node(self, name: str) -> None:
-        """Stop heartbeats (the node then goes NotReady after the grace period, as a dead kubelet's would)."""
-        with self._nodes_lock:
-            self._nodes.discard(name)
-
-    def _renew_leases(self) -> None:
-        """The kubelet's node heartbeat: a renewed Lease is what keeps the node lifecycle controller from tainting."""
-        while not self._stop_heartbeats.wait(LEASE_RENEW_SECONDS):
-            with self._nodes_lock:
-                names = sorted(self._nodes)
-            for name in names:
-                try:
-                    self.api("PATCH", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}",
-                             {"spec": {"renewTime": micro_time()}}, timeout=10)
-                except ApiError as error:
-                    if error.status == 404:  # node deleted by the test; its lease went with it
-                        self.forget_node(name)
-                except (OSError, ValueError):
-                    pass  # apiserver busy or stopping; the next round retries
-
-    def set_pod_status(self, namespace: str, name: str, phase: str, container_statuses: list[dict] | None = None,
-                       **status: object) -> dict:
-        """Write status as the kubelet would; without ``container_statuses`` every container is reported running
-        with ``resources`` equal to its spec (what a kubelet with in-place resize reports)."""
-        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        pod = self.api("GET", path)
-        if container_statuses is None:
-            container_statuses = default_container_statuses(pod, running=phase == "Running")
-        ready = "True" if phase == "Running" and all(c.get("ready") for c in container_statuses) else "False"
-        now = rfc3339()
-        conditions = [{"type": t, "status": "True" if t in ("PodScheduled", "Initialized") else ready,
-                       "lastTransitionTime": now} for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
-        body = {"phase": phase, "containerStatuses": container_statuses, "conditions": conditions,
-                "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
-                "startTime": pod.get("status", {}).get("startTime") or now, **status}
-        if phase == "Running":
-            body.setdefault("podIP", "10.244.0.10")
-            body.setdefault("podIPs", [{"ip": body["podIP"]}])
-        return self.api("PATCH", path + "/status", {"status": body})
-
-    def finish_deletions(self, final_phase: str | None = None) -> list[str]:
-        """Remove pods already marked for deletion, as a kubelet does once containers stopped (grace 0, UID-guarded).
-
-        ``final_phase`` first writes a terminal phase, as kubelets since 1.27 do before the final delete.
-        """
-        removed = []
-        for pod in self.api("GET", "/api/v1/pods")["items"]:
-            meta = pod["metadata"]
-            if not meta.get("deletionTimestamp"):
-                continue
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-            try:
-                if final_phase:
-                    self.set_pod_status(meta["namespace"], meta["name"], final_phase,
-                                        default_container_statuses(pod, running=False))
-                self.api("DELETE", path, {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                                          "preconditions": {"uid": meta["uid"]}})
-            except ApiError as error:
-                if error.status not in (404, 409):  # already gone, or replaced by a new pod of the same name
-                    raise
-                continue
-            removed.append(f"{meta['namespace']}/{meta['name']}")
-        return removed
-
     # ----------------------------------------------------------------- diagnostics
 
     def logs_tail(self, lines: int = 30) -> str:
         """The last lines of every component's log, for failure messages."""
         return "\n".join(f"----- {c.name} ({c.log}) -----\n{c.tail(lines)}" for c in self.components)
-
-
-def default_container_statuses(pod: dict, running: bool) -> list[dict]:
-    """Container statuses a kubelet would post for ``pod``'s containers: running, or terminated after SIGTERM."""
-    now = rfc3339()
-    statuses = []
-    for container in pod["spec"]["containers"]:
-        state = ({"running": {"startedAt": now}} if running else
-                 {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}})
-        resources = {k: v for k, v in container.get("resources", {}).items() if k in ("requests", "limits")}
-        statuses.append({
-            "name": container["name"], "image": container["image"], "imageID": f"sha256:{'0' * 64}",
-            "containerID": f"containerd://{container['name']}", "ready": running, "started": running,
-            "restartCount": 0, "state": state, "resources": resources,
-            "allocatedResources": resources.get("requests", {}),
-        })
-    return statuses
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,9 @@
-"""The kubelet's part in starting the agent's container, for a machine without kubelet or container runtime.
+"""The kubelet's part in starting the agent's container, for nodes without kubelet or container runtime.
+
+The many-node cluster tests run on KWOK's simulated nodes (tests/support/kwok.py): KWOK reports the agent's
+DaemonSet pod Running, but no container runs on a KWOK node, so this stand-in starts the agent from that pod as
+a local process. The real kubelet starting the real image runs in the ``node`` suite (tests/node/), at about
+70 s per node: too slow for tests that need several nodes and restart agents.
 
 Nothing is copied from the manifests: the command line is the Dockerfile's ENTRYPOINT/CMD merged with the
 container's ``command``/``args`` by the container runtime's rule, ``$(VAR)`` references are expanded as the kubelet
@@ -32,6 +37,7 @@ import yaml
 
 from agent.source.kube import SERVICEACCOUNT_DIR, SERVICEACCOUNT_DIR_ENV
 from tests.support.cluster import Cluster, free_ports
+from tests.support.kwok import wait_running
 from tests.support.processes import stop_process
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO as ROOT
@@ -259,15 +265,15 @@ def start_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoint
 def prepare_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoint: str,
                       service_address: tuple[str, int] | None = None, container_name: str = AGENT_CONTAINER,
                       dockerfile: Path = DOCKERFILE) -> AgentContainer:
-    """Everything the kubelet does before the container starts: status written, volume projected, command line
-    and environment resolved. ``start()`` on the result starts the process.
+    """Everything the kubelet does before the container starts, once KWOK reported the pod Running: volume
+    projected, command line and environment resolved. ``start()`` on the result starts the process.
 
     ``service_address`` is what KUBERNETES_SERVICE_HOST/PORT point at (default: the API server itself; a test may
     put a proxy in between).
     """
     meta = pod["metadata"]
-    # The kubelet reports the pod running with its host IP; the downward API then reads status.hostIP from it.
-    pod = cluster.set_pod_status(meta["namespace"], meta["name"], "Running")
+    # KWOK reports the pod running with its node's IP; the downward API then reads status.hostIP from it.
+    pod = wait_running(cluster, meta["namespace"], meta["name"])
     container = next(c for c in pod["spec"]["containers"] if c["name"] == container_name)
     workdir.mkdir(parents=True, exist_ok=True)
     volume = ServiceAccountVolume(cluster, pod, container, workdir / "serviceaccount")

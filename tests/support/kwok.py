@@ -4,7 +4,8 @@ KWOK (sigs.k8s.io/kwok, built by ``components.kwok``) is the Kubernetes communit
 manages the Nodes that carry ``KWOK_NODE_ANNOTATION`` (Ready conditions, heartbeat Lease) and moves the pods bound
 to them through the upstream fast Stages (Running with init containers completed and sidecars running, Job pods
 completed, deleted pods removed). Pods annotated with ``CUSTOM_STATUS_ANNOTATION`` are left to the test, which
-writes their status itself (in-place resize status, crash loops: what KWOK's stages do not write).
+writes their status itself with ``set_custom_status`` (in-place resize status, crash loops, terminal phases:
+what KWOK's stages do not write) and would finish their deletion itself (KWOK ignores them entirely).
 
 No container runs on a KWOK node: the agent processes of the many-node tests are started by the kubelet
 stand-in (tests/support/kubelet.py), the real kubelet runs only in the ``node`` suite.
@@ -13,27 +14,50 @@ stand-in (tests/support/kubelet.py), the real kubelet runs only in the ``node`` 
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from components.kwok import kwok_home
-from tests.support.cluster import ApiError, Cluster, Component, free_ports
+from tests.support.cluster import ApiError, Cluster, Component, free_ports, rfc3339
 from tests.support.waiting import wait_until
 
-__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "Kwok"]
+__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "Kwok", "custom_status", "kwok", "ready_condition",
+           "set_custom_status", "wait_running"]
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 CUSTOM_STATUS_ANNOTATION = ("kwok.x-k8s.io/status", "custom")
+#: Every node's address and so every pod's hostIP: anything that ever dialled a "kubelet" stays on loopback.
+NODE_IP = "127.0.0.1"
 
 
 class Kwok:
-    """One ``kwok`` process managing the annotated Nodes of ``cluster`` (start, add nodes, stop)."""
+    """One ``kwok`` process managing the annotated Nodes of ``cluster`` (start, add nodes, stop).
 
-    def __init__(self, cluster: Cluster, *, workdir: Path, lease_seconds: int = 40) -> None:
+    ``lease_seconds``: KWOK renews each node's Lease every quarter of it (kubelet's rule), so the default 20 gives
+    a renewal every 5 s, six per the test cluster's node-monitor grace period (tests/support/cluster.py): margin
+    for a loaded machine and for an API server restart. The kubelet's own default is 40.
+
+    ``group``: the value of the node annotation this process selects. A second Kwok with a group of its own
+    manages only its own Nodes, so stopping it kills exactly those (KWOK never lets go of a Node whose annotation
+    is removed: its informer drops the update).
+    """
+
+    def __init__(self, cluster: Cluster, *, workdir: Path, lease_seconds: int = 20,
+                 group: str = KWOK_NODE_ANNOTATION[1]) -> None:
         self.cluster = cluster
         self.workdir = Path(workdir)
         self.lease_seconds = lease_seconds
+        self.annotation = (KWOK_NODE_ANNOTATION[0], group)
         self.component: Component | None = None
         self.port = 0
+
+    def __enter__(self) -> Kwok:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def start(self) -> Kwok:
         home = kwok_home()
@@ -43,22 +67,23 @@ class Kwok:
         self.component = Component("kwok", [
             str(home / "bin" / "kwok"), f"--kubeconfig={self.cluster.admin_kubeconfig}",
             "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
+            "--manage-nodes-with-annotation-selector={}={}".format(*self.annotation),
+            # Deprecated in favour of Stage selectors, still honoured by v0.8.0 for every stage (pod-delete too).
             "--disregard-status-with-annotation-selector={}={}".format(*CUSTOM_STATUS_ANNOTATION),
-            f"--node-lease-duration-seconds={self.lease_seconds}",
+            f"--node-lease-duration-seconds={self.lease_seconds}", f"--node-ip={NODE_IP}",
             f"--server-address=127.0.0.1:{self.port}", *stages,
         ], self.workdir / "kwok.log")
         self.component.start()
         try:
             wait_until(self._healthy, timeout=60, interval=0.2, message="kwok /healthz")
-        except AssertionError as error:
+        except (AssertionError, RuntimeError) as error:
             self.stop()
             raise RuntimeError(f"kwok did not start: {error}\n{self.component.tail(40)}") from error
         return self
 
     def _healthy(self) -> bool:
         if not self.component.alive():
-            raise RuntimeError(f"kwok exited ({self.component.proc.returncode}):\n{self.component.tail(40)}")
+            raise RuntimeError(f"kwok exited ({self.component.proc.returncode})")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as response:
                 return response.status == 200
@@ -69,14 +94,17 @@ class Kwok:
         if self.component is not None:
             self.component.stop()
 
+    def tail(self, lines: int = 40) -> str:
+        return self.component.tail(lines) if self.component is not None else ""
+
     def add_node(self, name: str, *, cpu: str, memory: str, pods: int = 110,
                  labels: dict[str, str] | None = None) -> dict:
         """A Node KWOK manages: capacity = allocatable as given (kept by KWOK's node-initialize stage), Ready once
-        KWOK has seen it. Returns the Node as stored."""
+        KWOK has seen it (``wait_ready``). Returns the Node as stored."""
         resources = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
         body = {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": dict([KWOK_NODE_ANNOTATION]),
+            "metadata": {"name": name, "annotations": dict([self.annotation]),
                          "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                     "kubernetes.io/arch": "amd64", "type": "kwok", **(labels or {})}},
             # Nodes keep the status they are created with; KWOK's stage keeps allocatable and capacity as given.
@@ -92,9 +120,69 @@ class Kwok:
         wanted = set(names)
 
         def ready() -> bool:
+            if not self.component.alive():
+                raise RuntimeError(f"kwok exited ({self.component.proc.returncode}):\n{self.tail()}")
             nodes = self.cluster.api("GET", "/api/v1/nodes")["items"]
-            done = {n["metadata"]["name"] for n in nodes
-                    if any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))}
+            done = {n["metadata"]["name"] for n in nodes if ready_condition(n) == "True"}
             return wanted <= done
 
         wait_until(ready, timeout=timeout, interval=0.5, message=f"{len(wanted)} KWOK nodes Ready")
+
+
+def ready_condition(node: dict) -> str | None:
+    """The status of a Node's Ready condition ("True", "False", "Unknown"), None before anyone wrote one."""
+    return next((c["status"] for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"), None)
+
+
+def custom_status(manifest: dict) -> dict:
+    """``manifest`` annotated so KWOK leaves the pod alone: its status and final deletion are the test's."""
+    manifest.setdefault("metadata", {}).setdefault("annotations", {}).update(dict([CUSTOM_STATUS_ANNOTATION]))
+    return manifest
+
+
+def set_custom_status(cluster: Cluster, namespace: str, name: str, phase: str, container_statuses: list[dict],
+                      **status: object) -> dict:
+    """Write a custom-status pod's status as its kubelet would: ``phase``, the given container statuses, conditions
+    to match, host and pod IPs, and any other ``status`` field (``initContainerStatuses``, pod-level
+    ``allocatedResources``/``resources``...). Refused for a pod KWOK manages: its stages would race the write."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    pod = cluster.api("GET", path)
+    key, value = CUSTOM_STATUS_ANNOTATION
+    if pod["metadata"].get("annotations", {}).get(key) != value:
+        raise ValueError(f"{namespace}/{name} lacks {key}={value} (see custom_status): KWOK writes its status")
+    ready = "True" if phase == "Running" and all(c.get("ready") for c in container_statuses) else "False"
+    now = rfc3339()
+    conditions = [{"type": t, "status": "True" if t in ("PodScheduled", "Initialized") else ready,
+                   "lastTransitionTime": now} for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
+    body = {"phase": phase, "containerStatuses": container_statuses, "conditions": conditions,
+            "hostIP": NODE_IP, "hostIPs": [{"ip": NODE_IP}],
+            "startTime": pod.get("status", {}).get("startTime") or now, **status}
+    if phase == "Running":
+        body.setdefault("podIP", "10.244.0.10")
+        body.setdefault("podIPs", [{"ip": body["podIP"]}])
+    return cluster.api("PATCH", path + "/status", {"status": body})
+
+
+def wait_running(cluster: Cluster, namespace: str, name: str, timeout: float = 60.0) -> dict:
+    """The pod once KWOK's pod-ready stage reported it Running (container statuses, hostIP, podIP written)."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+    def running() -> dict | None:
+        pod = cluster.api("GET", path)
+        status = pod.get("status", {})
+        return pod if status.get("phase") == "Running" and status.get("hostIP") else None
+
+    return wait_until(running, timeout, interval=0.25, message=f"{namespace}/{name} Running (written by KWOK)")
+
+
+@pytest.fixture(scope="module")
+def kwok(request: pytest.FixtureRequest, cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kwok]:
+    """KWOK for the module's control plane: its nodes are the ones the module's tests add."""
+    try:
+        runner = Kwok(cluster, workdir=tmp_path_factory.mktemp("kwok")).start()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    yield runner
+    if request.session.testsfailed:
+        print(f"\nkwok log (session had failures):\n{runner.tail()}")
+    runner.stop()

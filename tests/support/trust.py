@@ -6,8 +6,8 @@ the discovery document and JWKS from it, over loopback), the shipped
 ``daemonset/apiserver/authorization-config.yaml`` replaces ``--authorization-mode`` (its deny
 webhook pointed at a loopback port nothing listens on), and the shipped agent RBAC and
 otel-config/oidc-discovery-rbac.yaml are applied. Agent "pods" are real Pod objects bound to
-registered Nodes (no kubelet runs them); their tokens come from the real TokenRequest API, bound to
-the pod, so they carry the node claim exactly as a kubelet-projected token does.
+KWOK's Nodes (KWOK reports them Running, no container runs); their tokens come from the real
+TokenRequest API, bound to the pod, so they carry the node claim exactly as a kubelet-projected token does.
 
 ``Pusher`` is the test's OTLP/HTTP sender (a real agent is used where the agent itself is the
 subject): it sends what a rogue or a second agent version would, with the token it is given.
@@ -29,6 +29,7 @@ from components.kubernetes import etcd_bin, kubernetes_bin
 from tests.support.repo import REPO
 from tests.support.cluster import NEWEST, Cluster, free_ports
 from tests.support.collector import SCRAPE_CONFIG, Prometheus
+from tests.support.kwok import Kwok
 
 __all__ = ["AGENT_NAMESPACE", "AGENT_SERVICE_ACCOUNT", "AUDIENCE", "Pusher", "TrustCluster", "collector_env",
            "label_sets", "prometheus3", "series_count", "trust_cluster", "wait_for", "POD"]
@@ -104,21 +105,26 @@ class TrustCluster(Cluster):
 
 @pytest.fixture(scope="session")
 def trust_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrustCluster]:
-    """One such control plane per session, with nodes node-a and node-b registered."""
+    """One such control plane per session, with KWOK's nodes node-a and node-b."""
     kubernetes_bin(NEWEST)
     etcd_bin()
     control_plane = TrustCluster(tmp_path_factory.mktemp("trust-cluster"))
+    nodes = Kwok(control_plane, workdir=control_plane.workdir / "kwok")
     try:
         control_plane.start()
         control_plane.install_shipped_rbac()
+        nodes.start()
         for node in ("node-a", "node-b"):
-            control_plane.register_node(node, "4", "16Gi")
+            nodes.add_node(node, cpu="4", memory="16Gi")
+        nodes.wait_ready(["node-a", "node-b"])
     except (RuntimeError, AssertionError) as error:
+        nodes.stop()
         control_plane.stop()
         pytest.fail(str(error), pytrace=False)
     yield control_plane
     if request.session.testsfailed:
         print(f"\ntrust control-plane logs (session had failures):\n{control_plane.logs_tail()}")
+    nodes.stop()
     control_plane.stop()
 
 
