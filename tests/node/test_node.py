@@ -657,6 +657,11 @@ def kwok_nodes(node_cluster: Node, rollout: dict, tmp_path_factory: pytest.TempP
         kwok.wait_ready(names)
         yield names
     finally:
+        # Gone before KWOK stops, so that no pod is left terminating with nobody to finish it: the nodes (the
+        # DaemonSet then wants no pod there), then their pods.
+        node_cluster.cluster.kubectl("delete", "nodes", *names, "--wait=false", "--ignore-not-found")
+        node_cluster.cluster.kubectl("delete", "pods", "-n", AGENT_NS, f"--field-selector=spec.nodeName!={NODE_NAME}",
+                                     "--grace-period=0", "--force")
         kwok.stop()
 
 
