@@ -524,6 +524,17 @@ class Cluster:
             raise ApiError(method, path, error.code, error.read().decode(errors="replace")) from None
         return json.loads(raw) if raw else {}
 
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 5) -> Iterator[dict]:
+        """The events of one WATCH of ``path`` from ``resource_version``, as the admin, until the server ends it
+        after ``timeout_seconds``; a caller that must see every change re-watches from the last event's
+        resourceVersion, as client-go's reflector does."""
+        query = f"watch=true&resourceVersion={resource_version}&timeoutSeconds={timeout_seconds}"
+        url = f"{self.server}{path}{'&' if '?' in path else '?'}{query}"
+        with urllib.request.urlopen(url, timeout=timeout_seconds + 30, context=self._tls()) as response:
+            for line in response:
+                if line.strip():
+                    yield json.loads(line)
+
     def create_namespace(self, prefix: str) -> str:
         """A fresh namespace, returned once pods can be created in it (its default ServiceAccount exists)."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -23,10 +23,13 @@ from components.kwok import kwok_home
 from tests.support.cluster import ApiError, Cluster, Component, free_ports, rfc3339
 from tests.support.waiting import wait_until
 
-__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "Kwok", "custom_status", "kwok", "ready_condition",
-           "set_custom_status", "wait_running"]
+__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "KWOK_NODE_TAINT", "Kwok", "custom_status", "kwok",
+           "ready_condition", "set_custom_status", "wait_running"]
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+#: KWOK's documented taint for simulated nodes: only pods that tolerate it (a DaemonSet tolerating every taint,
+#: or a test's own pods) land there, never a real workload that needs a container to run.
+KWOK_NODE_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 CUSTOM_STATUS_ANNOTATION = ("kwok.x-k8s.io/status", "custom")
 #: Every node's address and so every pod's hostIP: anything that ever dialled a "kubelet" stays on loopback.
 NODE_IP = "127.0.0.1"
@@ -98,15 +101,17 @@ class Kwok:
         return self.component.tail(lines) if self.component is not None else ""
 
     def add_node(self, name: str, *, cpu: str, memory: str, pods: int = 110,
-                 labels: dict[str, str] | None = None) -> dict:
+                 labels: dict[str, str] | None = None, taints: list[dict] | None = None) -> dict:
         """A Node KWOK manages: capacity = allocatable as given (kept by KWOK's node-initialize stage), Ready once
-        KWOK has seen it (``wait_ready``). Returns the Node as stored."""
+        KWOK has seen it (``wait_ready``); ``taints`` keep off it the pods that do not tolerate them. Returns the
+        Node as stored."""
         resources = {"cpu": cpu, "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
         body = {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "annotations": dict([self.annotation]),
                          "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                     "kubernetes.io/arch": "amd64", "type": "kwok", **(labels or {})}},
+            "spec": {"taints": taints or []},
             # Nodes keep the status they are created with; KWOK's stage keeps allocatable and capacity as given.
             "status": {"capacity": resources, "allocatable": resources},
         }
