@@ -20,7 +20,8 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.support.node_cluster import NODE_IP, NODE_NAME, Node
+from tests.support.node_cluster import NODE_NAME, Node
+from tests.support.node_rollout import AGENT_NS, AGENT_SELECTOR  # the fixtures prometheus and rollout live there
 from tests.support.repo import REPO as ROOT
 from tests.support.waiting import wait_until
 
@@ -31,8 +32,6 @@ DEBUG_PORT = next(p["containerPort"] for d in yaml.safe_load_all((ROOT / "daemon
 
 pytestmark = pytest.mark.node
 
-AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
-COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
 FIGURES: dict[str, float] = {}
 
 
@@ -48,57 +47,6 @@ def agent_pod(node: Node) -> dict:
 
 def agent_status(pod: dict) -> dict:
     return next(s for s in pod["status"]["containerStatuses"] if s["name"] == "agent")
-
-
-@pytest.fixture(scope="module")
-def prometheus(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory):
-    """Prometheus 3 with the remote-write receiver (what the shipped Collector writes into), listening on the
-    node's address inside the test's namespace so the Collector pods reach it."""
-    from tests.support.trust import prometheus3
-
-    server = prometheus3(tmp_path_factory.mktemp("prometheus"), host=NODE_IP)
-    with server:
-        yield server
-
-
-def collector_overlay(node: Node, prometheus, workdir) -> str:
-    """What an operator adapts (the lines marked ADAPT in collector-deployment.yaml), as a kustomize overlay over
-    the shipped otel-config/ (which stays unchanged): the cluster's ServiceAccount issuer, read from its discovery
-    document as docs/deployment.md says, and the Prometheus to write into."""
-    issuer = node.cluster.api("GET", "/.well-known/openid-configuration")["issuer"]
-    env = [{"name": "OIDC_ISSUER_URL", "value": issuer},
-           {"name": "PROMETHEUS_REMOTE_WRITE_URL", "value": f"{prometheus.url}/api/v1/write"}]
-    patch = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "otel-collector"},
-             "spec": {"template": {"spec": {"containers": [{"name": "collector", "env": env}]}}}}
-    (workdir / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(ROOT / "otel-config", workdir)],
-        "patches": [{"patch": json.dumps(patch)}]}, indent=1))
-    return str(workdir)
-
-
-@pytest.fixture(scope="module")
-def rollout(node_cluster: Node, prometheus, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The shipped manifests applied unchanged (the Collector with only its ADAPT values set by an overlay);
-    the figures of the rollout recorded for the report."""
-    node = node_cluster
-    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
-    started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", overlay)
-    assert result.returncode == 0, result.stderr
-    deployment = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{COLLECTOR_NS}/deployments/otel-collector")
-    replicas = deployment["spec"]["replicas"]
-    assert replicas == 2, replicas  # as shipped; one node is one hostname domain, so the spread never blocks
-    collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)[0]
-    FIGURES["collector_apply_to_ready_s"] = time.monotonic() - started
-    started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", str(ROOT / "daemonset"))
-    assert result.returncode == 0, result.stderr
-    assert "PodSecurity" not in result.stderr, result.stderr
-    agent = node.wait_pods_ready(AGENT_NS, AGENT_SELECTOR, 1, 180)[0]
-    FIGURES["agent_apply_to_ready_s"] = time.monotonic() - started
-    print(f"\nnode figures: {json.dumps({**node.timings, **FIGURES}, indent=1)}")
-    return {"collector": collector, "agent": agent}
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +111,7 @@ def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Nod
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://{pod['status']['podIP']}:{DEBUG_PORT}/debug/pods", timeout=5)
     assert refused.value.code == 403
-    assert FIGURES["agent_apply_to_ready_s"] < 180
+    assert node_cluster.timings["agent_apply_to_ready_s"] < 180
 
 
 def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_vm(
