@@ -1,14 +1,14 @@
 """Binaries from Debian packages of any suite, unpacked into the component cache.
 
-Some real parts (Prometheus, VictoriaMetrics) are packaged by Debian but only in
-a newer suite than the machine runs, and nothing may be installed system-wide.
+Some real parts (VictoriaMetrics) are packaged by Debian but only in a newer
+suite than the machine runs, and nothing may be installed system-wide.
 So the package is fetched with ``apt-get download`` through a temporary sources
 list that reuses the Debian mirror this machine is already configured with (no
 host name is written in this repository) and unpacked with ``dpkg -x``. apt's
 lists and caches for that suite live in a temporary folder, so the system's apt
 state is left as it was.
 
-    python -m components.debian prometheus usr/bin/prometheus trixie
+    python -m components.debian victoria-metrics usr/bin/victoria-metrics trixie
 """
 
 from __future__ import annotations

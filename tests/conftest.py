@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.support.kubelet",  # deployed
     "tests.support.trust",  # trust_cluster
     "tests.support.node_cluster",  # node_cluster
+    "tests.support.node_rollout",  # prometheus, rollout (on node_cluster)
 ]

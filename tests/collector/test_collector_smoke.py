@@ -1,9 +1,11 @@
-"""Smoke tests of the real parts: the built OpenTelemetry Collector and Debian's Prometheus.
+"""Smoke tests of the real parts: the built OpenTelemetry Collector and Prometheus 3 (built from its Go module
+without the web UI, which serves the HTTP API all the same).
 
 They pin down what the rest of the suite relies on: the shipped collector
 config is valid for this build, an OTLP/HTTP gauge arrives in Prometheus under
 the seed's exact name with its attributes as labels, and how long the
-prometheus exporter keeps a series that is no longer sent.
+prometheus exporter keeps a series that is no longer sent. (promtool's check of
+the shipped rules is in tests/deploy/test_deploy.py.)
 """
 
 from __future__ import annotations
@@ -133,13 +135,6 @@ def test_restart_keeps_the_endpoints_and_forgets_the_series(tmp_path):
         wait_until(lambda: "pod_or_vm_cpu_requests" in otelcol.exported_metrics(), timeout=5)
 
 
-def test_promtool_accepts_the_shipped_rules():
-    from components.prometheus import promtool_bin
-    rules = SHIPPED_CONFIG.parent / "prometheus" / "rules.yaml"
-    check = subprocess.run([str(promtool_bin()), "check", "rules", str(rules)], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
-
-
 def test_prometheus_loads_the_shipped_rules_and_reports_them(tmp_path):
     rules = SHIPPED_CONFIG.parent / "prometheus" / "rules.yaml"
     with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol, \
@@ -155,17 +150,3 @@ def test_prometheus_loads_the_shipped_rules_and_reports_them(tmp_path):
                           | {("recording", name) for name in recording_rules()})
         assert {a["labels"]["alertname"] for a in prom.alerts()} <= set(shipped_alerts())
         assert {t["health"] for t in prom.targets()} == {"up"}
-
-
-def test_prometheus3_built_without_ui_assets_scrapes_the_collector(tmp_path):
-    """The Go-module build (no npm UI bundle) serves the API; its OTLP receiver accepts the agent's push too."""
-    from components.prometheus import prometheus3_bin
-    with Collector(tmp_path / "otelcol", overrides=[FAST_BATCH]) as otelcol, \
-            Prometheus(tmp_path / "prometheus", [otelcol.prometheus_target], binary=prometheus3_bin(),
-                       extra_flags=["--web.enable-otlp-receiver"]) as prom:
-        assert post_otlp(otelcol.otlp_http_metrics_url, seed_request()) == 200
-        cpu = wait_until(lambda: prom.query("pod_or_vm_cpu_requests"), timeout=20, message="scraped by Prometheus 3")
-        assert cpu[0]["metric"]["k8s_pod_name"] == "web-1"
-        direct = otlp_request({**RESOURCE, "k8s.node.name": "node-direct"}, [gauge("direct_gauge", "", [({}, 1.0)])])
-        assert post_otlp(f"{prom.url}/api/v1/otlp/v1/metrics", direct) == 200
-        assert wait_until(lambda: prom.query("direct_gauge"), timeout=10, message="OTLP push into Prometheus 3")

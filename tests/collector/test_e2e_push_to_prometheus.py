@@ -1,7 +1,7 @@
 """The documented alternatives to scraping the Collector: pushing into Prometheus.
 
 * remote write: the shipped config's ``prometheus_remote_write`` exporter put in the pipeline
-  (the one change README describes) -> Debian's Prometheus 2.53 with its remote-write receiver;
+  (the one change README describes) -> Prometheus 3's remote-write receiver;
 * no Collector: the agent's OTLP straight into Prometheus 3 (built from its Go module without
   the web UI) with ``--web.enable-otlp-receiver``, with and without unit suffixes.
 
@@ -88,11 +88,9 @@ def test_remote_write_variant_of_the_shipped_config(apiserver, tmp_path):
     ("UnderscoreEscapingWithoutSuffixes", "pod_or_vm_mem_requests"),
 ])
 def test_prometheus3_receives_the_agents_otlp_without_a_collector(strategy, mem_name, apiserver, tmp_path):
-    from components.prometheus import prometheus3_bin
-
     otlp = {"promote_resource_attributes": ["k8s.node.name"], **({"translation_strategy": strategy} if strategy else {})}
     _pods(apiserver, "node-a")
-    with Prometheus(tmp_path / "prometheus", [], binary=prometheus3_bin(), extra_flags=["--web.enable-otlp-receiver"],
+    with Prometheus(tmp_path / "prometheus", [], extra_flags=["--web.enable-otlp-receiver"],
                     extra_config={"otlp": otlp}) as prom, \
             AgentProcess(apiserver, tmp_path / "agent", "node-a", otlp_env(f"{prom.url}/api/v1/otlp"), INTERVAL) as agent:
         _check_values_and_deletion(prom, agent, apiserver, mem_name)

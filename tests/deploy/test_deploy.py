@@ -477,6 +477,7 @@ def test_prometheus_scrape_config_targets_the_collector(collector_objects):
     assert scrape["rule_files"] == ["rules.yaml"]
 
 
+@pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.prometheus, Go)
 def test_rules_pass_promtool():
     from components.prometheus import promtool_bin
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 import urllib.error
@@ -24,30 +23,22 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from tests.support.cluster import Cluster
 from tests.support.kwok import KWOK_NODE_TAINT, Kwok
-from tests.support.node_cluster import NODE_IP, NODE_NAME, Node
-from tests.support.repo import REPO as ROOT
+from tests.support.node_cluster import NODE_NAME, Node
+from tests.support.node_rollout import (  # the fixtures prometheus and rollout live there
+    AGENT_NS, AGENT_SELECTOR, COLLECTOR_AUDIENCE, COLLECTOR_NS, ROTATED_TOKEN_SECONDS, SHIPPED_DAEMONSET)
 from tests.support.waiting import wait_until
 
-SHIPPED_DAEMONSET = next(d for d in yaml.safe_load_all((ROOT / "daemonset" / "daemonset.yaml").read_text())
-                         if d and d.get("kind") == "DaemonSet")
 _AGENT_CONTAINER = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["containers"][0]
 # The port the shipped DaemonSet declares for the agent's endpoint: inside the pod's own network namespace.
 DEBUG_PORT = next(p["containerPort"] for p in _AGENT_CONTAINER["ports"] if p["name"] == "debug")
 # Where the agent reads the Collector's token (the projected volume the kubelet writes and rotates).
 COLLECTOR_TOKEN_FILE = next(e["value"] for e in _AGENT_CONTAINER["env"] if e["name"] == "NRA_OTLP_TOKEN_FILE")
-COLLECTOR_AUDIENCE = "node-requests-collector"
-# The shortest lifetime the API server issues (TokenRequest validation: at least 10 minutes); the kubelet's token
-# manager (pkg/kubelet/token/token_manager.go) renews once less than 20 % of it is left, minus up to 10 s of jitter.
-ROTATED_TOKEN_SECONDS = 600
 
 pytestmark = pytest.mark.node
 
-AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
-COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
 FIGURES: dict[str, float] = {}
 
 
@@ -65,74 +56,6 @@ def agent_pod(node: Node) -> dict:
 
 def agent_status(pod: dict) -> dict:
     return next(s for s in pod["status"]["containerStatuses"] if s["name"] == "agent")
-
-
-@pytest.fixture(scope="module")
-def prometheus(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory):
-    """Prometheus 3 with the remote-write receiver (what the shipped Collector writes into), listening on the
-    node's address inside the test's namespace so the Collector pods reach it."""
-    from tests.support.trust import prometheus3
-
-    server = prometheus3(tmp_path_factory.mktemp("prometheus"), host=NODE_IP)
-    with server:
-        yield server
-
-
-def collector_overlay(node: Node, prometheus, workdir) -> str:
-    """What an operator adapts (the lines marked ADAPT in collector-deployment.yaml), as a kustomize overlay over
-    the shipped otel-config/ (which stays unchanged): the cluster's ServiceAccount issuer, read from its discovery
-    document as docs/deployment.md says, and the Prometheus to write into."""
-    issuer = node.cluster.api("GET", "/.well-known/openid-configuration")["issuer"]
-    env = [{"name": "OIDC_ISSUER_URL", "value": issuer},
-           {"name": "PROMETHEUS_REMOTE_WRITE_URL", "value": f"{prometheus.url}/api/v1/write"}]
-    patch = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "otel-collector"},
-             "spec": {"template": {"spec": {"containers": [{"name": "collector", "env": env}]}}}}
-    (workdir / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(ROOT / "otel-config", workdir)],
-        "patches": [{"patch": json.dumps(patch)}]}, indent=1))
-    return str(workdir)
-
-
-def agent_overlay(workdir) -> str:
-    """daemonset/ unchanged but for the Collector token's lifetime (ROTATED_TOKEN_SECONDS), as a kustomize overlay;
-    the JSON patch tests the audience first, so it fails loudly if the shipped volume moves."""
-    volumes = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["volumes"]
-    v, volume = next((i, v) for i, v in enumerate(volumes) if v["name"] == "collector-token")
-    s = next(i for i, source in enumerate(volume["projected"]["sources"]) if "serviceAccountToken" in source)
-    at = f"/spec/template/spec/volumes/{v}/projected/sources/{s}/serviceAccountToken"
-    ops = [{"op": "test", "path": f"{at}/audience", "value": COLLECTOR_AUDIENCE},
-           {"op": "replace", "path": f"{at}/expirationSeconds", "value": ROTATED_TOKEN_SECONDS}]
-    (workdir / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(ROOT / "daemonset", workdir)],
-        "patches": [{"target": {"kind": "DaemonSet", "name": "node-requests-agent"}, "patch": json.dumps(ops)}]},
-        indent=1))
-    return str(workdir)
-
-
-@pytest.fixture(scope="module")
-def rollout(node_cluster: Node, prometheus, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The shipped manifests applied through overlays that set the Collector's ADAPT values and shorten the agent's
-    Collector token (agent_overlay); the figures of the rollout recorded for the report."""
-    node = node_cluster
-    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
-    started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", overlay)
-    assert result.returncode == 0, result.stderr
-    deployment = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{COLLECTOR_NS}/deployments/otel-collector")
-    replicas = deployment["spec"]["replicas"]
-    assert replicas == 2, replicas  # as shipped; one node is one hostname domain, so the spread never blocks
-    collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)[0]
-    FIGURES["collector_apply_to_ready_s"] = time.monotonic() - started
-    started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", agent_overlay(tmp_path_factory.mktemp("agent-overlay")))
-    assert result.returncode == 0, result.stderr
-    assert "PodSecurity" not in result.stderr, result.stderr
-    agent = node.wait_pods_ready(AGENT_NS, AGENT_SELECTOR, 1, 180)[0]
-    FIGURES["agent_apply_to_ready_s"] = time.monotonic() - started
-    print(f"\nnode figures: {json.dumps({**node.timings, **FIGURES}, indent=1)}")
-    return {"collector": collector, "agent": agent}
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +120,7 @@ def test_rollout_as_shipped_agent_ready_through_its_own_probes(node_cluster: Nod
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://{pod['status']['podIP']}:{DEBUG_PORT}/debug/pods", timeout=5)
     assert refused.value.code == 403
-    assert FIGURES["agent_apply_to_ready_s"] < 180
+    assert node_cluster.timings["agent_apply_to_ready_s"] < 180
 
 
 def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_vm(

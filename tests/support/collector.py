@@ -1,7 +1,8 @@
 """A real OpenTelemetry Collector and a real Prometheus as test fixtures.
 
 The Collector is the binary components.collector builds from
-otel-config/builder-config.yaml; Prometheus is Debian's (components.prometheus).
+otel-config/builder-config.yaml; Prometheus is Prometheus 3 built from its Go
+module (components.prometheus).
 Both run as child processes on free loopback ports chosen at start, with their
 logs under the test's workdir, and are stopped by pid. Nothing here knows a
 fixed port, so sessions can run side by side.
@@ -275,14 +276,14 @@ def prometheus_config(scrape_targets: Sequence[str], interval: str, rule_files: 
 
 
 class Prometheus:
-    """A real Prometheus on a free port scraping the given targets with the shipped scrape config.
+    """A real Prometheus 3 on a free port scraping the given targets with the shipped scrape config.
 
     ``rule_files`` default to the shipped rules (as scrape.yaml loads them);
     ``extra_config`` adds top-level sections (e.g. Prometheus 3's ``otlp``).
     """
 
     def __init__(self, workdir: Path, scrape_targets: Sequence[str], rule_files: Sequence[Path] | None = None,
-                 interval: str = "1s", binary: Path | None = None, extra_flags: Sequence[str] = (),
+                 interval: str = "1s", extra_flags: Sequence[str] = (),
                  extra_config: Mapping[str, object] | None = None, host: str = "127.0.0.1") -> None:
         self.workdir = Path(workdir)
         #: The address it listens on: loopback, or an address inside a network namespace the test made.
@@ -290,7 +291,6 @@ class Prometheus:
         self.scrape_targets = list(scrape_targets)
         self.rule_files = rule_files
         self.interval = interval
-        self.binary = binary
         self.extra_flags = list(extra_flags)
         self.extra_config = dict(extra_config or {})
         self.log_path = self.workdir / "prometheus.log"
@@ -298,11 +298,9 @@ class Prometheus:
         self._proc: subprocess.Popen | None = None
 
     def _argv(self, config: Path) -> list[str]:
-        binary = self.binary
-        if binary is None:
-            from components.prometheus import prometheus_bin
-            binary = prometheus_bin()
-        return [str(binary), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
+        from components.prometheus import prometheus_bin
+
+        return [str(prometheus_bin()), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address={self.host}:{self.port}", "--log.level=warn", *self.extra_flags]
 
     def start(self, timeout: float = 30.0) -> Prometheus:
@@ -316,8 +314,8 @@ class Prometheus:
             self._proc = subprocess.Popen(self._argv(config), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
         try:
             wait_until(self._ready, timeout=timeout, interval=0.1, message="prometheus /-/ready")
-            # Prometheus 2.x hands discovered targets to the scrape manager only every 5 s:
-            # until then a series sent at once would not be scraped, so wait for the first scrape.
+            # Discovered targets reach the scrape manager only every 5 s (the discovery manager's update
+            # interval): until then a series sent at once would not be scraped, so wait for the first scrape.
             wait_until(self._scraped_once, timeout=timeout, interval=0.1, message="first scrape of every target")
         except AssertionError:
             self.stop(graceful=False)

@@ -77,7 +77,7 @@ def build_node_parts() -> NodeParts:
              ("control plane (components.kubernetes)", lambda: (kubernetes_bin(), etcd_bin())),
              ("kubelet and kube-proxy (components.node)", node_bin),
              ("images (components.image)", all_images),
-             ("Prometheus (components.prometheus)", prometheus_bin)]
+             ("Prometheus 3 (components.prometheus)", prometheus_bin)]
     results = []
     for part, step in steps:
         try:

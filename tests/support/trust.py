@@ -57,6 +57,8 @@ class TrustCluster(Cluster):
     def _authorization_config(self) -> Path:
         """The shipped file, its deny webhook's kubeconfig pointed at a loopback port nothing listens on."""
         (closed,) = free_ports(1)
+        #: The port the deny webhook's kubeconfig names, where nothing listens.
+        self.deny_webhook_port = closed
         shipped = (REPO / "daemonset" / "apiserver" / "own-node-deny.kubeconfig").read_text()
         kubeconfig = self.workdir / "own-node-deny.kubeconfig"
         kubeconfig.write_text(shipped.replace("https://127.0.0.1:1", f"https://127.0.0.1:{closed}"))
@@ -178,7 +180,6 @@ SHIPPED_STORAGE = {"storage": yaml.safe_load(SCRAPE_CONFIG.read_text())["storage
 
 
 def prometheus3(workdir, rule_files=None, targets=(), host: str = "127.0.0.1"):
-    from components.prometheus import prometheus3_bin
-
-    return Prometheus(workdir, list(targets), rule_files=rule_files, binary=prometheus3_bin(),
+    """Prometheus 3 as the shipped Collector writes into it: remote-write receiver, the shipped storage section."""
+    return Prometheus(workdir, list(targets), rule_files=rule_files,
                       extra_flags=["--web.enable-remote-write-receiver"], extra_config=SHIPPED_STORAGE, host=host)

@@ -1,0 +1,104 @@
+"""The shipped manifests rolled out on the real node of node_cluster.py, for every `node` test module.
+
+``prometheus``: Prometheus 3 with the remote-write receiver (what the shipped Collector writes into), listening
+on the node's address inside the test's namespace so the Collector pods reach it. ``rollout``: `kubectl apply -k`
+of an overlay in the test's tmp dir over the unchanged otel-config/ that sets only the Deployment's two ADAPT
+values, as an operator would, then of an overlay over daemonset/ that shortens only the Collector token's lifetime
+(so the real kubelet rotates it during the run); both wait until every pod is Ready through its own
+probes. Both fixtures are per test module, like the node they run on; the rollout's figures go into
+``node.timings``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.collector import Prometheus
+from tests.support.node_cluster import NODE_IP, Node
+from tests.support.repo import REPO
+
+__all__ = ["AGENT_NS", "AGENT_SELECTOR", "COLLECTOR_AUDIENCE", "COLLECTOR_NS", "COLLECTOR_SELECTOR",
+           "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "agent_overlay", "collector_overlay", "prometheus", "rollout"]
+
+AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
+COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
+SHIPPED_DAEMONSET = next(d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml").read_text())
+                         if d and d.get("kind") == "DaemonSet")
+COLLECTOR_AUDIENCE = "node-requests-collector"
+# The shortest lifetime the API server issues (TokenRequest validation: at least 10 minutes); the kubelet's token
+# manager (pkg/kubelet/token/token_manager.go) renews once less than 20 % of it is left, minus up to 10 s of jitter.
+ROTATED_TOKEN_SECONDS = 600
+
+
+@pytest.fixture(scope="module")
+def prometheus(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """Prometheus 3 receiving the shipped Collector's remote write, on the node's address."""
+    from tests.support.trust import prometheus3
+
+    with prometheus3(tmp_path_factory.mktemp("prometheus"), host=NODE_IP) as server:
+        yield server
+
+
+def collector_overlay(node: Node, prometheus: Prometheus, workdir: Path) -> str:
+    """What an operator adapts (the lines marked ADAPT in collector-deployment.yaml), as a kustomize overlay over
+    the shipped otel-config/ (which stays unchanged): the cluster's ServiceAccount issuer, read from its discovery
+    document as docs/deployment.md says, and the Prometheus to write into."""
+    issuer = node.cluster.api("GET", "/.well-known/openid-configuration")["issuer"]
+    env = [{"name": "OIDC_ISSUER_URL", "value": issuer},
+           {"name": "PROMETHEUS_REMOTE_WRITE_URL", "value": f"{prometheus.url}/api/v1/write"}]
+    patch = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "otel-collector"},
+             "spec": {"template": {"spec": {"containers": [{"name": "collector", "env": env}]}}}}
+    (workdir / "kustomization.yaml").write_text(json.dumps({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "otel-config", workdir)],
+        "patches": [{"patch": json.dumps(patch)}]}, indent=1))
+    return str(workdir)
+
+
+def agent_overlay(workdir: Path) -> str:
+    """daemonset/ unchanged but for the Collector token's lifetime (ROTATED_TOKEN_SECONDS, so the real kubelet
+    rotates it within a test run), as a kustomize overlay; the JSON patch tests the audience first, so it fails
+    loudly if the shipped volume moves."""
+    volumes = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["volumes"]
+    v, volume = next((i, v) for i, v in enumerate(volumes) if v["name"] == "collector-token")
+    s = next(i for i, source in enumerate(volume["projected"]["sources"]) if "serviceAccountToken" in source)
+    at = f"/spec/template/spec/volumes/{v}/projected/sources/{s}/serviceAccountToken"
+    ops = [{"op": "test", "path": f"{at}/audience", "value": COLLECTOR_AUDIENCE},
+           {"op": "replace", "path": f"{at}/expirationSeconds", "value": ROTATED_TOKEN_SECONDS}]
+    (workdir / "kustomization.yaml").write_text(json.dumps({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO / "daemonset", workdir)],
+        "patches": [{"target": {"kind": "DaemonSet", "name": "node-requests-agent"}, "patch": json.dumps(ops)}]},
+        indent=1))
+    return str(workdir)
+
+
+@pytest.fixture(scope="module")
+def rollout(node_cluster: Node, prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The shipped manifests applied through overlays that set only the Collector's ADAPT values and shorten the
+    agent's Collector token (agent_overlay): ``{"collector": [its Ready pods], "agent": the agent's Ready pod}``."""
+    node = node_cluster
+    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
+    started = time.monotonic()
+    result = node.cluster.kubectl("apply", "-k", overlay)
+    assert result.returncode == 0, result.stderr
+    deployment = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{COLLECTOR_NS}/deployments/otel-collector")
+    replicas = deployment["spec"]["replicas"]
+    assert replicas == 2, replicas  # as shipped; one node is one hostname domain, so the spread never blocks
+    collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)
+    node.timings["collector_apply_to_ready_s"] = time.monotonic() - started
+    started = time.monotonic()
+    result = node.cluster.kubectl("apply", "-k", agent_overlay(tmp_path_factory.mktemp("agent-overlay")))
+    assert result.returncode == 0, result.stderr
+    assert "PodSecurity" not in result.stderr, result.stderr
+    agent = node.wait_pods_ready(AGENT_NS, AGENT_SELECTOR, 1, 180)[0]
+    node.timings["agent_apply_to_ready_s"] = time.monotonic() - started
+    print(f"\nnode figures: {json.dumps(node.timings, indent=1)}")
+    return {"collector": collector, "agent": agent}
