@@ -375,6 +375,10 @@ class Node:
             for args in (["delete", "-k", str(ROOT / "daemonset"), "--wait=false", "--ignore-not-found"],
                          ["delete", "-k", str(ROOT / "otel-config"), "--wait=false", "--ignore-not-found"]):
                 self.cluster.kubectl(*args)
+            # Controllers first (CoreDNS's Deployment, test workloads): otherwise each deleted pod is replaced and
+            # the wait below runs out its whole minute on every node teardown.
+            self.cluster.kubectl("delete", "deployments,replicasets,daemonsets,statefulsets,jobs", "--all",
+                                 "--all-namespaces", "--wait=false")
             self.cluster.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false")
             try:
                 wait_until(lambda: not self.ctr("tasks", "ls", "-q", check=False).stdout.split()
