@@ -73,7 +73,8 @@ def run(config: Config) -> int:
         agent.telemetry.flush()
         agent.shutdown(final_export=False)
         return 0
-    while not agent.stop_event.wait(1.0):
+    # A signal handler runs in this thread even while it waits, and sets the event: no need to wake and look.
+    while not agent.stop_event.wait(3600.0):
         pass
     _arm_hard_exit()
     took = agent.shutdown()
