@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -133,6 +133,108 @@ def throughput(n: int = 5000) -> None:
             print(f"| {name} | {path} | {t / n * 1e6:.1f} | {n / t:,.0f} | {t_json / t:.2f}x |")
 
 
+def _cpu_when_quiet(ps, settle: float = 0.3, poll: float = 0.05, timeout: float = 300.0) -> float:
+    """The process's CPU seconds once it has stopped working: unchanged for ``settle`` seconds (ticks are 10 ms)."""
+    def cpu() -> float:
+        t = ps.cpu_times()
+        return t.user + t.system
+
+    last, since, deadline = cpu(), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(poll)
+        now = cpu()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return now
+    raise SystemExit("the process never went quiet")
+
+
+def _watch_lines(pods: list[dict], n: int, first_rv: int, resize_every_event: bool) -> list[bytes]:
+    """``n`` MODIFIED events for ``pods`` in turn, compact as the API server writes them, versions from ``first_rv``."""
+    lines = []
+    for i in range(n):
+        p = pods[i % len(pods)]
+        p["metadata"]["resourceVersion"] = str(first_rv + i)
+        if resize_every_event:
+            p["spec"]["containers"][0]["resources"].setdefault("requests", {})["cpu"] = f"{100 + i % 900}m"
+        lines.append(json.dumps({"type": "MODIFIED", "object": p}, separators=(",", ":")).encode())
+    return lines
+
+
+def stream(n: int = 5000, pods: int = 500, repeat: int = 7) -> None:
+    """The whole event path black box: the installed agent reading a watch over HTTPS, against the floor client."""
+    import subprocess
+    from pathlib import Path
+
+    import psutil
+
+    from common import ROOT, production_venv
+
+    print(f"\n### Event path end to end: {n:,} MODIFIED events per burst over HTTPS (production install, {pods} pods; "
+          f"CPU time of each process, median of {repeat} interleaved bursts)\n")
+    print(f"machine: {machine()}; {load()}\n")
+    apis = {"agent": FakeApiServer(tls=True).start(), "floor": FakeApiServer(tls=True).start()}
+    receiver = HttpReceiver().start()
+    agent = floor = None
+    try:
+        for api in apis.values():
+            for i in range(pods):
+                api.create(realistic_pod(i))
+        # No export during a burst (its cost is the export section's); everything else as deployed.
+        agent = RunningAgent(apis["agent"], receiver, interval=3600.0)
+        agent.wait_ready()
+        api = apis["floor"]
+        query = f"watch=true&resourceVersion={api.resource_version}&fieldSelector=spec.nodeName%3Dbench-node"
+        floor = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "stream_floor.py"),
+                                  f"{api.url}/api/v1/pods?{query}", api.ca_file, api.token, str(n)],
+                                 cwd=Path(api.ca_file).parent, stdout=subprocess.PIPE, text=True)
+        if floor.stdout.readline().strip() != "ready":
+            raise SystemExit("the floor client did not start")
+        procs = {"agent": agent.ps, "floor": psutil.Process(floor.pid)}
+        templates = [json.loads(json.dumps(realistic_pod(i))) for i in range(pods)]
+        streams = {"status churn": False, "requests change every event": True}
+        cpu: dict[tuple[str, str], list[float]] = {(s, w): [] for s in streams for w in procs}
+        size = 0
+        for _ in range(repeat):  # interleaved: machine noise hits both alike
+            for name, resize in streams.items():
+                for who, ps in procs.items():
+                    api = apis[who]
+                    lines = _watch_lines(templates, n, api.resource_version + 1, resize)
+                    size = sum(map(len, lines)) / n
+                    added = agent.runtime()["events_added"].get("MODIFIED", 0) if who == "agent" else 0
+                    gc.collect()
+                    before = sum(ps.cpu_times()[:2])
+                    api.inject_raw(*lines)
+                    if who == "floor":
+                        if floor.stdout.readline().strip() != "burst":
+                            raise SystemExit("the floor client stopped")
+                        after = sum(ps.cpu_times()[:2])
+                    else:
+                        after = _cpu_when_quiet(ps)
+                        got = agent.runtime()["events_added"].get("MODIFIED", 0) - added
+                        if got != n:
+                            raise SystemExit(f"the agent took {got} of {n} events")
+                    cpu[(name, who)].append(after - before)
+        print(f"Mean event {size / 1024:.1f} KiB of compact JSON, one HTTP chunk (one TLS record) each, as an API server "
+              "writes a watch. Floor: `bench/stream_floor.py` reads the same bytes over the same kind of connection "
+              "(http.client `read1`, split at newlines, `json.loads` per line).\n")
+        print("| stream | agent us/event | floor us/event | agent speed vs floor |")
+        print("|---|---:|---:|---:|")
+        for name in streams:
+            a, f = (statistics.median(cpu[(name, w)]) / n * 1e6 for w in ("agent", "floor"))
+            print(f"| {name} | {a:.1f} | {f:.1f} | **{f / a:.2f}x** |")
+    finally:
+        if floor is not None:
+            floor.terminate()
+            floor.wait(10)
+        if agent is not None:
+            agent.stop()
+        for api in apis.values():
+            api.stop()
+        receiver.stop()
+
+
 def list_decode(pods: int = 2000, repeat: int = 5) -> None:
     """Decoding one LIST answer: main's way (whole body as text, json module per item) against the streamed typed one."""
     from agent.decode.reader import POD
@@ -213,13 +315,14 @@ def _floor_rss(api: FakeApiServer, points: list, interval: float = 1.0) -> float
 def memory() -> None:
     from tests.support.otlp_receiver import points_of
 
-    print("\n### RSS against pods on the node (production install, steady state, OTLP/HTTP export every 1 s)\n")
+    print("\n### RSS against pods on the node (production install, API over HTTPS, steady state, OTLP/HTTP export "
+          "every 1 s)\n")
     print(f"machine: {machine()}; {load()}\n")
     print("| pods | steady RSS MiB | peak RSS MiB (VmHWM) | peak / steady | start-up to first full export s |")
     print("|---:|---:|---:|---:|---:|")
-    floor = None
+    floors = {}
     for n in (0, 110, 500, 2000):
-        api, receiver = FakeApiServer().start(), HttpReceiver().start()
+        api, receiver = FakeApiServer(tls=True).start(), HttpReceiver().start()
         try:
             for i in range(n):
                 api.create(realistic_pod(i))
@@ -237,21 +340,22 @@ def memory() -> None:
                     time.sleep(1)
                 steady, peak = max(samples), agent.peak_mib()
                 print(f"| {n:,} | {steady:.1f} | {peak:.1f} | {peak / steady:.2f}x | {ready} |")
-                if n == 110:
+                if n in (110, 2000):
                     with receiver.cond:
                         last = receiver.requests[-1][1]
                     points = [(p.metric, {k: str(v) for k, v in p.attributes.items()}, p.value) for p in points_of(last)]
-                    floor = (steady, len(points), _floor_rss(api, points))
+                    floors[n] = (steady, len(points), _floor_rss(api, points))
             finally:
                 agent.stop()
         finally:
             api.stop()
             receiver.stop()
-    if floor:
-        steady, count, floor_rss = floor
-        print(f"\nFloor (bench/floor.py: interpreter + kubernetes config and ApiClient + psutil + opentelemetry-sdk with "
-              f"its OTLP/HTTP exporter, exporting the same {count} points every 1 s), same run: **{floor_rss:.1f} MiB**; "
-              f"agent with 110 pods {steady:.1f} MiB = **{steady / floor_rss:.3f}x** the floor.")
+    print("\nFloor (bench/floor.py: interpreter + kubernetes config and ApiClient from the same kubeconfig + psutil + "
+          "opentelemetry-sdk with its OTLP/HTTP exporter, exporting the same points every 1 s), same run:\n")
+    print("| pods | points | floor RSS MiB | agent RSS MiB | agent / floor |")
+    print("|---:|---:|---:|---:|---:|")
+    for n, (steady, count, floor_rss) in floors.items():
+        print(f"| {n:,} | {count:,} | {floor_rss:.1f} | {steady:.1f} | **{steady / floor_rss:.3f}x** |")
 
 
 def churn(total: int = 20000, live: int = 110) -> None:
@@ -507,7 +611,7 @@ def cluster_scale() -> None:
     bench.main()
 
 
-BENCHMARKS = {"throughput": throughput, "list": list_decode, "memory": memory, "churn": churn, "idle": idle,
+BENCHMARKS = {"throughput": throughput, "stream": stream, "list": list_decode, "memory": memory, "churn": churn, "idle": idle,
               "versus": versus, "export": export_cycle, "startup": startup}
 #: Not part of "all": it builds and runs a control plane and takes about 20 minutes.
 SEPARATE = {"cluster-scale": cluster_scale}
