@@ -274,42 +274,64 @@ def _settle(agent: RunningAgent, receiver: HttpReceiver, expected: int, timeout:
     raise SystemExit(f"agent did not export {expected} pods (last export had {pods_exported(receiver)})")
 
 
-def _floor_rss(api: FakeApiServer, points: list, interval: float = 1.0) -> float:
-    """Steady RSS of bench/floor.py (the mandated packages holding ``points``), from the production venv."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
+class _Floor:
+    """bench/floor.py (the mandated packages holding ``points``) from the production venv, exporting to its own receiver."""
 
-    from common import ROOT, production_venv
+    def __init__(self, api: FakeApiServer, points: list, interval: float = 1.0, connect: bool = True) -> None:
+        import os
+        import subprocess
+        import tempfile
+        from pathlib import Path
 
-    import psutil
+        import psutil
 
-    work = Path(tempfile.mkdtemp(prefix="bench-floor-"))
-    (work / "points.json").write_text(json.dumps(points))
-    receiver = HttpReceiver().start()
-    env = {**__import__("os").environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-           "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": receiver.endpoint + "/v1/metrics", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
-    proc = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "floor.py"),
-                             api.kubeconfig(work / "kubeconfig"), str(work / "points.json"), str(interval)],
-                            cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        proc.stdout.readline()
-        deadline = time.monotonic() + 30
-        while len(receiver.requests) < 2 and time.monotonic() < deadline:
+        from common import ROOT, production_venv
+
+        work = Path(tempfile.mkdtemp(prefix="bench-floor-"))
+        (work / "points.json").write_text(json.dumps(points))
+        self.receiver = HttpReceiver().start()
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": self.receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.receiver.endpoint + "/v1/metrics",
+               "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
+        self.proc = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "floor.py"),
+                                      api.kubeconfig(work / "kubeconfig"), str(work / "points.json"), str(interval),
+                                      *(["connect"] if connect else [])],
+                                     cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.stop()
+            raise SystemExit("the floor program did not start")
+        self.ps = psutil.Process(self.proc.pid)
+
+    def wait_exports(self, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.receiver.requests) < count:
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit("the floor program did not export")
             time.sleep(0.2)
-        if len(receiver.requests) < 2:
-            raise SystemExit("the floor program did not export")
+
+    def cpu_seconds(self) -> float:
+        return sum(self.ps.cpu_times()[:2])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.receiver.stop()
+
+
+def _floor_rss(api: FakeApiServer, points: list, interval: float = 1.0, connect: bool = True) -> float:
+    """Steady RSS of the floor program: the largest of five samples, after its second export and 5 s more."""
+    floor = _Floor(api, points, interval, connect)
+    try:
+        floor.wait_exports(2)
         time.sleep(5)
-        ps = psutil.Process(proc.pid)
         samples = []
         for _ in range(5):
-            samples.append(ps.memory_info().rss / 2**20)
+            samples.append(floor.ps.memory_info().rss / 2**20)
             time.sleep(1)
         return max(samples)
     finally:
-        proc.terminate()
-        proc.wait(10)
-        receiver.stop()
+        floor.stop()
 
 
 def memory() -> None:
@@ -344,18 +366,20 @@ def memory() -> None:
                     with receiver.cond:
                         last = receiver.requests[-1][1]
                     points = [(p.metric, {k: str(v) for k, v in p.attributes.items()}, p.value) for p in points_of(last)]
-                    floors[n] = (steady, len(points), _floor_rss(api, points))
+                    floors[n] = (steady, len(points), _floor_rss(api, points, connect=False), _floor_rss(api, points))
             finally:
                 agent.stop()
         finally:
             api.stop()
             receiver.stop()
     print("\nFloor (bench/floor.py: interpreter + kubernetes config and ApiClient from the same kubeconfig + psutil + "
-          "opentelemetry-sdk with its OTLP/HTTP exporter, exporting the same points every 1 s), same run:\n")
-    print("| pods | points | floor RSS MiB | agent RSS MiB | agent / floor |")
-    print("|---:|---:|---:|---:|---:|")
-    for n, (steady, count, floor_rss) in floors.items():
-        print(f"| {n:,} | {count:,} | {floor_rss:.1f} | {steady:.1f} | **{steady / floor_rss:.3f}x** |")
+          "opentelemetry-sdk with its OTLP/HTTP exporter, exporting the same points every 1 s), same run; without "
+          "and with one request to the API server over TLS, its connection kept:\n")
+    print("| pods | points | floor MiB | agent / floor | floor + TLS connection MiB | agent / floor + TLS | agent MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, (steady, count, bare, connected) in floors.items():
+        print(f"| {n:,} | {count:,} | {bare:.1f} | {steady / bare:.3f}x | {connected:.1f} | **{steady / connected:.3f}x** | "
+              f"{steady:.1f} |")
 
 
 def churn(total: int = 20000, live: int = 110) -> None:
@@ -394,24 +418,45 @@ def churn(total: int = 20000, live: int = 110) -> None:
 
 
 def idle(seconds: float = 120.0, pods: int = 110) -> None:
-    print(f"\n### Idle CPU with {pods} pods at the default 15 s export interval ({seconds:.0f} s window, production install)\n")
+    """The agent left alone as deployed (API over HTTPS, bookmarks every minute, the kubelet's probes), and the floor."""
+    from tests.support.otlp_receiver import points_of
+
+    print(f"\n### Idle CPU with {pods} pods at the default 15 s export interval ({seconds:.0f} s window, production "
+          "install, API over HTTPS)\n")
     print(f"machine: {machine()}; {load()}\n")
-    api, receiver = FakeApiServer(bookmark_interval=60).start(), HttpReceiver().start()
+    api, receiver = FakeApiServer(bookmark_interval=60, tls=True).start(), HttpReceiver().start()
     try:
         for i in range(pods):
             api.create(realistic_pod(i))
         agent = RunningAgent(api, receiver, interval=15.0)
         try:
             _settle(agent, receiver, pods, timeout=40)
-            start_cpu, start = agent.cpu_seconds(), time.monotonic()
-            requests_before = len(api.requests)
-            time.sleep(seconds)
-            used = agent.cpu_seconds() - start_cpu
-            elapsed = time.monotonic() - start
+            with receiver.cond:
+                last = receiver.requests[-1][1]
+            points = [(p.metric, {k: str(v) for k, v in p.attributes.items()}, p.value) for p in points_of(last)]
+            floor = _Floor(api, points, interval=15.0)
+            try:
+                floor.wait_exports(1, timeout=40)
+                start_cpu, floor_cpu, start = agent.cpu_seconds(), floor.cpu_seconds(), time.monotonic()
+                requests_before = len(api.requests)
+                probes = 0
+                while time.monotonic() - start < seconds:  # the DaemonSet's probes: readiness every 10 s, liveness 20 s
+                    agent.get("/readyz")
+                    if probes % 2 == 0:
+                        agent.get("/healthz")
+                    probes += 1
+                    time.sleep(max(0.0, start + probes * 10 - time.monotonic()))
+                used, floor_used = agent.cpu_seconds() - start_cpu, floor.cpu_seconds() - floor_cpu
+                elapsed = time.monotonic() - start
+            finally:
+                floor.stop()
             per_hour = (len(api.requests) - requests_before) / elapsed * 3600
-            print("| CPU % of one core | API requests per hour (steady) | RSS MiB |")
-            print("|---:|---:|---:|")
-            print(f"| {used / elapsed * 100:.3f} | {per_hour:.0f} | {agent.rss_mib():.1f} |")
+            print("Floor: bench/floor.py, the same run and window: the mandated packages with one API connection, "
+                  f"exporting the agent's {len(points)} points every 15 s through the SDK.\n")
+            print("| agent CPU % of one core | floor CPU % | API requests per hour (steady) | agent RSS MiB |")
+            print("|---:|---:|---:|---:|")
+            print(f"| **{used / elapsed * 100:.3f}** | {floor_used / elapsed * 100:.3f} | {per_hour:.0f} | "
+                  f"{agent.rss_mib():.1f} |")
         finally:
             agent.stop()
     finally:

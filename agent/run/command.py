@@ -56,9 +56,32 @@ def _arm_hard_exit(seconds: float = HARD_EXIT_SECONDS) -> None:
     threading.Thread(target=hard_exit, name="hard-exit", daemon=True).start()
 
 
+# glibc's mallopt() parameter number for the arena limit (malloc.h).
+_M_ARENA_MAX = -8
+
+
+def _few_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's malloc arenas before the threads start, as MALLOC_ARENA_MAX=2 would (which wins if set).
+
+    glibc gives each thread that allocates an arena of its own (up to eight per core), each keeping the memory
+    freed in it: with the agent's eight threads that was 0.5 MiB of its resident memory. The threads allocate
+    under the GIL, so two arenas cost no contention. Elsewhere than glibc (musl) there is nothing to do.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (ImportError, OSError, AttributeError):
+        return
+    mallopt(_M_ARENA_MAX, arenas)
+
+
 def run(config: Config) -> int:
     # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
     logging.raiseExceptions = False
+    _few_malloc_arenas()
     agent = Agent(config)
     _install_signal_handlers(agent)
     agent.start()
