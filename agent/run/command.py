@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import gc
 import logging
 import os
 import signal
@@ -83,6 +84,11 @@ def run(config: Config) -> int:
     logging.raiseExceptions = False
     _few_malloc_arenas()
     agent = Agent(config)
+    # Everything built so far (the modules of the kubernetes package, pydantic, the OTel SDK, the agent) lives as
+    # long as the process: out of the collector's way, a full collection walks only what the events bring, not
+    # some 50,000 objects that can never be garbage (a third of the collector's time on a busy watch).
+    gc.collect()
+    gc.freeze()
     _install_signal_handlers(agent)
     agent.start()
     if config.once:
