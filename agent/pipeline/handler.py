@@ -139,7 +139,7 @@ class Handler:
 
         An idle handler wakes once per ``poll`` (its liveness heartbeat), not more. After waiting on an empty
         queue it lets the burst that woke it gather for ``gather`` seconds: the source then hands over a burst
-        at one wake-up, not a thread switch per event (which cost a sixth of an event's CPU time).
+        at one wake-up, not a thread switch per event (which was a seventh of an event's CPU time).
         """
         while True:
             self._metrics.heartbeat(HANDLER_LOOP)

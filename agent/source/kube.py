@@ -235,7 +235,8 @@ def _body(response, size: int = 65536) -> Iterator[bytes]:
     buffer with one ``read1`` per TLS record and de-chunked here, a quarter of the transport's CPU time less
     than urllib3's per-chunk reading (three reads and a decoder pass per event). Anything else: urllib3's way.
 
-    A socket timeout is urllib3's ReadTimeoutError, as from urllib3's own reading."""
+    A socket timeout is urllib3's ReadTimeoutError, as from urllib3's own reading. The socket's reader is
+    urllib3's ``_fp`` (the standard library's response) and its ``fp``; were they ever renamed, urllib3 reads."""
     raw = getattr(getattr(response, "_fp", None), "fp", None)
     if not response.chunked or response.headers.get("Content-Encoding", "identity") != "identity" or raw is None:
         yield from response.stream(size, decode_content=True)
