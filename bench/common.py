@@ -85,10 +85,14 @@ def production_venv() -> Path:
     The memory, idle, churn and versus figures come from it: the editable test
     venv carries pytest, hypothesis and the rest, and the source tree on the path.
     """
-    venv = Path(tempfile.mkdtemp(prefix="nra-production-"))
+    kept = os.environ.get("NRA_BENCH_VENV")  # a venv kept between runs (profiling): the agent is reinstalled into it
+    venv = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="nra-production-"))
+    pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    if kept and (venv / "bin" / "node-requests-agent").exists():
+        subprocess.run([*pip, "--no-deps", "--force-reinstall", str(ROOT)], check=True, stdout=subprocess.DEVNULL)
+        return venv
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(ROOT)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([*pip, str(ROOT)], check=True, stdout=subprocess.DEVNULL)
     return venv
 
 
@@ -140,12 +144,41 @@ class RunningAgent:
         self._dir = tempfile.mkdtemp(prefix="bench-agent-")
         kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
         env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
+        self.debug_url = f"http://127.0.0.1:{free_port()}"  # the default port may be held by another agent
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             agent_command("run", "--node-name", node, "--kubeconfig", kubeconfig, "--export-interval", str(interval),
-                          "--log-level", "WARNING"),
+                          "--debug-address", self.debug_url.removeprefix("http://"), "--log-level", "WARNING"),
             cwd=self._dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.ps = psutil.Process(self.proc.pid)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        """One request to the agent's debug endpoint (a probe as the kubelet sends it, or a view)."""
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self.debug_url + path, timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until /readyz answers 200 (initial LISTs handled, Node read)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.get("/readyz")[0] == 200:
+                    return
+            except OSError:  # not listening yet
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit("the agent did not become ready")
+            time.sleep(0.2)
+
+    def runtime(self) -> dict:
+        """The agent's own counters (/debug/runtime)."""
+        return json.loads(self.get("/debug/runtime")[1])
 
     def rss_mib(self) -> float:
         return self.ps.memory_info().rss / 2**20

@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -133,6 +133,108 @@ def throughput(n: int = 5000) -> None:
             print(f"| {name} | {path} | {t / n * 1e6:.1f} | {n / t:,.0f} | {t_json / t:.2f}x |")
 
 
+def _cpu_when_quiet(ps, settle: float = 0.3, poll: float = 0.05, timeout: float = 300.0) -> float:
+    """The process's CPU seconds once it has stopped working: unchanged for ``settle`` seconds (ticks are 10 ms)."""
+    def cpu() -> float:
+        t = ps.cpu_times()
+        return t.user + t.system
+
+    last, since, deadline = cpu(), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(poll)
+        now = cpu()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return now
+    raise SystemExit("the process never went quiet")
+
+
+def _watch_lines(pods: list[dict], n: int, first_rv: int, resize_every_event: bool) -> list[bytes]:
+    """``n`` MODIFIED events for ``pods`` in turn, compact as the API server writes them, versions from ``first_rv``."""
+    lines = []
+    for i in range(n):
+        p = pods[i % len(pods)]
+        p["metadata"]["resourceVersion"] = str(first_rv + i)
+        if resize_every_event:
+            p["spec"]["containers"][0]["resources"].setdefault("requests", {})["cpu"] = f"{100 + i % 900}m"
+        lines.append(json.dumps({"type": "MODIFIED", "object": p}, separators=(",", ":")).encode())
+    return lines
+
+
+def stream(n: int = 5000, pods: int = 500, repeat: int = 7) -> None:
+    """The whole event path black box: the installed agent reading a watch over HTTPS, against the floor client."""
+    import subprocess
+    from pathlib import Path
+
+    import psutil
+
+    from common import ROOT, production_venv
+
+    print(f"\n### Event path end to end: {n:,} MODIFIED events per burst over HTTPS (production install, {pods} pods; "
+          f"CPU time of each process, median of {repeat} interleaved bursts)\n")
+    print(f"machine: {machine()}; {load()}\n")
+    apis = {"agent": FakeApiServer(tls=True).start(), "floor": FakeApiServer(tls=True).start()}
+    receiver = HttpReceiver().start()
+    agent = floor = None
+    try:
+        for api in apis.values():
+            for i in range(pods):
+                api.create(realistic_pod(i))
+        # No export during a burst (its cost is the export section's); everything else as deployed.
+        agent = RunningAgent(apis["agent"], receiver, interval=3600.0)
+        agent.wait_ready()
+        api = apis["floor"]
+        query = f"watch=true&resourceVersion={api.resource_version}&fieldSelector=spec.nodeName%3Dbench-node"
+        floor = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "stream_floor.py"),
+                                  f"{api.url}/api/v1/pods?{query}", api.ca_file, api.token, str(n)],
+                                 cwd=Path(api.ca_file).parent, stdout=subprocess.PIPE, text=True)
+        if floor.stdout.readline().strip() != "ready":
+            raise SystemExit("the floor client did not start")
+        procs = {"agent": agent.ps, "floor": psutil.Process(floor.pid)}
+        templates = [json.loads(json.dumps(realistic_pod(i))) for i in range(pods)]
+        streams = {"status churn": False, "requests change every event": True}
+        cpu: dict[tuple[str, str], list[float]] = {(s, w): [] for s in streams for w in procs}
+        size = 0
+        for _ in range(repeat):  # interleaved: machine noise hits both alike
+            for name, resize in streams.items():
+                for who, ps in procs.items():
+                    api = apis[who]
+                    lines = _watch_lines(templates, n, api.resource_version + 1, resize)
+                    size = sum(map(len, lines)) / n
+                    added = agent.runtime()["events_added"].get("MODIFIED", 0) if who == "agent" else 0
+                    gc.collect()
+                    before = sum(ps.cpu_times()[:2])
+                    api.inject_raw(*lines)
+                    if who == "floor":
+                        if floor.stdout.readline().strip() != "burst":
+                            raise SystemExit("the floor client stopped")
+                        after = sum(ps.cpu_times()[:2])
+                    else:
+                        after = _cpu_when_quiet(ps)
+                        got = agent.runtime()["events_added"].get("MODIFIED", 0) - added
+                        if got != n:
+                            raise SystemExit(f"the agent took {got} of {n} events")
+                    cpu[(name, who)].append(after - before)
+        print(f"Mean event {size / 1024:.1f} KiB of compact JSON, one HTTP chunk (one TLS record) each, as an API server "
+              "writes a watch. Floor: `bench/stream_floor.py` reads the same bytes over the same kind of connection "
+              "(http.client `read1`, split at newlines, `json.loads` per line).\n")
+        print("| stream | agent us/event | floor us/event | agent speed vs floor |")
+        print("|---|---:|---:|---:|")
+        for name in streams:
+            a, f = (statistics.median(cpu[(name, w)]) / n * 1e6 for w in ("agent", "floor"))
+            print(f"| {name} | {a:.1f} | {f:.1f} | **{f / a:.2f}x** |")
+    finally:
+        if floor is not None:
+            floor.terminate()
+            floor.wait(10)
+        if agent is not None:
+            agent.stop()
+        for api in apis.values():
+            api.stop()
+        receiver.stop()
+
+
 def list_decode(pods: int = 2000, repeat: int = 5) -> None:
     """Decoding one LIST answer: main's way (whole body as text, json module per item) against the streamed typed one."""
     from agent.decode.reader import POD
@@ -172,54 +274,77 @@ def _settle(agent: RunningAgent, receiver: HttpReceiver, expected: int, timeout:
     raise SystemExit(f"agent did not export {expected} pods (last export had {pods_exported(receiver)})")
 
 
-def _floor_rss(api: FakeApiServer, points: list, interval: float = 1.0) -> float:
-    """Steady RSS of bench/floor.py (the mandated packages holding ``points``), from the production venv."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
+class _Floor:
+    """bench/floor.py (the mandated packages holding ``points``) from the production venv, exporting to its own receiver."""
 
-    from common import ROOT, production_venv
+    def __init__(self, api: FakeApiServer, points: list, interval: float = 1.0, connect: bool = True) -> None:
+        import os
+        import subprocess
+        import tempfile
+        from pathlib import Path
 
-    import psutil
+        import psutil
 
-    work = Path(tempfile.mkdtemp(prefix="bench-floor-"))
-    (work / "points.json").write_text(json.dumps(points))
-    receiver = HttpReceiver().start()
-    env = {**__import__("os").environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-           "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": receiver.endpoint + "/v1/metrics", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
-    proc = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "floor.py"),
-                             api.kubeconfig(work / "kubeconfig"), str(work / "points.json"), str(interval)],
-                            cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        proc.stdout.readline()
-        deadline = time.monotonic() + 30
-        while len(receiver.requests) < 2 and time.monotonic() < deadline:
+        from common import ROOT, production_venv
+
+        work = Path(tempfile.mkdtemp(prefix="bench-floor-"))
+        (work / "points.json").write_text(json.dumps(points))
+        self.receiver = HttpReceiver().start()
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": self.receiver.endpoint,
+               "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.receiver.endpoint + "/v1/metrics",
+               "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
+        self.proc = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "floor.py"),
+                                      api.kubeconfig(work / "kubeconfig"), str(work / "points.json"), str(interval),
+                                      *(["connect"] if connect else [])],
+                                     cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.stop()
+            raise SystemExit("the floor program did not start")
+        self.ps = psutil.Process(self.proc.pid)
+
+    def wait_exports(self, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.receiver.requests) < count:
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit("the floor program did not export")
             time.sleep(0.2)
-        if len(receiver.requests) < 2:
-            raise SystemExit("the floor program did not export")
+
+    def cpu_seconds(self) -> float:
+        return sum(self.ps.cpu_times()[:2])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.receiver.stop()
+
+
+def _floor_rss(api: FakeApiServer, points: list, interval: float = 1.0, connect: bool = True) -> float:
+    """Steady RSS of the floor program: the largest of five samples, after its second export and 5 s more."""
+    floor = _Floor(api, points, interval, connect)
+    try:
+        floor.wait_exports(2)
         time.sleep(5)
-        ps = psutil.Process(proc.pid)
         samples = []
         for _ in range(5):
-            samples.append(ps.memory_info().rss / 2**20)
+            samples.append(floor.ps.memory_info().rss / 2**20)
             time.sleep(1)
         return max(samples)
     finally:
-        proc.terminate()
-        proc.wait(10)
-        receiver.stop()
+        floor.stop()
 
 
 def memory() -> None:
     from tests.support.otlp_receiver import points_of
 
-    print("\n### RSS against pods on the node (production install, steady state, OTLP/HTTP export every 1 s)\n")
+    print("\n### RSS against pods on the node (production install, API over HTTPS, steady state, OTLP/HTTP export "
+          "every 1 s)\n")
     print(f"machine: {machine()}; {load()}\n")
     print("| pods | steady RSS MiB | peak RSS MiB (VmHWM) | peak / steady | start-up to first full export s |")
     print("|---:|---:|---:|---:|---:|")
-    floor = None
+    floors = {}
     for n in (0, 110, 500, 2000):
-        api, receiver = FakeApiServer().start(), HttpReceiver().start()
+        api, receiver = FakeApiServer(tls=True).start(), HttpReceiver().start()
         try:
             for i in range(n):
                 api.create(realistic_pod(i))
@@ -237,21 +362,24 @@ def memory() -> None:
                     time.sleep(1)
                 steady, peak = max(samples), agent.peak_mib()
                 print(f"| {n:,} | {steady:.1f} | {peak:.1f} | {peak / steady:.2f}x | {ready} |")
-                if n == 110:
+                if n in (110, 2000):
                     with receiver.cond:
                         last = receiver.requests[-1][1]
                     points = [(p.metric, {k: str(v) for k, v in p.attributes.items()}, p.value) for p in points_of(last)]
-                    floor = (steady, len(points), _floor_rss(api, points))
+                    floors[n] = (steady, len(points), _floor_rss(api, points, connect=False), _floor_rss(api, points))
             finally:
                 agent.stop()
         finally:
             api.stop()
             receiver.stop()
-    if floor:
-        steady, count, floor_rss = floor
-        print(f"\nFloor (bench/floor.py: interpreter + kubernetes config and ApiClient + psutil + opentelemetry-sdk with "
-              f"its OTLP/HTTP exporter, exporting the same {count} points every 1 s), same run: **{floor_rss:.1f} MiB**; "
-              f"agent with 110 pods {steady:.1f} MiB = **{steady / floor_rss:.3f}x** the floor.")
+    print("\nFloor (bench/floor.py: interpreter + kubernetes config and ApiClient from the same kubeconfig + psutil + "
+          "opentelemetry-sdk with its OTLP/HTTP exporter, exporting the same points every 1 s), same run; without "
+          "and with one request to the API server over TLS, its connection kept:\n")
+    print("| pods | points | floor MiB | agent / floor | floor + TLS connection MiB | agent / floor + TLS | agent MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, (steady, count, bare, connected) in floors.items():
+        print(f"| {n:,} | {count:,} | {bare:.1f} | {steady / bare:.3f}x | {connected:.1f} | **{steady / connected:.3f}x** | "
+              f"{steady:.1f} |")
 
 
 def churn(total: int = 20000, live: int = 110) -> None:
@@ -290,24 +418,45 @@ def churn(total: int = 20000, live: int = 110) -> None:
 
 
 def idle(seconds: float = 120.0, pods: int = 110) -> None:
-    print(f"\n### Idle CPU with {pods} pods at the default 15 s export interval ({seconds:.0f} s window, production install)\n")
+    """The agent left alone as deployed (API over HTTPS, bookmarks every minute, the kubelet's probes), and the floor."""
+    from tests.support.otlp_receiver import points_of
+
+    print(f"\n### Idle CPU with {pods} pods at the default 15 s export interval ({seconds:.0f} s window, production "
+          "install, API over HTTPS)\n")
     print(f"machine: {machine()}; {load()}\n")
-    api, receiver = FakeApiServer(bookmark_interval=60).start(), HttpReceiver().start()
+    api, receiver = FakeApiServer(bookmark_interval=60, tls=True).start(), HttpReceiver().start()
     try:
         for i in range(pods):
             api.create(realistic_pod(i))
         agent = RunningAgent(api, receiver, interval=15.0)
         try:
             _settle(agent, receiver, pods, timeout=40)
-            start_cpu, start = agent.cpu_seconds(), time.monotonic()
-            requests_before = len(api.requests)
-            time.sleep(seconds)
-            used = agent.cpu_seconds() - start_cpu
-            elapsed = time.monotonic() - start
+            with receiver.cond:
+                last = receiver.requests[-1][1]
+            points = [(p.metric, {k: str(v) for k, v in p.attributes.items()}, p.value) for p in points_of(last)]
+            floor = _Floor(api, points, interval=15.0)
+            try:
+                floor.wait_exports(1, timeout=40)
+                start_cpu, floor_cpu, start = agent.cpu_seconds(), floor.cpu_seconds(), time.monotonic()
+                requests_before = len(api.requests)
+                probes = 0
+                while time.monotonic() - start < seconds:  # the DaemonSet's probes: readiness every 10 s, liveness 20 s
+                    agent.get("/readyz")
+                    if probes % 2 == 0:
+                        agent.get("/healthz")
+                    probes += 1
+                    time.sleep(max(0.0, start + probes * 10 - time.monotonic()))
+                used, floor_used = agent.cpu_seconds() - start_cpu, floor.cpu_seconds() - floor_cpu
+                elapsed = time.monotonic() - start
+            finally:
+                floor.stop()
             per_hour = (len(api.requests) - requests_before) / elapsed * 3600
-            print("| CPU % of one core | API requests per hour (steady) | RSS MiB |")
-            print("|---:|---:|---:|")
-            print(f"| {used / elapsed * 100:.3f} | {per_hour:.0f} | {agent.rss_mib():.1f} |")
+            print("Floor: bench/floor.py, the same run and window: the mandated packages with one API connection, "
+                  f"exporting the agent's {len(points)} points every 15 s through the SDK.\n")
+            print("| agent CPU % of one core | floor CPU % | API requests per hour (steady) | agent RSS MiB |")
+            print("|---:|---:|---:|---:|")
+            print(f"| **{used / elapsed * 100:.3f}** | {floor_used / elapsed * 100:.3f} | {per_hour:.0f} | "
+                  f"{agent.rss_mib():.1f} |")
         finally:
             agent.stop()
     finally:
@@ -507,7 +656,7 @@ def cluster_scale() -> None:
     bench.main()
 
 
-BENCHMARKS = {"throughput": throughput, "list": list_decode, "memory": memory, "churn": churn, "idle": idle,
+BENCHMARKS = {"throughput": throughput, "stream": stream, "list": list_decode, "memory": memory, "churn": churn, "idle": idle,
               "versus": versus, "export": export_cycle, "startup": startup}
 #: Not part of "all": it builds and runs a control plane and takes about 20 minutes.
 SEPARATE = {"cluster-scale": cluster_scale}

@@ -4,7 +4,7 @@ Liveness asks "would a restart help?": only a wedged loop says yes. A loop is
 stuck when it has not turned for longer than it can legitimately be quiet:
 the source may sit in one watch read for the read timeout plus the longest
 backoff; the exporter waits an interval plus an export's timeout; the handler
-wakes every 0.2 s and no event should take anywhere near its limit. A source
+wakes every 5 s when idle and no event should take anywhere near its limit. A source
 waiting on a dead or unreachable API server keeps turning (it retries with
 backoff), so it is alive: restarting every agent of the cluster cannot bring
 the API server back. That condition is readiness's ("synced and current").

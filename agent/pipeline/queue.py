@@ -21,6 +21,9 @@ from agent.pipeline.interfaces import NO_QUEUE_METRICS, QueueMetrics
 __all__ = ["EventQueue", "QueuedEvent"]
 
 
+_WAKE = object()  # put by wake(): a get() waiting on an empty queue returns at once
+
+
 class QueuedEvent(NamedTuple):  # one per event: a named tuple is the cheapest record to build
     event: Event
     enqueued_at: float
@@ -56,13 +59,22 @@ class EventQueue:
         self._q.put(QueuedEvent(event, self._clock()))
 
     def get(self, timeout: float | None = None) -> QueuedEvent | None:
-        """Next event, or None after ``timeout`` seconds. Call task_done() when handled."""
+        """Next event, or None after ``timeout`` seconds (or at a wake()). Call task_done() when handled."""
         try:
             item = self._q.get(timeout=timeout)
         except queue.Empty:
             return None
+        if item is _WAKE:
+            return None
         self._metrics.event_taken(self._clock() - item.enqueued_at)
         return item
+
+    def wake(self) -> None:
+        """End a get() that waits on an empty queue now, as if its timeout had passed (shutdown).
+
+        So the consumer can wait long between checks of its stop event instead of polling.
+        """
+        self._q.put(_WAKE)  # type: ignore[arg-type]
 
     def qsize(self) -> int:
         return self._q.qsize()

@@ -40,6 +40,7 @@ class Agent:
         self.queue = EventQueue(metrics=self.stats)
         self.stop_event = threading.Event()
         self.api = None
+        self.version_source = None
         self.finished: threading.Event | None = None
         sources = self._kubernetes_sources() if not config.replay else [self._replay_source()]
         self.source = sources[0]
@@ -91,7 +92,7 @@ class Agent:
         if config.kubernetes_version is None:
             from agent.source.server_version import ServerVersionSource
 
-            version = ServerVersionSource(api=self.api, emit=self.queue.put, metrics=self.stats)
+            version = self.version_source = ServerVersionSource(api=self.api, emit=self.queue.put, metrics=self.stats)
         pods = Reflector(api=self.api, watched=PodsOfNode(node_name=config.node_name), emit=self.queue.put,
                          metrics=self.stats, settings=settings,
                          on_list=version.relisted if version is not None else None)
@@ -170,6 +171,10 @@ class Agent:
             return max(0.0, deadline - reserve - time.monotonic())
 
         self.stop_event.set()
+        # Idle loops wait without polling; tell each to look at the stop event now.
+        self.queue.wake()
+        if self.version_source is not None:
+            self.version_source.interrupt()
         if self.api is not None:
             self.api.interrupt()  # a watch blocked in a read would otherwise hold shutdown for its read timeout
         loops_until = time.monotonic() + min(LOOPS_SECONDS, remaining())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import gc
 import logging
 import os
 import signal
@@ -56,10 +57,38 @@ def _arm_hard_exit(seconds: float = HARD_EXIT_SECONDS) -> None:
     threading.Thread(target=hard_exit, name="hard-exit", daemon=True).start()
 
 
+# glibc's mallopt() parameter number for the arena limit (malloc.h).
+_M_ARENA_MAX = -8
+
+
+def _few_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's malloc arenas before the threads start, as MALLOC_ARENA_MAX=2 would (which wins if set).
+
+    glibc gives each thread that allocates an arena of its own (up to eight per core), each keeping the memory
+    freed in it: with the agent's eight threads that was 0.5 MiB of its resident memory. The threads allocate
+    under the GIL, so two arenas cost no contention. Elsewhere than glibc (musl) there is nothing to do.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (ImportError, OSError, AttributeError):
+        return
+    mallopt(_M_ARENA_MAX, arenas)
+
+
 def run(config: Config) -> int:
     # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
     logging.raiseExceptions = False
+    _few_malloc_arenas()
     agent = Agent(config)
+    # Everything built so far (the modules of the kubernetes package, pydantic, the OTel SDK, the agent) lives as
+    # long as the process: out of the collector's way, a full collection walks only what the events bring, not
+    # some 50,000 objects that can never be garbage (a third of the collector's time on a busy watch).
+    gc.collect()
+    gc.freeze()
     _install_signal_handlers(agent)
     agent.start()
     if config.once:
@@ -73,7 +102,8 @@ def run(config: Config) -> int:
         agent.telemetry.flush()
         agent.shutdown(final_export=False)
         return 0
-    while not agent.stop_event.wait(1.0):
+    # A signal handler runs in this thread even while it waits, and sets the event: no need to wake and look.
+    while not agent.stop_event.wait(3600.0):
         pass
     _arm_hard_exit()
     took = agent.shutdown()

@@ -11,14 +11,14 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import urllib3
 
 __all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError", "load_configuration",
            "config_sources", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV",
-           "split_lines"]
+           "split_lines", "dechunk"]
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class KubeApi:
         with self._streams_lock:
             self._streams.add(response)
         try:
-            yield from split_lines(response.stream(65536, decode_content=True), max_line)
+            yield from split_lines(_body(response), max_line)
         finally:
             # Dropping the connection (not returning it to the pool) when a
             # consumer stops early: a half-read watch cannot be reused.
@@ -228,6 +228,70 @@ class KubeApi:
                 self._streams.discard(response)
             response.close()
             response.release_conn()
+
+
+def _body(response, size: int = 65536) -> Iterator[bytes]:
+    """A watch body as it arrives. Chunked and not encoded (what the API server sends): read off the socket's
+    buffer with one ``read1`` per TLS record and de-chunked here, a quarter of the transport's CPU time less
+    than urllib3's per-chunk reading (three reads and a decoder pass per event). Anything else: urllib3's way.
+
+    A socket timeout is urllib3's ReadTimeoutError, as from urllib3's own reading. The socket's reader is
+    urllib3's ``_fp`` (the standard library's response) and its ``fp``; were they ever renamed, urllib3 reads."""
+    raw = getattr(getattr(response, "_fp", None), "fp", None)
+    if not response.chunked or response.headers.get("Content-Encoding", "identity") != "identity" or raw is None:
+        yield from response.stream(size, decode_content=True)
+        return
+    try:
+        yield from dechunk(raw.read1, size)
+    except TimeoutError as exc:
+        raise urllib3.exceptions.ReadTimeoutError(None, "", f"Read timed out. ({exc})") from None
+
+
+def dechunk(read: Callable[[int], bytes], size: int = 65536) -> Iterator[bytes]:
+    """The data of a chunked HTTP/1.1 body, each ``read(size)`` handed on as it comes (one slice per chunk in it).
+
+    Errors as urllib3 raises them: a body that ends before its last chunk, or a size line that is not hex, is a
+    ProtocolError.
+    """
+    left = 0  # data bytes of the current chunk still to come
+    crlf = 0  # bytes of the CRLF after a chunk's data still to skip
+    pending = b""  # an incomplete size line, carried to the next read
+    while True:
+        data = read(size)
+        if not data:
+            raise urllib3.exceptions.ProtocolError("Response ended prematurely")
+        if pending:
+            data, pending = pending + data, b""
+        pos, end = 0, len(data)
+        while pos < end:
+            if left:
+                piece = data if not pos and end <= left else data[pos:pos + left]
+                left -= len(piece)
+                pos += len(piece)
+                yield piece
+                if not left:
+                    crlf = 2
+            elif crlf:
+                skip = min(crlf, end - pos)
+                crlf -= skip
+                pos += skip
+            else:
+                newline = data.find(b"\n", pos)
+                if newline < 0:
+                    pending = data[pos:]
+                    if len(pending) > 1024:
+                        raise urllib3.exceptions.ProtocolError("Response chunk size line exceeded maximum allowed length")
+                    break
+                line = data[pos:newline].split(b";", 1)[0]
+                try:
+                    left = int(line, 16)
+                except ValueError:
+                    raise urllib3.exceptions.ProtocolError(f"Invalid chunk length {line[:40]!r}") from None
+                if left < 0:
+                    raise urllib3.exceptions.ProtocolError(f"Invalid chunk length {line[:40]!r}")
+                pos = newline + 1
+                if not left:
+                    return  # the last chunk (trailers, if any, are left unread: the connection is closed after)
 
 
 def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:

@@ -44,7 +44,7 @@ class ServerVersionSource:
     """Reads /version when due: at start, after each :meth:`relisted`, and again after a failure (with backoff)."""
 
     def __init__(self, *, api: VersionApi, emit: Emit, metrics: SourceMetrics, backoff: Backoff | None = None,
-                 read_timeout: float = 10.0, poll: float = 0.2,
+                 read_timeout: float = 10.0, poll: float = 60.0,
                  wait: Callable[[threading.Event, float], object] = threading.Event.wait) -> None:
         self._api = api
         self._emit = emit
@@ -60,6 +60,13 @@ class ServerVersionSource:
 
     def relisted(self) -> None:
         """The pod watch relisted: read the version again (the API server may have been replaced)."""
+        self._due.set()
+
+    def interrupt(self) -> None:
+        """End the wait for the next reading now (shutdown): the loop then sees its stop event.
+
+        So an idle source sleeps until it is due or told, rather than waking five times a second to look.
+        """
         self._due.set()
 
     def read(self) -> KubernetesVersion:

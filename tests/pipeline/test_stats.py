@@ -128,3 +128,19 @@ def test_a_full_queue_holds_the_source_back_and_loses_nothing_in_order():
         queue.task_done()
     producer.join(5)
     assert received == sent and queue.get(timeout=0) is None and queue.join(0.01)
+
+
+def test_an_idle_handler_waits_without_polling_and_stops_at_once_when_woken():
+    """The idle handler checks its stop event every 5 s only; wake() makes it look now, after what was queued."""
+    stats, state, queue, stop, thread = pipeline()
+    wait_until(lambda: "handler" in stats.snapshot().loop_idle_seconds, timeout=5)
+    time.sleep(0.5)
+    assert stats.snapshot().loop_idle_seconds["handler"] >= 0.4  # no heartbeat: it sleeps, not polls
+    queue.put(events(1)[0])
+    stop.set()
+    started = time.monotonic()
+    queue.wake()
+    thread.join(2)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0
+    assert len(state) == 1  # the event queued before the wake-up was still handled
+    assert queue.get(timeout=0) is None and stats.snapshot().queue_depth == 0

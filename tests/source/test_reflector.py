@@ -248,3 +248,30 @@ def test_in_cluster_configuration_reads_the_service_account_folder(tmp_path):
     assert configuration.get_api_key_with_prefix("BearerToken") == "bearer first-token"
     with pytest.raises(KubeConfigError, match="token file"):
         load_configuration(environ={**environ, SERVICEACCOUNT_DIR_ENV: str(tmp_path / "missing")})
+
+
+def test_over_tls_the_agent_lists_and_watches_and_an_idle_agent_stops_at_once(tmp_path):
+    """As against a real API server: HTTPS verified against the kubeconfig's CA. Its idle loops wait for seconds
+    between looks at the stop event; shutdown tells each, so it still ends within a second."""
+    from agent.config import Config
+    from agent.run.agent import Agent
+    from tests.support.fake_apiserver import FakeApiServer
+
+    apiserver = FakeApiServer(tls=True).start()
+    try:
+        apiserver.create(pod("a1"))
+        agent = Agent(Config(node_name="node-a", kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"),
+                             exporter="none", read_timeout=5.0, watch_timeout=(30, 40))).start()
+        try:
+            wait_until(lambda: agent.state.synced and agent.state.node_listed and apiserver.count(watch=True) >= 1)
+            apiserver.create(pod("a2"))
+            wait_until(lambda: names(agent) == {"a1", "a2"})
+            assert apiserver.url.startswith("https://")
+            assert agent.state.kubernetes.server_version == "v1.37.2"
+            time.sleep(0.5)  # idle: every loop is waiting
+        finally:
+            took = agent.shutdown(final_export=False)
+        assert took < 1.5, took
+        assert not [t.name for t in agent._threads if t.is_alive()]
+    finally:
+        apiserver.stop()

@@ -191,3 +191,32 @@ def test_the_watch_connection_has_tcp_keepalive(apiserver, tmp_path):
         stop.set()
         api.close()
         thread.join(5)
+
+
+def test_a_chunked_body_cut_anywhere_reads_back_whole_and_a_broken_one_is_a_transport_error():
+    """The watch's own de-chunking: every way the socket may cut the body gives the same data; a body that stops
+    before its last chunk, or a size that is not hex, fails as urllib3's reading fails (a transport error)."""
+    import random
+
+    import pytest
+    import urllib3
+
+    from agent.source.kube import dechunk
+    from agent.source.reflector import decide
+
+    rng = random.Random(22)
+    payloads = [bytes([97 + i % 26]) * rng.randint(1, 20_000) for i in range(120)]
+    body = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in payloads) + b"0\r\n\r\n"
+
+    def reads(data: bytes, cuts: int):
+        points = sorted(rng.sample(range(1, len(data)), cuts))
+        parts = iter(data[a:b] for a, b in zip([0, *points], [*points, len(data)]))
+        return lambda size: next(parts, b"")
+
+    for cuts in (1, 7, 300, 3000):
+        assert b"".join(dechunk(reads(body, cuts))) == b"".join(payloads)
+    for broken in (body[:len(body) // 2], b"zz\r\nabc\r\n0\r\n\r\n", b"5;ext=1\r\nab"):
+        with pytest.raises(urllib3.exceptions.ProtocolError) as failed:
+            b"".join(dechunk(reads(broken, 3)))
+        assert decide(failed.value).reason == "transport"
+    assert b"".join(dechunk(reads(b"5;ext=1\r\nabcde\r\n0\r\n\r\n", 4))) == b"abcde"

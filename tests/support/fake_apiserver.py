@@ -1,7 +1,9 @@
 """A protocol-faithful stand-in for kube-apiserver's pod (and node) endpoints.
 
 No kube-apiserver can run on these machines, so this serves the documented
-API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/using-api/api-concepts/):
+API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/using-api/api-concepts/),
+or over TLS as a real API server does (``tls=True``: a fresh CA and a serving certificate for 127.0.0.1 from
+the cluster tests' ``make_pki``; the kubeconfig trusts that CA):
 
 - LIST returns a List whose metadata.resourceVersion is the store's current
   version; ``resourceVersion=0`` is served from the "watch cache" (any
@@ -73,8 +75,11 @@ _SELECTABLE = {
 
 
 class FakeApiServer:
-    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0, version: str = "v1.37.2") -> None:
+    def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0, version: str = "v1.37.2",
+                 tls: bool = False) -> None:
         self.token = token
+        self.tls = tls
+        self._pki = None
         self.version = version
         self.bookmark_interval = bookmark_interval
         self._lock = threading.Condition()
@@ -101,6 +106,10 @@ class FakeApiServer:
             server_ref = fake
 
         self._server = QuietHTTPServer(("127.0.0.1", port or self.port), Handler)
+        if self.tls:
+            # The handshake runs on the connection's own thread at its first read, not in the accept loop.
+            self._server.socket = self._tls_context().wrap_socket(self._server.socket, server_side=True,
+                                                                  do_handshake_on_connect=False)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -122,16 +131,40 @@ class FakeApiServer:
                 except OSError:
                     pass
 
+    def _pki_of_server(self):
+        import tempfile
+        from pathlib import Path
+
+        from tests.support.cluster import make_pki
+
+        if self._pki is None:
+            self._pki = make_pki(Path(tempfile.mkdtemp(prefix="fake-apiserver-pki-")))
+        return self._pki
+
+    def _tls_context(self):
+        import ssl
+
+        pki = self._pki_of_server()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki.crt("loopback-serving"), pki.key("loopback-serving"))
+        return context
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA that signed the serving certificate (TLS only)."""
+        return str(self._pki_of_server().crt("ca")) if self.tls else None
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def kubeconfig(self, path) -> str:
         import yaml
 
+        cluster = {"server": self.url, **({"certificate-authority": self.ca_file} if self.tls else {})}
         path.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "fake", "cluster": cluster}],
             "users": [{"name": "agent", "user": {"token": self.token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
         }))
@@ -170,11 +203,15 @@ class FakeApiServer:
             if obj is not None:
                 self._record(kind, "DELETED", obj)
 
-    def inject_raw(self, payload: bytes, kind: str = "pods") -> None:
-        """Send ``payload`` verbatim as one watch line to every watcher (after the changes before it)."""
+    def inject_raw(self, *payloads: bytes, kind: str = "pods") -> None:
+        """Send each payload verbatim as one watch line to every watcher (after the changes before it).
+
+        Several at once are queued under one lock, so a watcher writes them back to back, one chunk each.
+        """
         with self._lock:
-            self._rv += 1
-            self._history[kind].append(_Change(self._rv, "RAW", payload))  # type: ignore[arg-type]
+            for payload in payloads:
+                self._rv += 1
+                self._history[kind].append(_Change(self._rv, "RAW", payload))  # type: ignore[arg-type]
             self._lock.notify_all()
 
     def objects(self, kind: str = "pods") -> list[dict[str, Any]]:
@@ -242,7 +279,9 @@ class QuietHTTPServer(ThreadingHTTPServer):
         # A client that hangs up (an agent stopping mid-watch) is not a server error.
         import sys
 
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+        import ssl
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, ssl.SSLError)):
             super().handle_error(request, client_address)
 
 
