@@ -345,6 +345,9 @@ class Reflector:
         received = undecodable = 0
         try:
             for line in self._api.stream_lines(self._watched.path, params, read_timeout=s.read_timeout):
+                if stop.is_set():
+                    # Shutting down: the read was interrupted, and what it returned last may be an event cut short.
+                    return "stopped"
                 self._stats.heartbeat(self._loop)
                 received += 1
                 try:
@@ -360,8 +363,6 @@ class Reflector:
                     self._stats.skipped(UNDECODABLE, self._resource)
                     self._warn.warning("undecodable event", "skipping undecodable %s watch event: %s",
                                        self._resource, exc)
-                if stop.is_set():
-                    return "stopped"
         except urllib3.exceptions.ReadTimeoutError:
             # Silent for read_timeout seconds: a dead or half-open stream.
             # The wait already happened, so resume without backoff.

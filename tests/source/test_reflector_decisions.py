@@ -222,3 +222,35 @@ def test_raw_watch_bytes_never_stop_the_source_and_every_good_event_arrives(item
     # Garbage that happens to be a valid event for another pod would show up too; none of ours is lost.
     assert [n for n in got if n in wanted] == wanted
     assert stats.requests_failed.get(("pods", "unexpected"), 0) == 0
+
+
+def test_a_line_cut_short_by_shutdown_is_not_reported_as_an_undecodable_event(caplog):
+    """Shutdown interrupts the watch's read; what the read returned last may be half an event. That is not bad
+    input from the API server: nothing is counted as skipped and nothing is logged, and the reflector stops."""
+    clock = VirtualClock(120.0)
+    stats = RuntimeStats(clock=clock)
+    queue = EventQueue(metrics=stats)
+    stop = threading.Event()
+    whole, cut = event("MODIFIED", "a", "11"), event("MODIFIED", "b", "12")[:40]
+
+    class InterruptedApi(ScriptedApi):
+        def stream_lines(self, path, params, read_timeout):
+            self.calls.append(("watch", dict(params)))
+            yield whole
+            stop.set()  # SIGTERM arrives while the next read is under way
+            yield cut
+
+    api = InterruptedApi([pod_list("10", "a")], [])
+    reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=queue.put, metrics=stats,
+                          settings=ReflectorSettings(min_watch_timeout=300, max_watch_timeout=300),
+                          backoff=Backoff(jitter=0.0, clock=clock), clock=clock, wait=clock.wait)
+    with caplog.at_level("WARNING"):
+        reflector.run(stop)
+    events = []
+    while (item := queue.get(timeout=0)) is not None:
+        events.append(item.event)
+    assert [e.pod.name for e in events if e.type == MODIFIED] == ["a"]
+    snapshot = stats.snapshot()
+    assert not snapshot.skipped, snapshot.skipped
+    assert not [r for r in caplog.records if "undecodable" in r.getMessage()]
+    assert [c for c, _ in api.calls] == ["list", "watch"]
