@@ -145,3 +145,103 @@ def test_a_huge_size_is_a_body_that_ends_early_not_a_crash():
     body = b"f" * 900 + b"\r\nabc"
     with pytest.raises(urllib3.exceptions.ProtocolError):
         dechunked(body, [3, 950], 65536)
+
+
+def _watch_server(write):
+    """A loopback server whose every GET answers 200 application/json and then calls ``write(handler)``."""
+    from tests.support.plain_http import QuietHandler, serve
+
+    class Handler(QuietHandler):
+        def do_GET(self):
+            write(self)
+
+    return serve(Handler)
+
+
+def _api(tmp_path, server):
+    from agent.source.kube import KubeApi, load_configuration
+    from tests.support.plain_http import plain_http_kubeconfig
+
+    return KubeApi(load_configuration(plain_http_kubeconfig(tmp_path / "kubeconfig", server.server_address[1])))
+
+
+LINES = [b'{"type":"ADDED","n":%d}' % i for i in range(50)]
+
+
+def _chunked_head(handler, extra: dict[str, str] = {}) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    for k, v in extra.items():
+        handler.send_header(k, v)
+    handler.end_headers()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@pytest.mark.parametrize("form", ["chunked", "gzip", "length"])
+def test_every_watch_body_form_reads_back_the_same_lines(tmp_path, form):
+    """The de-chunker for what the API server sends; urllib3's own reading for the rest (compressed, sized)."""
+    import gzip
+
+    body = b"\n".join(LINES) + b"\n"
+
+    def write(handler):
+        if form == "length":
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            return
+        data = gzip.compress(body) if form == "gzip" else body
+        _chunked_head(handler, {"Content-Encoding": "gzip"} if form == "gzip" else {})
+        for i in range(0, len(data), 37):
+            handler.wfile.write(_chunk(data[i:i + 37]))
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
+
+    server = _watch_server(write)
+    api = _api(tmp_path, server)
+    try:
+        assert list(api.stream_lines("/api/v1/pods", {"watch": "1"}, read_timeout=5.0)) == LINES
+    finally:
+        api.close()
+        server.shutdown()
+
+
+def test_a_silent_chunked_watch_is_urllib3s_read_timeout_and_interrupt_ends_a_blocked_read_at_once(tmp_path):
+    """The reflector resumes on urllib3's ReadTimeoutError: the de-chunker's socket timeout must be that one.
+    Shutdown's interrupt() must end a read that waits on the socket, long before its read timeout."""
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def write(handler):
+        _chunked_head(handler)
+        handler.wfile.write(_chunk(LINES[0] + b"\n"))
+        handler.wfile.flush()
+        release.wait(30)
+
+    server = _watch_server(write)
+    api = _api(tmp_path, server)
+    try:
+        lines = api.stream_lines("/api/v1/pods", {"watch": "1"}, read_timeout=0.5)
+        assert next(lines) == LINES[0]
+        with pytest.raises(urllib3.exceptions.ReadTimeoutError):
+            next(lines)
+
+        lines = api.stream_lines("/api/v1/pods", {"watch": "1"}, read_timeout=30.0)
+        assert next(lines) == LINES[0]
+        threading.Timer(0.3, api.interrupt).start()
+        started = time.monotonic()
+        with pytest.raises(urllib3.exceptions.ProtocolError):
+            next(lines)
+        assert time.monotonic() - started < 5.0
+    finally:
+        release.set()
+        api.close()
+        server.shutdown()
