@@ -1,8 +1,10 @@
 """Scale by simulation: 20 Nodes x 110 pods in a real API server, one agent per Node (20 processes).
 
 Run: ``python bench/cluster_scale.py`` or ``python bench/run.py cluster-scale`` (after the test command's install;
-the control-plane binaries are built on first use, see components/kubernetes.py). Every agent is started from the
-shipped DaemonSet's pod as the kubelet would start it (tests/support/kubelet.py). Measured:
+the control-plane binaries and KWOK are built on first use, see components/kubernetes.py and components/kwok.py).
+The Nodes are KWOK's (tests/support/kwok.py): it keeps them Ready and reports their pods Running, as in the cluster
+tests. Every agent is started from the shipped DaemonSet's pod as the kubelet would start it (tests/support/kubelet.py).
+Measured:
 
 * steady requests per agent as the API server counts them: API Priority and Fairness puts every request of a
   ServiceAccount outside kube-system into the ``service-accounts`` flow schema, so
@@ -35,7 +37,9 @@ from common import machine, realistic_pod  # noqa: E402  (puts the repository on
 from tests.support.cluster import Cluster, parse_prometheus_text  # noqa: E402
 from tests.support.factory import for_create  # noqa: E402
 from tests.support.kubelet import AgentContainer, deploy, start_agent_pod, wait_for_daemon_pod  # noqa: E402
+from tests.support.kwok import Kwok  # noqa: E402
 from tests.support.otlp_receiver import HttpReceiver  # noqa: E402
+from tests.support.waiting import wait_until  # noqa: E402
 
 NODES = int(os.environ.get("NRA_SCALE_NODES", "20"))
 PODS_PER_NODE = int(os.environ.get("NRA_SCALE_PODS", "110"))
@@ -72,18 +76,23 @@ def pod_spec(i: int, node: str) -> dict:
 
 
 def populate(cluster: Cluster, namespace: str, nodes: list[str]) -> None:
-    """Pods created bound to their Node and set Running, in parallel (the kubelet stand-in's status writes)."""
+    """Pods created bound to their Node, in parallel, then waited for until KWOK has reported each Running (so its
+    status writes are over before the baseline window)."""
     def one(args: tuple[int, str]) -> None:
         i, node = args
-        body = pod_spec(i, node)
-        cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", body, timeout=120)
-        cluster.set_pod_status(namespace, body["metadata"]["name"], "Running")
+        cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod_spec(i, node), timeout=120)
 
     work = [(i, node) for node in nodes for i in range(PODS_PER_NODE - 1)]  # the DaemonSet pod is the 110th
     with ThreadPoolExecutor(8) as pool:
         for done, _ in enumerate(pool.map(one, work), start=1):
             if done % 500 == 0:
                 log(f"{done}/{len(work)} pods created")
+
+    def all_running() -> bool:
+        pods = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods", timeout=120)["items"]
+        return sum(p.get("status", {}).get("phase") == "Running" for p in pods) == len(work)
+
+    wait_until(all_running, timeout=600, interval=2.0, message=f"{len(work)} pods Running (written by KWOK)")
 
 
 def synced(agent: AgentContainer) -> bool:
@@ -109,13 +118,15 @@ def wait_all(predicate, agents: list[AgentContainer], timeout: float) -> float:
 def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="nra-scale-"))
     cluster = Cluster(workdir / "cluster").start()
+    kwok = Kwok(cluster, workdir=workdir / "kwok").start()
     receiver = HttpReceiver().start()
     agents: list[AgentContainer] = []
     try:
         deployment = deploy(cluster)
         nodes = [f"scale-{i:02d}" for i in range(NODES)]
         for node in nodes:
-            cluster.register_node(node, cpu="64", memory="256Gi", pods=PODS_PER_NODE)
+            kwok.add_node(node, cpu="64", memory="256Gi", pods=PODS_PER_NODE)
+        kwok.wait_ready(nodes)
         daemon_pods = {node: wait_for_daemon_pod(cluster, deployment, node, timeout=300) for node in nodes}
         namespace = cluster.create_namespace("scale")
         started = time.monotonic()
@@ -221,6 +232,7 @@ def main() -> None:
         for agent in agents:
             agent.stop()
         receiver.stop()
+        kwok.stop()
         cluster.stop()
 
 

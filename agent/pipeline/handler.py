@@ -144,9 +144,10 @@ class Handler:
         while True:
             self._metrics.heartbeat(HANDLER_LOOP)
             waited = queue.qsize() == 0
-            item = queue.get(timeout=poll)
+            # Once stopping, never wait: what is queued (also behind the wake-up) is handled, then the loop ends.
+            item = queue.get(timeout=0 if stop.is_set() else poll)
             if item is None:
-                if stop.is_set():
+                if stop.is_set() and queue.qsize() == 0:
                     return
                 continue
             if waited and gather:

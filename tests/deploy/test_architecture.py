@@ -125,3 +125,21 @@ def test_every_module_lives_in_a_folder_that_says_what_it_is():
     assert top == set(TOP_LEVEL), f"new modules belong in one of {', '.join(sorted(ALLOWED))}/"
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders == set(ALLOWED), f"every package is a room of the map: {sorted(folders ^ set(ALLOWED))}"
+
+
+def test_the_benchmarks_call_only_test_support_that_exists(tmp_path):
+    """bench/ runs only when someone measures, never in the suite: a test-support method it calls that a change
+    removed (the cluster fixture's node simulation when KWOK replaced it) would only show up as a crash at
+    measurement time. Every ``cluster.X``/``kwok.X`` a benchmark names exists on a Cluster/Kwok."""
+    from tests.support.cluster import Cluster
+    from tests.support.kwok import Kwok
+
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    objects = {"cluster": Cluster(tmp_path), "kwok": Kwok(Cluster(tmp_path), workdir=tmp_path)}
+    missing = []
+    for path in sorted(bench.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects
+                    and not hasattr(objects[node.value.id], node.attr)):
+                missing.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+    assert not missing, missing

@@ -144,3 +144,22 @@ def test_an_idle_handler_waits_without_polling_and_stops_at_once_when_woken():
     assert not thread.is_alive() and time.monotonic() - started < 1.0
     assert len(state) == 1  # the event queued before the wake-up was still handled
     assert queue.get(timeout=0) is None and stats.snapshot().queue_depth == 0
+
+
+def test_events_queued_behind_the_wake_up_are_still_handled_before_the_handler_ends():
+    """Shutdown sets stop and wakes the handler while a source may still be handing over its last event: one that
+    lands behind the wake-up is in the queue, and "drained" means it is handled too, not left in the queue."""
+    stats, state = RuntimeStats(), NodeState("node-a")
+    queue, stop = EventQueue(metrics=stats), threading.Event()
+    stop.set()
+    queue.wake()
+    for e in events(3):
+        queue.put(e)
+    handler = Handler(state=state, metrics=stats)
+    thread = threading.Thread(target=handler.run, args=(queue, stop), daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(3)
+    assert not thread.is_alive() and time.monotonic() - started < 1.0  # drained without waiting a poll
+    assert len(state) == 3 and stats.snapshot().queue_depth == 0
+    assert queue.join(0)
