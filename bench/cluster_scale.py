@@ -152,6 +152,7 @@ class Snapshot:
     agents: float = 0.0  # apiserver_flowcontrol_dispatched_requests_total of the agents' flow schema
     watches: Counter = field(default_factory=Counter)  # resource -> open WATCH requests (apiserver_longrunning_requests)
     list_buckets: dict[float, float] = field(default_factory=dict)  # le -> LIST of pods and nodes, duration histogram
+    heap: float = 0.0  # go_memstats_heap_inuse_bytes: steadier than RSS, which the Go runtime returns lazily
 
     @property
     def lists(self) -> float:
@@ -163,7 +164,7 @@ class Snapshot:
 
 
 _WANTED = ("apiserver_request_total{", "apiserver_flowcontrol_dispatched_requests_total{",
-           "apiserver_longrunning_requests{", "apiserver_request_duration_seconds_bucket{")
+           "apiserver_longrunning_requests{", "apiserver_request_duration_seconds_bucket{", "go_memstats_heap_inuse_bytes ")
 
 
 def scrape(cluster: TrustCluster) -> Snapshot:
@@ -182,6 +183,8 @@ def scrape(cluster: TrustCluster) -> Snapshot:
                 snap.agents += s.value
             elif s.name == "apiserver_longrunning_requests" and labels.get("verb") == "WATCH":
                 snap.watches[labels.get("resource", "")] += s.value
+            elif s.name == "go_memstats_heap_inuse_bytes":
+                snap.heap = s.value
             elif s.name == "apiserver_request_duration_seconds_bucket":
                 le = float(labels["le"])
                 snap.list_buckets[le] = snap.list_buckets.get(le, 0.0) + s.value
@@ -296,7 +299,7 @@ def count_pods(api: Api, selector: str) -> int:
                                accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
     if status != 200:
         raise RuntimeError(f"LIST pods {selector}: HTTP {status}: {body[:300]!r}")
-    return len(json.loads(body)["items"])
+    return len(json.loads(body).get("items") or [])
 
 
 @dataclass
@@ -525,6 +528,24 @@ def spread(times: Iterable[float], origin: float) -> str:
             f"{len(set(math.floor(t) for t in rel))} distinct seconds, at most {busiest[1]} in one second")
 
 
+def busiest(count: int = 6) -> str:
+    """The processes using most CPU over two seconds, whoever started them: what else shares the machine."""
+    procs = list(psutil.process_iter(["name"]))
+    for p in procs:
+        try:
+            p.cpu_percent(None)
+        except psutil.Error:
+            pass
+    time.sleep(2)
+    usage = []
+    for p in procs:
+        try:
+            usage.append((p.cpu_percent(None), p.info["name"]))
+        except psutil.Error:
+            pass
+    return ", ".join(f"{name} {share:.0f}%" for share, name in sorted(usage, reverse=True)[:count] if share >= 1)
+
+
 def row(measure: str, value: str) -> None:
     print(f"| {measure} | {value} |", flush=True)
 
@@ -540,16 +561,28 @@ class Window:
     requests: Counter
     agents: float
     cpu: dict[str, float]
+    apiserver_heap_mib: float
+    apiserver_rss_mib: float
 
 
 def measure_window(cluster: TrustCluster, seconds: float, pids: dict[str, int]) -> tuple[Window, Snapshot, Snapshot]:
+    """Counts over ``seconds``; the API server's heap and RSS sampled every 10 s (medians: one GC cycle is noise)."""
     before = scrape(cluster)
     cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    time.sleep(seconds)
+    heaps, rss = [], []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(min(10.0, max(0.0, end - time.monotonic())))
+        with_heap = scrape(cluster)
+        heaps.append(with_heap.heap)
+        rss.append(rss_mib(apiserver_pid(cluster)))
     after = scrape(cluster)
     cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
     elapsed = after.at - before.at
-    return Window(elapsed, after.requests - before.requests, after.agents - before.agents, cpu), before, after
+    requests = Counter({k: after.requests[k] - before.requests[k] for k in set(after.requests) | set(before.requests)})
+    window = Window(elapsed, requests, after.agents - before.agents, cpu,
+                    statistics.median(heaps) / 2**20 if heaps else math.nan, statistics.median(rss) if rss else math.nan)
+    return window, before, after
 
 
 def restart_storm(cluster: TrustCluster, api: Api, namespace: str, nodes: list[str], prefix: str,
@@ -681,7 +714,7 @@ def churn_latencies(prom, created: dict[str, tuple[str, float]], deleted: dict[s
 
 
 def main() -> None:
-    print(f"machine: {machine()}; {load()} at start", flush=True)
+    print(f"machine: {machine()}; {load()} at start; busiest processes: {busiest()}", flush=True)
     print(f"sizes: {NODES} KWOK nodes x {PODS_PER_NODE} pods, {AGENTS} agents, steady {STEADY_SECONDS:.0f} s, "
           f"churn {CHURN_RATE:.0f}/s for {CHURN_SECONDS:.0f} s (lifetime {CHURN_LIFETIME:.0f} s), "
           f"scheduler/controller-manager client QPS {CLIENT_QPS}", flush=True)
@@ -755,15 +788,14 @@ def main() -> None:
         all_series = series_count(prom, '{k8s_node_name=~".+"}')
         pod_series = series_count(prom, '{k8s_pod_name=~".+"}')
         prom_head = head_series(prom)
-        load_steady = load()
+        load_steady = f"{load()}; busiest: {busiest()}"
 
         def own(name: str) -> int:
             return sum(sum(r[name].values()) for r in runtime1.values()) - sum(sum(r[name].values()) for r in runtime0.values())
 
         agent_watch_starts, agent_relists = own("watch_starts"), own("relists")
-        net = {key: steady.requests[key] - base.requests[key] * steady.seconds / base.seconds
-               for key in sorted(set(steady.requests) | set(base.requests))
-               if key[1] in ("pods", "nodes") and key[0] in ("LIST", "WATCH", "GET")}
+        net = {(verb, resource): steady.requests[(verb, resource)] - base.requests[(verb, resource)] * steady.seconds / base.seconds
+               for verb in ("LIST", "WATCH", "GET") for resource in ("pods", "nodes")}
         watches_open = {r: steady_to.watches[r] for r in ("pods", "nodes")}
 
         # ---------------------------------------------------------------- API server restart, agents
@@ -772,7 +804,9 @@ def main() -> None:
         def agents_saw(markers: dict[str, str]) -> dict[str, float]:
             return wait_each(agents, lambda a: markers[a.node] in pods_of(a), 600)
 
+        failed0 = sum(sum(a.runtime()["requests_failed"].values()) for a in agents)
         storm = restart_storm(cluster, api, namespace, measured, "agents", agents_saw)
+        storm_failed = sum(sum(a.runtime()["requests_failed"].values()) for a in agents) - failed0
         relisted = {a.node: min(log_events(a, "listed", storm["stopped"]), default=math.nan) for a in agents}
         first_ok = {n: t for n, t in relisted.items() if not math.isnan(t)}
         resync_all = max(storm["resynced"].values()) - storm["back"]
@@ -863,11 +897,13 @@ def main() -> None:
         api_cpu_base = base.cpu["apiserver"] / base.seconds
         api_cpu_steady = steady.cpu["apiserver"] / steady.seconds
         api_cpu_per_agent = (api_cpu_steady - api_cpu_base) / n
-        api_mem_per_agent = (apiserver_rss1 - apiserver_rss0) / n
+        api_mem_per_agent = (steady.apiserver_heap_mib - base.apiserver_heap_mib) / n
         row("kube-apiserver CPU without / with the agents (cores)", f"{api_cpu_base:.3f} / {api_cpu_steady:.3f} "
             f"({api_cpu_per_agent * 1000:+.2f} millicores per agent)")
-        row("kube-apiserver RSS without / with the agents", f"{apiserver_rss0:.0f} / {apiserver_rss1:.0f} MiB "
-            f"({api_mem_per_agent:+.2f} MiB per agent)")
+        row("kube-apiserver heap in use, median over each window, without / with the agents",
+            f"{base.apiserver_heap_mib:.0f} / {steady.apiserver_heap_mib:.0f} MiB ({api_mem_per_agent:+.2f} MiB per agent)")
+        row("kube-apiserver RSS, median over each window, without / with the agents (before the baseline; after the steady window)",
+            f"{base.apiserver_rss_mib:.0f} / {steady.apiserver_rss_mib:.0f} MiB ({apiserver_rss0:.0f} / {apiserver_rss1:.0f})")
         row("agent RSS (min / median / max)", f"{min(agent_rss):.1f} / {statistics.median(agent_rss):.1f} / {max(agent_rss):.1f} MiB")
         row("agent CPU (median / max)", f"{statistics.median(agent_cpu):.2f} / {max(agent_cpu):.2f} % of a core")
         col_cpu = steady.cpu["collector"] / steady.seconds
@@ -882,6 +918,8 @@ def main() -> None:
             f"{storm['peak_all']:.0f} ({storm['peak_agents']:.0f}) / {storm['peak_lists']:.0f}")
         row("restart: agents' requests on the new API server until 10 s after the last resync",
             f"{storm['agent_requests']:.0f} ({storm['agent_requests'] / n:.1f} per agent)")
+        row("restart: agents' failed requests and broken streams, by their own count (while down included)",
+            f"{storm_failed} ({storm_failed / n:.1f} per agent)")
         row("restart: agents' relists after the API server was back (from their logs)",
             f"{len(first_ok)} of {n}: {spread(first_ok.values(), storm['back'])}")
         row("restart: agents' requests per second on the new API server (s after ready: rate)",
@@ -930,7 +968,7 @@ def main() -> None:
         col_mib = big_series / 1000 * ((collector_rss1 - collector_rss0) / all_series * 1000)
         print(f"\n5,000 nodes x 110 pods, from the slopes above: series {per_node_series:.1f} per node + "
               f"{per_pod_series:.2f} per pod -> {big_series:,.0f}; API server {api_cpu_per_agent * 1000:.2f} m"
-              f"cores and {api_mem_per_agent:.2f} MiB per agent -> {api_cpu_per_agent * big_nodes:.2f} cores, "
+              f"cores and {api_mem_per_agent:.2f} MiB heap per agent -> {api_cpu_per_agent * big_nodes:.2f} cores, "
               f"{api_mem_per_agent * big_nodes / 1024:.2f} GiB; steady requests "
               f"{steady.agents / n / steady.seconds * big_nodes:.1f}/s; Collector {col_cores:.2f} cores, "
               f"{col_mib:,.0f} MiB above idle -> {max(1, math.ceil(col_cores / 1.0)):d} replica(s) of 1 core")
