@@ -606,10 +606,12 @@ def restart_storm(cluster: TrustCluster, api: Api, namespace: str, nodes: list[s
         markers_at = time.time()
         resynced = seen(markers)
         time.sleep(10)
-    agent_rates = sampler.rates(lambda s: s.agents, since=back - 5)
-    all_rates = sampler.rates(lambda s: s.total, since=back - 5)
-    list_rates = sampler.rates(lambda s: s.lists, since=back - 5)
-    fresh = [s for s in sampler.samples if s.at >= back - 1]
+    # From the SIGTERM: the restarted API server serves requests well before /readyz says ok, and clients
+    # reconnect then (a pair across the restart is skipped: the new process's counters start at zero).
+    agent_rates = sampler.rates(lambda s: s.agents, since=stopped)
+    all_rates = sampler.rates(lambda s: s.total, since=stopped)
+    list_rates = sampler.rates(lambda s: s.lists, since=stopped)
+    fresh = [s for s in sampler.samples if s.at >= stopped]
     return {"stopped": stopped, "back": back, "markers_at": markers_at, "resynced": resynced,
             "peak_agents": max((r for _, r in agent_rates), default=0.0),
             "peak_all": max((r for _, r in all_rates), default=0.0),
@@ -862,7 +864,7 @@ def main() -> None:
             reconnect_kinds = Counter(e["event"] for e in anchor.events if e["t"] >= anchor_storm["stopped"])
             anchor_first_ok = {}
             for e in anchor.events:
-                if e["t"] >= anchor_storm["back"] - 1 and e["event"] in ("list", "watchlist") and e["resource"] == "pods":
+                if e["t"] >= anchor_storm["stopped"] and e["event"] in ("list", "watchlist") and e["resource"] == "pods":
                     anchor_first_ok.setdefault(e["node"], e["t"])
             anchor_rss = rss_mib(anchor.proc.pid)
 
