@@ -650,7 +650,7 @@ def startup(pods: int = 110) -> None:
 
 
 def cluster_scale() -> None:
-    """20 Nodes x 110 pods in a real API server and 20 agents (bench/cluster_scale.py)."""
+    """1,000 KWOK nodes x 30 pods in a real API server, 50 agents, one Collector (bench/cluster_scale.py)."""
     import cluster_scale as bench
 
     bench.main()
@@ -658,7 +658,7 @@ def cluster_scale() -> None:
 
 BENCHMARKS = {"throughput": throughput, "stream": stream, "list": list_decode, "memory": memory, "churn": churn, "idle": idle,
               "versus": versus, "export": export_cycle, "startup": startup}
-#: Not part of "all": it builds and runs a control plane and takes about 20 minutes.
+#: Not part of "all": it builds and runs a control plane and takes about an hour (NRA_SCALE_QUICK=1: minutes).
 SEPARATE = {"cluster-scale": cluster_scale}
 
 

@@ -119,10 +119,13 @@ def service_env(host: str, port: int) -> dict[str, str]:
 class ServiceAccountVolume:
     """The projected volume mounted at the service-account folder, written as the kubelet writes it."""
 
-    def __init__(self, cluster: Cluster, pod: Mapping, container: Mapping, folder: Path) -> None:
-        mount = next((m for m in container.get("volumeMounts", []) if m["mountPath"] == SERVICEACCOUNT_DIR), None)
+    def __init__(self, cluster: Cluster, pod: Mapping, container: Mapping, folder: Path,
+                 mount_path: str = SERVICEACCOUNT_DIR) -> None:
+        """``mount_path``: which projected volume of the container (default: the API credentials the
+        ServiceAccount admission plugin added; the DaemonSet's Collector token is another)."""
+        mount = next((m for m in container.get("volumeMounts", []) if m["mountPath"] == mount_path), None)
         if mount is None:
-            raise AssertionError(f"container {container['name']} mounts nothing at {SERVICEACCOUNT_DIR}: "
+            raise AssertionError(f"container {container['name']} mounts nothing at {mount_path}: "
                                  "the agent would have no credentials (automountServiceAccountToken off?)")
         volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
         self.sources = volume["projected"]["sources"]
