@@ -900,10 +900,15 @@ def main() -> None:
         api_cpu_steady = steady.cpu["apiserver"] / steady.seconds
         api_cpu_per_agent = (api_cpu_steady - api_cpu_base) / n
         api_mem_per_agent = (steady.apiserver_heap_mib - base.apiserver_heap_mib) / n
+        # A baseline busier than the window with the agents (the population's aftermath, another process on the
+        # machine) leaves the agents' share unresolved: say so rather than print a negative cost per agent.
+        resolved = api_cpu_per_agent > 0 and api_mem_per_agent > 0
+        unresolved = "not resolved: the baseline was busier than the window with the agents"
         row("kube-apiserver CPU without / with the agents (cores)", f"{api_cpu_base:.3f} / {api_cpu_steady:.3f} "
-            f"({api_cpu_per_agent * 1000:+.2f} millicores per agent)")
+            f"({f'{api_cpu_per_agent * 1000:+.2f} millicores per agent' if api_cpu_per_agent > 0 else unresolved})")
         row("kube-apiserver heap in use, median over each window, without / with the agents",
-            f"{base.apiserver_heap_mib:.0f} / {steady.apiserver_heap_mib:.0f} MiB ({api_mem_per_agent:+.2f} MiB per agent)")
+            f"{base.apiserver_heap_mib:.0f} / {steady.apiserver_heap_mib:.0f} MiB "
+            f"({f'{api_mem_per_agent:+.2f} MiB per agent' if api_mem_per_agent > 0 else unresolved})")
         row("kube-apiserver RSS, median over each window, without / with the agents (before the baseline; after the steady window)",
             f"{base.apiserver_rss_mib:.0f} / {steady.apiserver_rss_mib:.0f} MiB ({apiserver_rss0:.0f} / {apiserver_rss1:.0f})")
         row("agent RSS (min / median / max)", f"{min(agent_rss):.1f} / {statistics.median(agent_rss):.1f} / {max(agent_rss):.1f} MiB")
@@ -969,9 +974,12 @@ def main() -> None:
         col_cores = big_series / 1000 * (col_cpu / all_series * 1000)
         col_mib = big_series / 1000 * ((collector_rss1 - collector_rss0) / all_series * 1000)
         print(f"\n5,000 nodes x 110 pods, from the slopes above: series {per_node_series:.1f} per node + "
-              f"{per_pod_series:.2f} per pod -> {big_series:,.0f}; API server {api_cpu_per_agent * 1000:.2f} m"
-              f"cores and {api_mem_per_agent:.2f} MiB heap per agent -> {api_cpu_per_agent * big_nodes:.2f} cores, "
-              f"{api_mem_per_agent * big_nodes / 1024:.2f} GiB; steady requests "
+              f"{per_pod_series:.2f} per pod -> {big_series:,.0f}; API server "
+              + (f"{api_cpu_per_agent * 1000:.2f} millicores and {api_mem_per_agent:.2f} MiB heap per agent -> "
+                 f"{api_cpu_per_agent * big_nodes:.2f} cores, {api_mem_per_agent * big_nodes / 1024:.2f} GiB"
+                 if resolved else f"per agent {unresolved}, at most {api_cpu_steady / n * 1000:.1f} millicores "
+                 f"per agent (all it spent with the agents, divided by them)")
+              + "; steady requests "
               f"{steady.agents / n / steady.seconds * big_nodes:.1f}/s; Collector {col_cores:.2f} cores, "
               f"{col_mib:,.0f} MiB above idle -> {max(1, math.ceil(col_cores / 1.0)):d} replica(s) of 1 core")
     finally:
