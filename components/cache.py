@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["cache_root", "cached", "check_version", "run"]
+__all__ = ["cache_root", "cached", "check_version", "folder_main", "run"]
 
 
 def cache_root() -> Path:
@@ -67,3 +67,13 @@ def check_version(argv: Sequence[str | os.PathLike[str]], expected: str, env: di
     proc = subprocess.run([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if expected not in proc.stdout:
         raise RuntimeError(f"{' '.join(map(str, argv))} printed {proc.stdout.strip()!r}, expected {expected}")
+
+
+def folder_main(name: str, folder: Callable[[], Path], argv: Sequence[str] | None = None) -> int:
+    """``python -m components.<name>``: build the component if it is missing and print its folder, for shell use."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args:
+        print(f"usage: python -m components.{name}", file=sys.stderr)
+        return 2
+    print(folder())
+    return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, run
+from components.cache import cached, check_version, folder_main, run
 
 __all__ = ["HELM_MODULE", "HELM_VERSION", "helm_bin", "main"]
 
@@ -36,12 +36,7 @@ def helm_bin() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args:
-        print("usage: python -m components.helm", file=sys.stderr)
-        return 2
-    print(helm_bin())
-    return 0
+    return folder_main("helm", helm_bin, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, run
+from components.cache import cached, check_version, folder_main, run
 
 __all__ = ["KREW_MODULE", "KREW_VERSION", "krew_bin", "main"]
 
@@ -46,12 +46,7 @@ def krew_bin() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args:
-        print("usage: python -m components.krew", file=sys.stderr)
-        return 2
-    print(krew_bin())
-    return 0
+    return folder_main("krew", krew_bin, argv)
 
 
 if __name__ == "__main__":

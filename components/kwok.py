@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, run
+from components.cache import cached, check_version, folder_main, run
 
 __all__ = ["KWOK_MODULE", "KWOK_VERSION", "STAGE_SETS", "kwok_home", "main"]
 
@@ -66,12 +66,7 @@ def kwok_home() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args:
-        print("usage: python -m components.kwok", file=sys.stderr)
-        return 2
-    print(kwok_home())
-    return 0
+    return folder_main("kwok", kwok_home, argv)
 
 
 if __name__ == "__main__":
