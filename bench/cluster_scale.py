@@ -12,16 +12,19 @@ node). The agents push OTLP to one Collector running the shipped otel-config/col
 the API server, nodeidentity, remote write) into Prometheus 3. The scheduler's and controller-manager's client QPS
 are raised (``NRA_SCALE_CLIENT_QPS``) so the population is limited by the machine, not by their rate limiters.
 
-Phases: population (pods created unbound, bound by the real scheduler, set Running by KWOK); a baseline window
-without agents; cold start of every agent at once; a steady window; an API server restart with every agent
-connected; churn (pods created on and deleted from the nodes at a fixed rate, each timed from its API write to
-Prometheus); the same API server restart with client-go's informers (bench/reflector_anchor/) in the agents' place;
+Phases: population (pods created unbound, bound by the real scheduler, set Running by KWOK); a wait until the API
+server's CPU stops falling; a window without agents; cold start of every agent at once; a steady window; the agents
+stopped for a second window without them (the two bracket the steady one, so drift is not counted as the agents');
+a second cold start; an API server restart with every agent connected; churn (pods created on and deleted from the
+nodes at a fixed rate by several writer processes, each timed from its API write to Prometheus); the same API server restart with client-go's informers (bench/reflector_anchor/) in the agents' place;
 and the 5,000-node arithmetic from the measured slopes. docs/benchmarks.md explains each figure.
 
 Environment (defaults are the issue's sizes): NRA_SCALE_NODES (1000), NRA_SCALE_PODS (30 per node, the DaemonSet's
 pod included), NRA_SCALE_AGENTS (50), NRA_SCALE_STEADY_SECONDS (660: longer than the longest server-side watch
 timeout, 600 s), NRA_SCALE_DOWN_SECONDS (5), NRA_SCALE_CHURN_RATE (100 creations/s, as many deletions),
-NRA_SCALE_CHURN_SECONDS (120), NRA_SCALE_CHURN_LIFETIME (45 s), NRA_SCALE_CLIENT_QPS (300), NRA_SCALE_ANCHOR (1).
+NRA_SCALE_CHURN_SECONDS (120), NRA_SCALE_CHURN_LIFETIME (45 s), NRA_SCALE_CHURN_WORKERS (4 writer processes),
+NRA_SCALE_BASELINE_SECONDS (180, each no-agent window), NRA_SCALE_SETTLE_LIMIT (600 s), NRA_SCALE_CLIENT_QPS (300),
+NRA_SCALE_ANCHOR (1).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import hashlib
 import http.client
 import json
 import math
+import multiprocessing
 import os
+import re
 import ssl
 import statistics
 import subprocess
@@ -43,7 +48,7 @@ import urllib.parse
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,8 +84,10 @@ CHURN_SECONDS = _env("NRA_SCALE_CHURN_SECONDS", 120, 40)
 CHURN_LIFETIME = _env("NRA_SCALE_CHURN_LIFETIME", 45, 45)
 CLIENT_QPS = int(_env("NRA_SCALE_CLIENT_QPS", 300, 300))
 ANCHOR = os.environ.get("NRA_SCALE_ANCHOR", "1") == "1"
-BASELINE_SECONDS = 60.0 if not QUICK else 30.0
+BASELINE_SECONDS = _env("NRA_SCALE_BASELINE_SECONDS", 180, 30)
+SETTLE_LIMIT = _env("NRA_SCALE_SETTLE_LIMIT", 600, 90)
 WRITERS = 16
+CHURN_WORKERS = int(_env("NRA_SCALE_CHURN_WORKERS", 4, 2))
 EXPORT_INTERVAL = 15.0  # the agent's default; the shipped DaemonSet does not change it
 #: Every ServiceAccount outside kube-system falls into this API Priority and Fairness flow schema: the agents'
 #: requests (and the anchor's, which uses their tokens) are its only ones; the controllers use kube-system
@@ -111,14 +118,29 @@ class ScaleCluster(TrustCluster):
         return component
 
 
+@dataclass(frozen=True, kw_only=True)
+class ApiAddress:
+    """Where and as whom the benchmark writes: plain data, so a churn worker process can be handed it."""
+
+    port: int
+    ca: str
+    cert: str
+    key: str
+
+    @classmethod
+    def admin(cls, cluster: TrustCluster) -> ApiAddress:
+        return cls(port=cluster.ports["apiserver"], ca=str(cluster.pki.crt("ca")), cert=str(cluster.pki.crt("admin")),
+                   key=str(cluster.pki.key("admin")))
+
+
 class Api:
     """The benchmark's own writes: keep-alive HTTPS as the admin, one connection per thread (a TLS handshake per
     request would cost more CPU than the request)."""
 
-    def __init__(self, cluster: TrustCluster) -> None:
-        context = ssl.create_default_context(cafile=str(cluster.pki.crt("ca")))
-        context.load_cert_chain(str(cluster.pki.crt("admin")), str(cluster.pki.key("admin")))
-        self._context, self._port, self._local = context, cluster.ports["apiserver"], threading.local()
+    def __init__(self, address: ApiAddress) -> None:
+        context = ssl.create_default_context(cafile=address.ca)
+        context.load_cert_chain(address.cert, address.key)
+        self._context, self._port, self._local = context, address.port, threading.local()
 
     def request(self, method: str, path: str, body: bytes | None = None, accept: str = "application/json",
                 attempts: int = 5) -> tuple[int, bytes]:
@@ -152,7 +174,6 @@ class Snapshot:
     agents: float = 0.0  # apiserver_flowcontrol_dispatched_requests_total of the agents' flow schema
     watches: Counter = field(default_factory=Counter)  # resource -> open WATCH requests (apiserver_longrunning_requests)
     list_buckets: dict[float, float] = field(default_factory=dict)  # le -> LIST of pods and nodes, duration histogram
-    heap: float = 0.0  # go_memstats_heap_inuse_bytes: steadier than RSS, which the Go runtime returns lazily
 
     @property
     def lists(self) -> float:
@@ -164,7 +185,7 @@ class Snapshot:
 
 
 _WANTED = ("apiserver_request_total{", "apiserver_flowcontrol_dispatched_requests_total{",
-           "apiserver_longrunning_requests{", "apiserver_request_duration_seconds_bucket{", "go_memstats_heap_inuse_bytes ")
+           "apiserver_longrunning_requests{", "apiserver_request_duration_seconds_bucket{")
 
 
 def scrape(cluster: TrustCluster) -> Snapshot:
@@ -183,8 +204,6 @@ def scrape(cluster: TrustCluster) -> Snapshot:
                 snap.agents += s.value
             elif s.name == "apiserver_longrunning_requests" and labels.get("verb") == "WATCH":
                 snap.watches[labels.get("resource", "")] += s.value
-            elif s.name == "go_memstats_heap_inuse_bytes":
-                snap.heap = s.value
             elif s.name == "apiserver_request_duration_seconds_bucket":
                 le = float(labels["le"])
                 snap.list_buckets[le] = snap.list_buckets.get(le, 0.0) + s.value
@@ -561,28 +580,128 @@ class Window:
     requests: Counter
     agents: float
     cpu: dict[str, float]
-    apiserver_heap_mib: float
+    apiserver_live_heap_mib: float
     apiserver_rss_mib: float
 
 
-def measure_window(cluster: TrustCluster, seconds: float, pids: dict[str, int]) -> tuple[Window, Snapshot, Snapshot]:
-    """Counts over ``seconds``; the API server's heap and RSS sampled every 10 s (medians: one GC cycle is noise)."""
+def live_heap_mib(api: Api) -> float:
+    """kube-apiserver's live heap: its heap profile with ``gc=1`` runs a collection first and reports HeapAlloc
+    after it (go_memstats_heap_inuse_bytes moves by hundreds of MiB with the GC cycle at this size)."""
+    status, body = api.request("GET", "/debug/pprof/heap?gc=1&debug=1", accept="text/plain")
+    found = re.search(rb"^# HeapAlloc = (\d+)$", body, re.M) if status == 200 else None
+    if found is None:
+        raise RuntimeError(f"kube-apiserver heap profile: HTTP {status}: {body[:200]!r}")
+    return int(found.group(1)) / 2**20
+
+
+def measure_window(cluster: TrustCluster, api: Api, seconds: float, pids: dict[str, int]) -> tuple[Window, Snapshot, Snapshot]:
+    """Counts over ``seconds``; the API server's RSS sampled every 10 s (median), its live heap read three times
+    right after the window (the forced collections stay out of the CPU counted)."""
     before = scrape(cluster)
     cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    heaps, rss = [], []
+    rss = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         time.sleep(min(10.0, max(0.0, end - time.monotonic())))
-        with_heap = scrape(cluster)
-        heaps.append(with_heap.heap)
         rss.append(rss_mib(apiserver_pid(cluster)))
     after = scrape(cluster)
     cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+    heaps = []
+    for _ in range(3):
+        heaps.append(live_heap_mib(api))
+        time.sleep(2)
     elapsed = after.at - before.at
     requests = Counter({k: after.requests[k] - before.requests[k] for k in set(after.requests) | set(before.requests)})
-    window = Window(elapsed, requests, after.agents - before.agents, cpu,
-                    statistics.median(heaps) / 2**20 if heaps else math.nan, statistics.median(rss) if rss else math.nan)
+    window = Window(elapsed, requests, after.agents - before.agents, cpu, statistics.median(heaps),
+                    statistics.median(rss) if rss else math.nan)
     return window, before, after
+
+
+def settle(cluster: TrustCluster, window: float = 30.0) -> list[float]:
+    """Wait until the API server's CPU stops falling between consecutive windows (within 0.03 cores or 10 %): the
+    population leaves work behind (KWOK's last status writes, the controllers' resyncs), and a baseline taken in it
+    was busier than the window with the agents in the last run, leaving the agents' share unresolved."""
+    pid, rates = apiserver_pid(cluster), []
+    deadline = time.monotonic() + SETTLE_LIMIT
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        rates.append((cpu_seconds(pid) - before) / window)
+        log(f"settling: kube-apiserver {rates[-1]:.3f} cores over {window:.0f} s")
+        if len(rates) >= 2 and rates[-2] - rates[-1] <= max(0.03, 0.1 * rates[-2]):
+            break
+    return rates
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColdStart:
+    """Every agent started at once, until each had listed its node's pods: the API server's LISTs meanwhile."""
+
+    started: float  # wall clock
+    synced: dict[str, float]  # node -> wall clock its agent reported every pod
+    lists: float
+    peak_lists: float
+    list_p50: float
+    list_p99: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.synced.values()) - self.started
+
+
+def cold_start(cluster: TrustCluster, agents: list[AgentContainer], expected: dict[str, int]) -> ColdStart:
+    with Sampler(cluster) as sampler:
+        time.sleep(2)
+        started = time.time()
+        before = sampler.samples[-1]
+        for agent in agents:
+            agent.start()
+        synced = wait_each(agents, lambda a: agent_pod_count(a) == expected[a.node], 600)
+        time.sleep(3)
+    after = sampler.samples[-1]
+    return ColdStart(started=started, synced=synced, lists=after.lists - before.lists,
+                     peak_lists=max((r for _, r in sampler.rates(lambda s: s.lists, since=started)), default=0.0),
+                     list_p50=histogram_quantile(0.50, before.list_buckets, after.list_buckets),
+                     list_p99=histogram_quantile(0.99, before.list_buckets, after.list_buckets))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Share:
+    """The agents' share of an API-server quantity: the window with them minus the mean of a window before and one
+    after without them; half the gap between those two is the resolution, so drift is not counted as the agents'."""
+
+    before: float
+    after: float
+    steady: float
+    agents: int
+
+    @property
+    def per_agent(self) -> float:
+        return (self.steady - (self.before + self.after) / 2) / self.agents
+
+    @property
+    def resolution(self) -> float:
+        return abs(self.before - self.after) / 2 / self.agents
+
+    @property
+    def resolved(self) -> bool:
+        return self.per_agent - self.resolution > 0
+
+    @property
+    def bound(self) -> float:
+        """At most this much per agent (zero when the window with the agents was the quietest)."""
+        return max(0.0, self.per_agent + self.resolution)
+
+    def scaled(self, factor: float, unit: str) -> str:
+        """The agents' share times ``factor`` (5,000 nodes), as an estimate with its resolution or as a bound."""
+        if self.resolved:
+            return f"{self.per_agent * factor:.2f} ± {self.resolution * factor:.2f} {unit}"
+        return f"at most {self.bound * factor:.2f} {unit}"
+
+    def describe(self, unit: str, scale: float = 1.0) -> str:
+        if self.resolved:
+            return f"{self.per_agent * scale:+.2f} ± {self.resolution * scale:.2f} {unit} per agent"
+        return f"below this run's resolution: at most {self.bound * scale:.2f} {unit} per agent"
 
 
 def restart_storm(cluster: TrustCluster, api: Api, namespace: str, nodes: list[str], prefix: str,
@@ -620,59 +739,94 @@ def restart_storm(cluster: TrustCluster, api: Api, namespace: str, nodes: list[s
             "per_second": [(round(t - back, 1), round(r, 1)) for t, r in agent_rates]}
 
 
-def churn(api: Api, namespace: str, nodes: list[str]) -> tuple[dict[str, tuple[str, float]], dict[str, float], dict]:
-    """Pods created bound to nodes (round robin) at CHURN_RATE per second, each deleted (grace 0) CHURN_LIFETIME
-    seconds later; returns per pod (node, create time) and delete times (wall clock, when the API answered)."""
-    templates = pod_templates()
-    total = int(CHURN_RATE * CHURN_SECONDS)
+@dataclass(frozen=True, kw_only=True)
+class ChurnPlan:
+    """One churn writer's share: operations ``i`` with ``i % shards == shard``, timed from ``start`` (wall clock)."""
+
+    address: ApiAddress
+    namespace: str
+    nodes: list[str]
+    start: float
+    rate: float
+    seconds: float
+    lifetime: float
+    shard: int
+    shards: int
+    threads: int
+
+
+def churn_shard(plan: ChurnPlan) -> dict:
+    """Run one writer's share in its own process (one interpreter's GIL and TLS could not issue 200 writes per second
+    on this machine: the last single-process run reached 65 with a dispatch lag of 70 s). Pods are created bound
+    (spec.nodeName, round robin), each deleted with grace 0 ``lifetime`` seconds after its creation was due."""
+    api, templates = Api(plan.address), pod_templates()
+    total = int(plan.rate * plan.seconds)
+    mine = range(plan.shard, total, plan.shards)
+    ops = sorted([(i / plan.rate, "create", i) for i in mine] + [(i / plan.rate + plan.lifetime, "delete", i) for i in mine])
     created: dict[str, tuple[str, float]] = {}
     deleted: dict[str, float] = {}
     failures: Counter = Counter()
     late: list[float] = []
-    ops = sorted([(i / CHURN_RATE, "create", i) for i in range(total)] +
-                 [(i / CHURN_RATE + CHURN_LIFETIME, "delete", i) for i in range(total)])
-    start = time.time() + 1.0
-
     lock = threading.Lock()
 
     def do(op: str, i: int, due: float) -> None:
         with lock:
             late.append(time.time() - due)
-        name = f"churn-{i:06d}"
-        node = nodes[i % len(nodes)]
+        name, node = f"churn-{i:06d}", plan.nodes[i % len(plan.nodes)]
         if op == "create":
-            status, body = api.request("POST", f"/api/v1/namespaces/{namespace}/pods",
-                                       pod_body(templates, i, name, node))
+            status, _ = api.request("POST", f"/api/v1/namespaces/{plan.namespace}/pods", pod_body(templates, i, name, node))
             with lock:
                 if status == 201:
                     created[name] = (node, time.time())
                 else:
                     failures[f"create {status}"] += 1
-        else:
-            if name not in created:
-                with lock:
-                    failures["delete before its create returned"] += 1
-                return
-            status, body = api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
-                                       json.dumps({"gracePeriodSeconds": 0}).encode())
+            return
+        with lock:
+            known = name in created
+        if not known:
             with lock:
-                if status == 200:
-                    deleted[name] = time.time()
-                else:
-                    failures[f"delete {status}"] += 1
+                failures["delete before its create returned"] += 1
+            return
+        status, _ = api.request("DELETE", f"/api/v1/namespaces/{plan.namespace}/pods/{name}",
+                                json.dumps({"gracePeriodSeconds": 0}).encode())
+        with lock:
+            if status == 200:
+                deleted[name] = time.time()
+            else:
+                failures[f"delete {status}"] += 1
 
-    with ThreadPoolExecutor(WRITERS * 2) as pool:
+    cpu0 = time.process_time()
+    with ThreadPoolExecutor(plan.threads) as pool:
         futures = []
         for offset, op, i in ops:
-            wait = start + offset - time.time()
+            wait = plan.start + offset - time.time()
             if wait > 0:
                 time.sleep(wait)
-            futures.append(pool.submit(do, op, i, start + offset))
+            futures.append(pool.submit(do, op, i, plan.start + offset))
         for f in futures:
             f.result()
+    return {"created": created, "deleted": deleted, "failures": failures, "late": late,
+            "cpu": time.process_time() - cpu0}
+
+
+def churn(address: ApiAddress, namespace: str, nodes: list[str]) -> tuple[dict[str, tuple[str, float]], dict[str, float], dict]:
+    """CHURN_RATE creations per second over ``nodes`` for CHURN_SECONDS, each pod deleted CHURN_LIFETIME seconds
+    later, written by CHURN_WORKERS processes; returns per pod (node, creation answered) and deletion answered (wall
+    clock), and the achieved rates."""
+    start = time.time() + 5.0  # the workers' interpreters start before the first operation is due
+    plans = [ChurnPlan(address=address, namespace=namespace, nodes=nodes, start=start, rate=CHURN_RATE,
+                       seconds=CHURN_SECONDS, lifetime=CHURN_LIFETIME, shard=k, shards=CHURN_WORKERS,
+                       threads=WRITERS * 2) for k in range(CHURN_WORKERS)]
+    with ProcessPoolExecutor(CHURN_WORKERS, mp_context=multiprocessing.get_context("spawn")) as pool:
+        parts = list(pool.map(churn_shard, plans))
     ended = time.time()
-    stats = {"start": start, "ended": ended, "failures": dict(failures), "ops": len(ops),
+    created = {k: v for part in parts for k, v in part["created"].items()}
+    deleted = {k: v for part in parts for k, v in part["deleted"].items()}
+    failures = sum((part["failures"] for part in parts), Counter())
+    late = [x for part in parts for x in part["late"]]
+    stats = {"start": start, "ended": ended, "failures": dict(failures), "ops": 2 * int(CHURN_RATE * CHURN_SECONDS),
              "dispatch_lag_p99": pct(late, 0.99) if late else 0.0,
+             "writer_cpu": sum(part["cpu"] for part in parts) / (ended - start),
              "creates_per_s": len(created) / (max(t for _, t in created.values()) - start) if created else 0.0,
              "deletes_per_s": len(deleted) / (max(deleted.values()) - start - CHURN_LIFETIME) if deleted else 0.0}
     return created, deleted, stats
@@ -724,12 +878,13 @@ def main() -> None:
         log(f"client-go anchor: {anchor_bin()}")
     workdir = Path(tempfile.mkdtemp(prefix="nra-scale-"))
     log(f"workdir {workdir}")
-    cluster = ScaleCluster(workdir / "cluster").start()
+    # Profiling on: /debug/pprof/heap?gc=1 collects before it answers, so the live heap is read without GC noise.
+    cluster = ScaleCluster(workdir / "cluster", apiserver_flags=["--profiling=true"]).start()
     kwok = prom = collector = anchor = None
     agents: list[AgentContainer] = []
     try:
         cluster.install_shipped_rbac()
-        api = Api(cluster)
+        api = Api(ApiAddress.admin(cluster))
         prom = prometheus3(workdir / "prometheus").start()
         collector = Collector(workdir / "otelcol", SHIPPED_CONFIG,
                               env=collector_env(cluster, f"{prom.url}/api/v1/write")).start()
@@ -754,26 +909,14 @@ def main() -> None:
 
         apiserver_rss0 = rss_mib(apiserver_pid(cluster))
         collector_rss0 = rss_mib(collector.pid)
-        log(f"baseline window without agents: {BASELINE_SECONDS:.0f} s")
-        base, _, _ = measure_window(cluster, BASELINE_SECONDS, {"apiserver": apiserver_pid(cluster)})
+        settled = settle(cluster)
+        log(f"baseline window without agents (before): {BASELINE_SECONDS:.0f} s")
+        base_before, _, _ = measure_window(cluster, api, BASELINE_SECONDS, {"apiserver": apiserver_pid(cluster)})
 
         # ---------------------------------------------------------------- cold start
         agents = prepare_agents(cluster, deployment, measured, workdir / "agents", collector.otlp_http_endpoint)
-        with Sampler(cluster) as sampler:
-            time.sleep(2)
-            cold_from = time.time()
-            before_cold = sampler.samples[-1]
-            for agent in agents:
-                agent.start()
-            synced_at = wait_each(agents, lambda a: agent_pod_count(a) == expected[a.node], 600)
-            time.sleep(3)
-        after_cold = sampler.samples[-1]
-        cold = max(synced_at.values()) - cold_from
-        peak_lists = max((r for _, r in sampler.rates(lambda s: s.lists, since=cold_from)), default=0.0)
-        list_p99 = histogram_quantile(0.99, before_cold.list_buckets, after_cold.list_buckets)
-        list_p50 = histogram_quantile(0.50, before_cold.list_buckets, after_cold.list_buckets)
-        cold_lists = after_cold.lists - before_cold.lists
-        log(f"{AGENTS} agents synced {cold:.1f} s after the start")
+        cold1 = cold_start(cluster, agents, expected)
+        log(f"{AGENTS} agents synced {cold1.seconds:.1f} s after the start")
 
         # ---------------------------------------------------------------- steady state
         time.sleep(EXPORT_INTERVAL * 2)  # every agent exported at least once
@@ -781,7 +924,7 @@ def main() -> None:
                 **{a.node: a.proc.pid for a in agents}}
         runtime0 = {a.node: a.runtime() for a in agents}
         log(f"steady window: {STEADY_SECONDS:.0f} s ({load()})")
-        steady, steady_from, steady_to = measure_window(cluster, STEADY_SECONDS, pids)
+        steady, steady_from, steady_to = measure_window(cluster, api, STEADY_SECONDS, pids)
         runtime1 = {a.node: a.runtime() for a in agents}
         apiserver_rss1 = rss_mib(apiserver_pid(cluster))
         collector_rss1 = rss_mib(collector.pid)
@@ -796,9 +939,17 @@ def main() -> None:
             return sum(sum(r[name].values()) for r in runtime1.values()) - sum(sum(r[name].values()) for r in runtime0.values())
 
         agent_watch_starts, agent_relists = own("watch_starts"), own("relists")
-        net = {(verb, resource): steady.requests[(verb, resource)] - base.requests[(verb, resource)] * steady.seconds / base.seconds
-               for verb in ("LIST", "WATCH", "GET") for resource in ("pods", "nodes")}
         watches_open = {r: steady_to.watches[r] for r in ("pods", "nodes")}
+
+        # ---------------------------------------------------------------- baseline after, second cold start
+        for agent in agents:
+            agent.stop()
+        time.sleep(15)
+        log(f"baseline window without agents (after): {BASELINE_SECONDS:.0f} s ({load()})")
+        base_after, _, _ = measure_window(cluster, api, BASELINE_SECONDS, {"apiserver": apiserver_pid(cluster)})
+        cold2 = cold_start(cluster, agents, expected)
+        log(f"{AGENTS} agents synced again {cold2.seconds:.1f} s after the second start")
+        time.sleep(EXPORT_INTERVAL * 2)
 
         # ---------------------------------------------------------------- API server restart, agents
         log("restarting the API server with every agent connected")
@@ -826,7 +977,7 @@ def main() -> None:
         # ---------------------------------------------------------------- churn
         log(f"churn: {CHURN_RATE:.0f} creations and deletions per second for {CHURN_SECONDS:.0f} s ({load()})")
         apiserver_cpu0 = cpu_seconds(apiserver_pid(cluster))
-        created, deleted, churn_stats = churn(api, namespace, nodes)
+        created, deleted, churn_stats = churn(ApiAddress.admin(cluster), namespace, nodes)
         apiserver_churn_cpu = (cpu_seconds(apiserver_pid(cluster)) - apiserver_cpu0) / (churn_stats["ended"] - churn_stats["start"])
         time.sleep(2 * EXPORT_INTERVAL + 10)
         lat = churn_latencies(prom, created, deleted, set(measured), time.time() - churn_stats["start"] + 5)
@@ -880,37 +1031,40 @@ def main() -> None:
         row("all pods (DaemonSet's included) bound by kube-scheduler / Running by KWOK",
             f"{population.scheduled_seconds:.0f} s ({NODES * PODS_PER_NODE / population.scheduled_seconds:.0f} pods/s) / "
             f"{population.running_seconds:.0f} s after the first create")
-        row("cold start: all agents started at once, until every one had listed its pods and was ready",
-            f"{cold:.1f} s ({spread(synced_at.values(), cold_from)})")
-        row("cold start: LISTs of pods and nodes (all clients) / peak LIST rate",
-            f"{cold_lists:.0f} / {peak_lists:.0f} per s")
-        row("cold start: LIST latency of pods and nodes, p50 / p99 (apiserver_request_duration_seconds)",
-            f"{list_p50 * 1000:.0f} / {list_p99 * 1000:.0f} ms")
+        row("settling after the population: kube-apiserver CPU per 30 s window",
+            ", ".join(f"{r:.2f}" for r in settled) + " cores")
+        for label, cold in (("cold start", cold1), ("second cold start (after the no-agent window)", cold2)):
+            row(f"{label}: all agents started at once, until every one had listed its pods and was ready",
+                f"{cold.seconds:.1f} s ({spread(cold.synced.values(), cold.started)})")
+            row(f"{label}: LISTs of pods and nodes (all clients) / peak LIST rate",
+                f"{cold.lists:.0f} / {cold.peak_lists:.0f} per s")
+            row(f"{label}: LIST latency of pods and nodes, p50 / p99 (apiserver_request_duration_seconds)",
+                f"{cold.list_p50 * 1000:.0f} / {cold.list_p99 * 1000:.0f} ms")
         row("steady window", f"{steady.seconds:.0f} s")
         row(f"steady: agents' requests (APF flow schema `{AGENT_FLOW}`)",
             f"{steady.agents:.0f} = {steady.agents / n / steady.seconds * 60:.2f} per agent per minute")
         row("steady: agents' own count: watch starts / LISTs",
             f"{agent_watch_starts} / {agent_relists} ({agent_watch_starts / n / steady.seconds * 60:.2f} watch starts per agent per minute)")
-        for (verb, resource), value in net.items():
-            row(f"steady: apiserver_request_total {verb} {resource}, net of the no-agent baseline",
-                f"{value:+.0f} ({value / n / steady.seconds * 60:+.3f} per agent per minute)")
+        base_seconds = base_before.seconds + base_after.seconds
+        for verb in ("LIST", "WATCH", "GET"):
+            for resource in ("pods", "nodes"):
+                key = (verb, resource)
+                value = steady.requests[key] - (base_before.requests[key] + base_after.requests[key]) * steady.seconds / base_seconds
+                row(f"steady: apiserver_request_total {verb} {resource}, net of the no-agent windows",
+                    f"{value:+.0f} ({value / n / steady.seconds * 60:+.3f} per agent per minute)")
         row("steady: WATCH requests open on pods / nodes (all clients; agents' share: 2 per agent)",
             f"{watches_open['pods']:.0f} / {watches_open['nodes']:.0f}")
-        api_cpu_base = base.cpu["apiserver"] / base.seconds
-        api_cpu_steady = steady.cpu["apiserver"] / steady.seconds
-        api_cpu_per_agent = (api_cpu_steady - api_cpu_base) / n
-        api_mem_per_agent = (steady.apiserver_heap_mib - base.apiserver_heap_mib) / n
-        # A baseline busier than the window with the agents (the population's aftermath, another process on the
-        # machine) leaves the agents' share unresolved: say so rather than print a negative cost per agent.
-        resolved = api_cpu_per_agent > 0 and api_mem_per_agent > 0
-        unresolved = "not resolved: the baseline was busier than the window with the agents"
-        row("kube-apiserver CPU without / with the agents (cores)", f"{api_cpu_base:.3f} / {api_cpu_steady:.3f} "
-            f"({f'{api_cpu_per_agent * 1000:+.2f} millicores per agent' if api_cpu_per_agent > 0 else unresolved})")
-        row("kube-apiserver heap in use, median over each window, without / with the agents",
-            f"{base.apiserver_heap_mib:.0f} / {steady.apiserver_heap_mib:.0f} MiB "
-            f"({f'{api_mem_per_agent:+.2f} MiB per agent' if api_mem_per_agent > 0 else unresolved})")
-        row("kube-apiserver RSS, median over each window, without / with the agents (before the baseline; after the steady window)",
-            f"{base.apiserver_rss_mib:.0f} / {steady.apiserver_rss_mib:.0f} MiB ({apiserver_rss0:.0f} / {apiserver_rss1:.0f})")
+        api_cpu = Share(before=base_before.cpu["apiserver"] / base_before.seconds, steady=steady.cpu["apiserver"] / steady.seconds,
+                        after=base_after.cpu["apiserver"] / base_after.seconds, agents=n)
+        api_heap = Share(before=base_before.apiserver_live_heap_mib, steady=steady.apiserver_live_heap_mib,
+                         after=base_after.apiserver_live_heap_mib, agents=n)
+        row("kube-apiserver CPU without (before) / with / without (after) the agents",
+            f"{api_cpu.before:.3f} / {api_cpu.steady:.3f} / {api_cpu.after:.3f} cores: {api_cpu.describe('millicores', 1000)}")
+        row("kube-apiserver live heap (after a forced collection, median of 3 at each window's end), without (before) / with / without (after) the agents",
+            f"{api_heap.before:.0f} / {api_heap.steady:.0f} / {api_heap.after:.0f} MiB: {api_heap.describe('MiB')}")
+        row("kube-apiserver RSS, median over each window, without (before) / with / without (after) the agents",
+            f"{base_before.apiserver_rss_mib:.0f} / {steady.apiserver_rss_mib:.0f} / {base_after.apiserver_rss_mib:.0f} MiB "
+            f"(after the population {apiserver_rss0:.0f}; after the steady window {apiserver_rss1:.0f})")
         row("agent RSS (min / median / max)", f"{min(agent_rss):.1f} / {statistics.median(agent_rss):.1f} / {max(agent_rss):.1f} MiB")
         row("agent CPU (median / max)", f"{statistics.median(agent_cpu):.2f} / {max(agent_cpu):.2f} % of a core")
         col_cpu = steady.cpu["collector"] / steady.seconds
@@ -940,7 +1094,8 @@ def main() -> None:
             f"(outage {storm['back'] - storm['stopped']:.0f} s)")
         row("churn: creations / deletions per second achieved (target)",
             f"{churn_stats['creates_per_s']:.1f} / {churn_stats['deletes_per_s']:.1f} ({CHURN_RATE:.0f}); "
-            f"failures {churn_stats['failures'] or 'none'}; dispatch lag p99 {churn_stats['dispatch_lag_p99']:.2f} s")
+            f"failures {churn_stats['failures'] or 'none'}; dispatch lag p99 {churn_stats['dispatch_lag_p99']:.2f} s; "
+            f"{CHURN_WORKERS} writer processes used {churn_stats['writer_cpu']:.2f} cores")
         row("churn: kube-apiserver CPU during churn", f"{apiserver_churn_cpu:.2f} cores")
         row(f"churn: API write to value in Prometheus, creations on measured nodes ({len(lat['create'])}), p50 / p99 / max",
             f"{pct(lat['create'], .5):.1f} / {pct(lat['create'], .99):.1f} / {max(lat['create'], default=math.nan):.1f} s "
@@ -973,13 +1128,10 @@ def main() -> None:
         big_series = big_nodes * (per_node_series + big_pods * per_pod_series)
         col_cores = big_series / 1000 * (col_cpu / all_series * 1000)
         col_mib = big_series / 1000 * ((collector_rss1 - collector_rss0) / all_series * 1000)
+        api_big = (f"CPU {api_cpu.scaled(big_nodes, 'cores')}, live heap {api_heap.scaled(big_nodes / 1024, 'GiB')} "
+                   f"(per agent: {api_cpu.describe('millicores', 1000)}; {api_heap.describe('MiB')})")
         print(f"\n5,000 nodes x 110 pods, from the slopes above: series {per_node_series:.1f} per node + "
-              f"{per_pod_series:.2f} per pod -> {big_series:,.0f}; API server "
-              + (f"{api_cpu_per_agent * 1000:.2f} millicores and {api_mem_per_agent:.2f} MiB heap per agent -> "
-                 f"{api_cpu_per_agent * big_nodes:.2f} cores, {api_mem_per_agent * big_nodes / 1024:.2f} GiB"
-                 if resolved else f"per agent {unresolved}, at most {api_cpu_steady / n * 1000:.1f} millicores "
-                 f"per agent (all it spent with the agents, divided by them)")
-              + "; steady requests "
+              f"{per_pod_series:.2f} per pod -> {big_series:,.0f}; API server {api_big}; steady requests "
               f"{steady.agents / n / steady.seconds * big_nodes:.1f}/s; Collector {col_cores:.2f} cores, "
               f"{col_mib:,.0f} MiB above idle -> {max(1, math.ceil(col_cores / 1.0)):d} replica(s) of 1 core")
     finally:
