@@ -29,8 +29,12 @@ def cache_root() -> Path:
     return Path(base) / "node-requests-agent"
 
 
-def cached(name: str, version: str, build: Callable[[Path], None]) -> Path:
-    """The folder ``<cache>/<name>/<version>``, made by ``build(partial_dir)`` the first time."""
+def cached(name: str, version: str, build: Callable[[Path], None], keep: int | None = None) -> Path:
+    """The folder ``<cache>/<name>/<version>``, made by ``build(partial_dir)`` the first time.
+
+    With ``keep``, a new build removes the oldest other versions beyond ``keep`` in all: a component keyed by a
+    digest of the repository's own files (the agent image) gets a new version with every change of them.
+    """
     final = cache_root() / name / version
     if (final / ".complete").exists():
         return final
@@ -49,7 +53,24 @@ def cached(name: str, version: str, build: Callable[[Path], None]) -> Path:
         shutil.rmtree(final, ignore_errors=True)
         partial.rename(final)
         print(f"components: {name} {version} ready after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    if keep is not None:
+        _prune(final, keep)
     return final
+
+
+def _prune(final: Path, keep: int) -> None:
+    """Remove the least recently built finished versions beside ``final`` so that ``keep`` remain, ``final`` among
+    them; a version another process holds the lock of (building it) is left alone."""
+    finished = sorted((p for p in final.parent.iterdir() if p.is_dir() and (p / ".complete").exists() and p != final),
+                      key=lambda p: (p / ".complete").stat().st_mtime, reverse=True)
+    for old in finished[max(0, keep - 1):]:
+        with open(old.parent / f".{old.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(old, ignore_errors=True)
+        print(f"components: removed {old} (more than {keep} versions of {final.parent.name})", file=sys.stderr, flush=True)
 
 
 def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:

@@ -38,6 +38,8 @@ AGENT_IMAGE = "node-requests-agent:0.1.0"
 COLLECTOR_IMAGE = "otelcol-nra:0.165.1-nra"
 COREDNS_IMAGE = "nra-coredns:1.15.0"
 TINY_IMAGE = "nra-tiny:1"
+# Agent images kept in the cache: one is built per change of agent/ (about 345 MB each).
+AGENT_IMAGES_KEPT = 3
 #: containerd's CRI ``sandbox_image`` in the node tests (the same static program).
 PAUSE_IMAGE = "nra-pause:1"
 
@@ -164,7 +166,7 @@ def agent_image() -> Image:
             (out / "inspect.json").write_text(inspect)
             run([*buildah, "rmi", "--all", "--force"])
 
-    folder = cached("image-agent", _context_digest(), build)
+    folder = cached("image-agent", _context_digest(), build, keep=AGENT_IMAGES_KEPT)
     return Image(AGENT_IMAGE, folder / "image.tar")
 
 
