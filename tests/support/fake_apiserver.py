@@ -132,13 +132,18 @@ class FakeApiServer:
                     pass
 
     def _pki_of_server(self):
+        import shutil
         import tempfile
+        import weakref
         from pathlib import Path
 
         from tests.support.cluster import make_pki
 
         if self._pki is None:
-            self._pki = make_pki(Path(tempfile.mkdtemp(prefix="fake-apiserver-pki-")))
+            folder = tempfile.mkdtemp(prefix="fake-apiserver-pki-")
+            # Kept across stop() and start() (an outage keeps the CA its clients trust); gone with the server.
+            weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            self._pki = make_pki(Path(folder))
         return self._pki
 
     def _tls_context(self):
