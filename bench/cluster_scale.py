@@ -64,7 +64,7 @@ from tests.support.http import http_get  # noqa: E402
 from tests.support.kubelet import (AGENT_CONTAINER, AgentContainer, ServiceAccountVolume, daemon_pods,  # noqa: E402
                                    deploy, prepare_agent_pod)
 from tests.support.kwok import Kwok  # noqa: E402
-from tests.support.trust import TrustCluster, collector_env, prometheus3  # noqa: E402
+from tests.support.trust import TrustCluster, collector_env, remote_write_prometheus  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
 
 QUICK = os.environ.get("NRA_SCALE_QUICK") == "1"
@@ -885,7 +885,7 @@ def main() -> None:
     try:
         cluster.install_shipped_rbac()
         api = Api(ApiAddress.admin(cluster))
-        prom = prometheus3(workdir / "prometheus").start()
+        prom = remote_write_prometheus(workdir / "prometheus").start()
         collector = Collector(workdir / "otelcol", SHIPPED_CONFIG,
                               env=collector_env(cluster, f"{prom.url}/api/v1/write")).start()
         kwok = Kwok(cluster, workdir=workdir / "kwok").start()

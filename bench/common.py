@@ -206,7 +206,3 @@ def pods_exported(receiver: HttpReceiver) -> int:
             return 0
         req = receiver.requests[-1][1]
     return sum(1 for p in points_of(req) if p.metric == "pod_or_vm_cpu_requests")
-
-
-def dumps_line(obj: dict) -> bytes:
-    return json.dumps(obj).encode()

@@ -24,7 +24,7 @@ import yaml
 from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
 from tests.support.waiting import wait_until
 from tests.support.tcp_proxy import TcpProxy, close_socket
-from tests.support.trust import POD, Pusher, collector_env, prometheus3
+from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector]
 
@@ -98,7 +98,7 @@ def test_every_collector_alert_fires_on_its_fault_and_resolves_after_it(trust_cl
     targets = {n: f"127.0.0.1:{c.ports['OTELCOL_TELEMETRY_PORT']}" for n, c in collectors.items()}
     stop = threading.Event()
     timings: dict[str, float] = {}
-    with prometheus3(tmp_path / "prometheus", rule_files=[rules], targets=[]) as prom:
+    with remote_write_prometheus(tmp_path / "prometheus", rule_files=[rules], targets=[]) as prom:
         write = f"{prom.url}/api/v1/write"
         failing_proxy = TcpProxy(prom.port).start()
         failing_proxy.refuse()

@@ -18,14 +18,14 @@ from tests.support.agent_process import AgentProcess, otlp_env
 from tests.support.cluster import ApiError, write_kubeconfig
 from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
 from tests.support.waiting import wait_until
-from tests.support.trust import POD, Pusher, collector_env, prometheus3, series_count
+from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus, series_count
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector]
 
 @pytest.fixture(scope="module")
 def chain(trust_cluster, tmp_path_factory):
     work = tmp_path_factory.mktemp("trust-chain")
-    with prometheus3(work / "prometheus") as prom, \
+    with remote_write_prometheus(work / "prometheus") as prom, \
             Collector(work / "otelcol", SHIPPED_CONFIG, env=collector_env(trust_cluster, f"{prom.url}/api/v1/write")) as otelcol:
         yield trust_cluster, otelcol, prom
 
@@ -110,7 +110,7 @@ def test_rolling_upgrade_two_versions_never_double_count(chain, tmp_path):
     """Old and new agent of one node push the same pods for a while; the recording rule never exceeds the truth."""
     cluster, otelcol, _ = chain
     rules = SHIPPED_CONFIG.parent / "prometheus" / "rules.yaml"
-    with prometheus3(tmp_path / "prometheus", rule_files=[rules]) as prom, \
+    with remote_write_prometheus(tmp_path / "prometheus", rule_files=[rules]) as prom, \
             Collector(tmp_path / "otelcol", SHIPPED_CONFIG, env=collector_env(cluster, f"{prom.url}/api/v1/write")) as oc:
         old_pod, new_pod = cluster.agent_pod("node-b", name="agent-old"), cluster.agent_pod("node-b", name="agent-new")
         old, new = Pusher(cluster.pod_token(old_pod)), Pusher(cluster.pod_token(new_pod))

@@ -32,7 +32,7 @@ KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 KWOK_NODE_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 CUSTOM_STATUS_ANNOTATION = ("kwok.x-k8s.io/status", "custom")
 #: Every node's address and so every pod's hostIP: anything that ever dialled a "kubelet" stays on loopback.
-NODE_IP = "127.0.0.1"
+KWOK_NODE_IP = "127.0.0.1"
 
 
 class Kwok:
@@ -73,7 +73,7 @@ class Kwok:
             "--manage-nodes-with-annotation-selector={}={}".format(*self.annotation),
             # Deprecated in favour of Stage selectors, still honoured by v0.8.0 for every stage (pod-delete too).
             "--disregard-status-with-annotation-selector={}={}".format(*CUSTOM_STATUS_ANNOTATION),
-            f"--node-lease-duration-seconds={self.lease_seconds}", f"--node-ip={NODE_IP}",
+            f"--node-lease-duration-seconds={self.lease_seconds}", f"--node-ip={KWOK_NODE_IP}",
             f"--server-address=127.0.0.1:{self.port}", *stages,
         ], self.workdir / "kwok.log")
         self.component.start()
@@ -160,7 +160,7 @@ def set_custom_status(cluster: Cluster, namespace: str, name: str, phase: str, c
     conditions = [{"type": t, "status": "True" if t in ("PodScheduled", "Initialized") else ready,
                    "lastTransitionTime": now} for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")]
     body = {"phase": phase, "containerStatuses": container_statuses, "conditions": conditions,
-            "hostIP": NODE_IP, "hostIPs": [{"ip": NODE_IP}],
+            "hostIP": KWOK_NODE_IP, "hostIPs": [{"ip": KWOK_NODE_IP}],
             "startTime": pod.get("status", {}).get("startTime") or now, **status}
     if phase == "Running":
         body.setdefault("podIP", "10.244.0.10")

@@ -40,9 +40,9 @@ ROTATED_TOKEN_SECONDS = 600
 @pytest.fixture(scope="module")
 def prometheus(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """Prometheus 3 receiving the shipped Collector's remote write, on the node's address."""
-    from tests.support.trust import prometheus3
+    from tests.support.trust import remote_write_prometheus
 
-    with prometheus3(tmp_path_factory.mktemp("prometheus"), host=NODE_IP) as server:
+    with remote_write_prometheus(tmp_path_factory.mktemp("prometheus"), host=NODE_IP) as server:
         yield server
 
 

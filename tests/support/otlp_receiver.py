@@ -85,10 +85,6 @@ class _Store:
                     raise AssertionError("no export matched within the timeout")
                 self.cond.wait(remaining)
 
-    def exports_since(self, t: float) -> list[list[Point]]:
-        with self.cond:
-            return [points_of(r) for ts, r in self.requests if ts >= t]
-
 
 class HttpReceiver(_Store):
     def start(self) -> "HttpReceiver":

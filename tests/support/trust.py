@@ -32,7 +32,7 @@ from tests.support.collector import SCRAPE_CONFIG, Prometheus
 from tests.support.kwok import Kwok
 
 __all__ = ["AGENT_NAMESPACE", "AGENT_SERVICE_ACCOUNT", "AUDIENCE", "Pusher", "TrustCluster", "collector_env",
-           "label_sets", "prometheus3", "series_count", "trust_cluster", "wait_for", "POD"]
+           "label_sets", "remote_write_prometheus", "series_count", "trust_cluster", "wait_for", "POD"]
 
 AUTHORIZATION_CONFIG = REPO / "daemonset" / "apiserver" / "authorization-config.yaml"
 AGENT_NAMESPACE = "node-requests-agent"
@@ -179,7 +179,7 @@ POD = {"k8s.namespace.name": "default", "k8s.pod.name": "web", "k8s.pod.uid": "u
 SHIPPED_STORAGE = {"storage": yaml.safe_load(SCRAPE_CONFIG.read_text())["storage"]}
 
 
-def prometheus3(workdir, rule_files=None, targets=(), host: str = "127.0.0.1"):
+def remote_write_prometheus(workdir, rule_files=None, targets=(), host: str = "127.0.0.1"):
     """Prometheus 3 as the shipped Collector writes into it: remote-write receiver, the shipped storage section."""
     return Prometheus(workdir, list(targets), rule_files=rule_files,
                       extra_flags=["--web.enable-remote-write-receiver"], extra_config=SHIPPED_STORAGE, host=host)
