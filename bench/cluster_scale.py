@@ -618,9 +618,9 @@ def measure_window(cluster: TrustCluster, api: Api, seconds: float, pids: dict[s
 
 
 def settle(cluster: TrustCluster, window: float = 30.0) -> list[float]:
-    """Wait until the API server's CPU stops falling between consecutive windows (within 0.03 cores or 10 %): the
-    population leaves work behind (KWOK's last status writes, the controllers' resyncs), and a baseline taken in it
-    was busier than the window with the agents in the last run, leaving the agents' share unresolved."""
+    """Wait until the API server's CPU is steady: two consecutive windows within 0.05 cores or 10 % of each other
+    (at most SETTLE_LIMIT). The population leaves work behind (KWOK's last status writes, the controllers'
+    resyncs), and a baseline taken in it was busier than the window with the agents, leaving their share unresolved."""
     pid, rates = apiserver_pid(cluster), []
     deadline = time.monotonic() + SETTLE_LIMIT
     while time.monotonic() < deadline:
@@ -628,7 +628,7 @@ def settle(cluster: TrustCluster, window: float = 30.0) -> list[float]:
         time.sleep(window)
         rates.append((cpu_seconds(pid) - before) / window)
         log(f"settling: kube-apiserver {rates[-1]:.3f} cores over {window:.0f} s")
-        if len(rates) >= 2 and rates[-2] - rates[-1] <= max(0.03, 0.1 * rates[-2]):
+        if len(rates) >= 2 and abs(rates[-2] - rates[-1]) <= max(0.05, 0.1 * rates[-2]):
             break
     return rates
 
