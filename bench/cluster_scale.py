@@ -731,8 +731,9 @@ class Share:
 
     @property
     def bound(self) -> float:
-        """At most this much per agent (zero when the window with the agents was the quietest)."""
-        return max(0.0, self.per_agent + self.resolution)
+        """At most this much per agent: the estimate, taken as zero when it came out negative (the window with the
+        agents quieter than the mean without them is noise, not a saving), plus the resolution."""
+        return max(0.0, self.per_agent) + self.resolution
 
     def scaled(self, factor: float, unit: str) -> str:
         """The agents' share times ``factor`` (5,000 nodes), as an estimate with its resolution or as a bound."""
@@ -743,7 +744,8 @@ class Share:
     def describe(self, unit: str, scale: float = 1.0) -> str:
         if self.resolved:
             return f"{self.per_agent * scale:+.2f} ± {self.resolution * scale:.2f} {unit} per agent"
-        return f"below this run's resolution: at most {self.bound * scale:.2f} {unit} per agent"
+        return (f"below this run's resolution ({self.per_agent * scale:+.2f} ± {self.resolution * scale:.2f}): "
+                f"at most {self.bound * scale:.2f} {unit} per agent")
 
 
 def restart_storm(cluster: TrustCluster, api: Api, namespace: str, nodes: list[str], prefix: str,
