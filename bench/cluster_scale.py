@@ -13,10 +13,11 @@ the API server, nodeidentity, remote write) into Prometheus 3. The scheduler's a
 are raised (``NRA_SCALE_CLIENT_QPS``) so the population is limited by the machine, not by their rate limiters.
 
 Phases: population (pods created unbound, bound by the real scheduler, set Running by KWOK); a wait until the API
-server's CPU stops falling; a window without agents; cold start of every agent at once; a steady window; the agents
+server's CPU is steady; a window without agents; cold start of every agent at once; a steady window; the agents
 stopped for a second window without them (the two bracket the steady one, so drift is not counted as the agents');
 a second cold start; an API server restart with every agent connected; churn (pods created on and deleted from the
-nodes at a fixed rate by several writer processes, each timed from its API write to Prometheus); the same API server restart with client-go's informers (bench/reflector_anchor/) in the agents' place;
+nodes at a fixed rate by several writer processes, each timed from its API write to Prometheus); the same API
+server restart with client-go's informers (bench/reflector_anchor/) in the agents' place;
 and the 5,000-node arithmetic from the measured slopes. docs/benchmarks.md explains each figure.
 
 Environment (defaults are the issue's sizes): NRA_SCALE_NODES (1000), NRA_SCALE_PODS (30 per node, the DaemonSet's
@@ -403,44 +404,6 @@ def prepare_agents(cluster: TrustCluster, deployment, nodes: list[str], workdir:
     return agents
 
 
-def listening_ports(count: int) -> list[int]:
-    """Free loopback ports below the kernel's ephemeral range, bound together so none repeats.
-
-    A port picked from the ephemeral range (bind to port 0) can be taken as the local end of an outgoing connection
-    before the agent binds it: 50 agents starting at once open some 200 connections, and one of the last full run's
-    agents found its debug port in use. Below the range only an explicit bind can take it."""
-    import random
-    import socket
-
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    sockets, ports = [], []
-    try:
-        for port in random.sample(range(max(1024, low - 10000), low), min(10000, low - 1024)):
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                s.close()
-                continue
-            sockets.append(s)
-            ports.append(port)
-            if len(ports) == count:
-                return ports
-        raise RuntimeError(f"fewer than {count} free ports below {low}")
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def start_agents(agents: list[AgentContainer]) -> None:
-    """Start every agent at once, each on a debug port no outgoing connection can hold (see listening_ports)."""
-    for agent, port in zip(agents, listening_ports(len(agents))):
-        agent.debug_port = port
-        agent.env["DEBUG_ADDRESS"] = f"127.0.0.1:{port}"
-    for agent in agents:
-        agent.start()
-
-
 def agent_pod_count(agent: AgentContainer) -> int | None:
     try:
         if not agent.ready():
@@ -697,7 +660,8 @@ def cold_start(cluster: TrustCluster, agents: list[AgentContainer], expected: di
         time.sleep(2)
         started = time.time()
         before = sampler.samples[-1]
-        start_agents(agents)
+        for agent in agents:
+            agent.start()
         synced = wait_each(agents, lambda a: agent_pod_count(a) == expected[a.node], 600)
         time.sleep(3)
     after = sampler.samples[-1]

@@ -17,6 +17,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.support.cluster import free_ports  # noqa: E402
 from tests.support.factory import container, pod, vm_pod  # noqa: E402
 from tests.support.fake_apiserver import FakeApiServer  # noqa: E402
 from tests.support.otlp_receiver import HttpReceiver  # noqa: E402
@@ -114,15 +115,6 @@ def load() -> str:
     return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
 
 
-def free_port() -> int:
-    """A loopback port nothing holds right now (the kernel's choice)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def machine() -> str:
     cpu = "?"
     try:
@@ -144,7 +136,7 @@ class RunningAgent:
         self._dir = tempfile.mkdtemp(prefix="bench-agent-")
         kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
         env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
-        self.debug_url = f"http://127.0.0.1:{free_port()}"  # the default port may be held by another agent
+        self.debug_url = f"http://127.0.0.1:{free_ports(1)[0]}"  # the default port may be held by another agent
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             agent_command("run", "--node-name", node, "--kubeconfig", kubeconfig, "--export-interval", str(interval),

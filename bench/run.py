@@ -616,7 +616,8 @@ def startup(pods: int = 110) -> None:
     import urllib.request
     from pathlib import Path
 
-    from common import agent_command, free_port
+    from common import agent_command
+    from tests.support.cluster import free_ports
 
     api = FakeApiServer().start()
     try:
@@ -625,7 +626,7 @@ def startup(pods: int = 110) -> None:
         kubeconfig = api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
         results = []
         for _ in range(3):
-            port = free_port()  # a fixed one may be held by anything
+            (port,) = free_ports(1)  # a fixed one may be held by anything
             start = time.monotonic()
             proc = subprocess.Popen(agent_command("run", "--node-name", "bench-node", "--kubeconfig", kubeconfig,
                                                   "--exporter", "none", "--debug-address", f"127.0.0.1:{port}",

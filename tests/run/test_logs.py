@@ -12,7 +12,7 @@ import pytest
 
 from agent.run.logs import JsonFormatter, configure_logging
 from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.collector import free_port
+from tests.support.cluster import free_ports
 from tests.support.waiting import wait_until
 from tests.support.factory import pod, vm_pod
 
@@ -92,7 +92,7 @@ def test_every_line_of_a_run_with_warnings_is_json(apiserver, tmp_path):
     bad["metadata"]["annotations"]["vm.neon.tech/usage"] = "{not json"
     apiserver.create(bad)
     apiserver.create(pod("plain", node="node-a"))
-    closed = f"http://127.0.0.1:{free_port()}"  # nobody listens: every export fails
+    closed = f"http://127.0.0.1:{free_ports(1)[0]}"  # nobody listens: every export fails
     agent = AgentProcess(apiserver, tmp_path, "node-a", otlp_env(closed), interval=0.5,
                          args=["--log-format", "json"])
     with agent:

@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 import json
+import random
 import shutil
 import socket
 import ssl
@@ -58,12 +59,30 @@ class ApiError(RuntimeError):
 
 
 def free_ports(count: int) -> list[int]:
-    """Distinct loopback ports: all sockets stay bound until every port is chosen, so none repeats."""
-    sockets = [socket.socket() for _ in range(count)]
+    """Distinct free loopback ports for servers, from below the kernel's ephemeral range; all stay bound until every
+    one is chosen, so none repeats.
+
+    A port from the ephemeral range (a bind to port 0) can become the local end of an outgoing connection before
+    its server binds it: 50 agents of the scale benchmark starting at once open some 200 connections, and one found
+    its debug port taken. Below the range only an explicit bind can take a port."""
     try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    candidates = random.sample(range(max(1024, low - 10000), low), max(0, min(10000, low - 1024)))
+    sockets: list[socket.socket] = []
+    try:
+        for port in candidates:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            sockets.append(s)
+            if len(sockets) == count:
+                return [s.getsockname()[1] for s in sockets]
+        raise RuntimeError(f"fewer than {count} free loopback ports below {low}")
     finally:
         for s in sockets:
             s.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.error
@@ -26,12 +25,13 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
+from tests.support.cluster import free_ports
 from tests.support.http import http_get
 from tests.support.processes import log_tail, stop_process
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO
 
-__all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "free_port", "gauge",
+__all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "gauge",
            "otlp_request", "post_otlp", "prometheus_config", "pull_variant_config", "sum_metric"]
 
 SHIPPED_CONFIG = REPO / "otel-config" / "collector.yaml"
@@ -41,13 +41,6 @@ SCRAPE_CONFIG = REPO / "otel-config" / "prometheus" / "scrape.yaml"
 ENDPOINT_VARS = ("OTLP_GRPC_ENDPOINT", "OTLP_HTTP_ENDPOINT", "PROMETHEUS_EXPORTER_ENDPOINT", "HEALTH_CHECK_ENDPOINT")
 # The collector's own metrics: host and port are separate keys in its telemetry config.
 TELEMETRY_HOST_VAR, TELEMETRY_PORT_VAR = "OTELCOL_TELEMETRY_HOST", "OTELCOL_TELEMETRY_PORT"
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now (bind to port 0 and let the kernel choose)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _attributes(values: Mapping[str, object]) -> list[KeyValue]:
@@ -146,7 +139,7 @@ class Collector:
         self.overrides = list(overrides)
         self.binary = binary
         self.log_path = self.workdir / "otelcol.log"
-        self.ports = {var: free_port() for var in [*ENDPOINT_VARS, TELEMETRY_PORT_VAR]}
+        self.ports = dict(zip([*ENDPOINT_VARS, TELEMETRY_PORT_VAR], free_ports(len(ENDPOINT_VARS) + 1)))
         self._proc: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
@@ -306,7 +299,7 @@ class Prometheus:
     def start(self, timeout: float = 30.0) -> Prometheus:
         """Write the config, launch, and wait for /-/ready and the first scrape of every target."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or free_port()
+        self.port = self.port or free_ports(1)[0]
         config = self.workdir / "prometheus.yml"
         config.write_text(yaml.safe_dump(prometheus_config(self.scrape_targets, self.interval, self.rule_files,
                                                            self.extra_config)))

@@ -192,13 +192,18 @@ TEST_OVERRIDES = {
 class AgentContainer:
     """The agent's container process, started from the pod as the kubelet and runtime would start it."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path, debug_port: int,
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], log: Path,
                  serviceaccount: ServiceAccountVolume, pod: Mapping) -> None:
-        self.argv, self.env, self.log, self.debug_port = list(argv), dict(env), log, debug_port
+        self.argv, self.env, self.log = list(argv), dict(env), log
         self.serviceaccount, self.pod = serviceaccount, pod
+        self.debug_port = 0
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> AgentContainer:
+        """Start the process on a debug port chosen now (DEBUG_ADDRESS in TEST_OVERRIDES): a port chosen when the
+        container was prepared could be taken by the time it starts, or by the time it starts again."""
+        (self.debug_port,) = free_ports(1)
+        self.env["DEBUG_ADDRESS"] = f"127.0.0.1:{self.debug_port}"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, env=self.env, cwd="/", stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -287,7 +292,6 @@ def prepare_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoi
     missing = {"OTEL_EXPORTER_OTLP_ENDPOINT"} - env_from_spec.keys()
     assert not missing, f"the container spec no longer sets {missing}: revisit TEST_OVERRIDES"
     image = image_config(dockerfile)
-    (debug_port,) = free_ports(1)
     env = {
         # The image's ENV, except PATH: its /opt/agent/bin is the virtual environment the Dockerfile builds,
         # which here is the one running the tests.
@@ -296,12 +300,11 @@ def prepare_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoi
         "HOSTNAME": meta["name"],
         **services, **env_from_spec,
     }
-    overrides = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, "DEBUG_ADDRESS": f"127.0.0.1:{debug_port}",
-                 SERVICEACCOUNT_DIR_ENV: str(volume.folder)}
-    assert overrides.keys() == TEST_OVERRIDES.keys()
+    overrides = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, SERVICEACCOUNT_DIR_ENV: str(volume.folder)}
+    assert overrides.keys() | {"DEBUG_ADDRESS"} == TEST_OVERRIDES.keys()  # DEBUG_ADDRESS: set by start()
     env.update(overrides)
     argv = container_argv(image.entrypoint, image.cmd, container, {**services, **env_from_spec})
-    return AgentContainer(argv, env, workdir / "agent.log", debug_port, volume, pod)
+    return AgentContainer(argv, env, workdir / "agent.log", volume, pod)
 
 
 # --------------------------------------------------------------------------- the shipped deployment

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from components.debian import debian_binary
-from tests.support.collector import free_port
+from tests.support.cluster import free_ports
 from tests.support.processes import stop_process
 
 __all__ = ["victoria_metrics_binary", "VictoriaMetrics", "victoriametrics"]
@@ -42,7 +42,7 @@ def _supports_otlp(binary: Path) -> bool:
 
 class VictoriaMetrics:
     def __init__(self, data_dir: Path, extra_flags: tuple[str, ...] = ()) -> None:
-        self.port = free_port()
+        (self.port,) = free_ports(1)
         self._proc = subprocess.Popen(
             [str(victoria_metrics_binary()), f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={data_dir}",
              "-retentionPeriod=1d", "-search.latencyOffset=0s", "-search.disableCache", "-loggerLevel=ERROR",
