@@ -1,9 +1,9 @@
 """The suite's fixtures, registered once: each lives with the support module it serves."""
 
 pytest_plugins = [
+    "tests.support.cluster",  # cluster (first: the other plugins import it, and it must be rewritten before)
     "tests.support.agents",  # apiserver, make_agent
     "tests.support.victoriametrics",  # victoriametrics
-    "tests.support.cluster",  # cluster
     "tests.support.kwok",  # kwok
     "tests.support.kubelet",  # deployed
     "tests.support.trust",  # trust_cluster
