@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
@@ -32,8 +33,7 @@ class ConfigError(ValueError):
     """Configuration the agent cannot start with."""
 
 
-@dataclass(frozen=True)
-class OtlpSettings:
+class OtlpSettings(msgspec.Struct, frozen=True):
     protocol: str
     endpoint: str  # http: the full URL (…/v1/metrics); grpc: scheme://host:port
     headers: tuple[tuple[str, str], ...] = ()
@@ -106,8 +106,7 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(msgspec.Struct, frozen=True):
     node_name: str
     kubeconfig: str | None = None
     context: str | None = None

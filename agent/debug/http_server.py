@@ -22,7 +22,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
+
 __all__ = ["HttpServer", "Request", "Response", "listen_socket"]
 
 log = logging.getLogger(__name__)
@@ -38,16 +40,14 @@ _LINGER = 0.5  # seconds an answered connection is read (and discarded) until th
 _ACCEPT_PAUSE = 0.1  # seconds the listener rests when accepting fails (out of descriptors)
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(msgspec.Struct, frozen=True):
     status: int
     content_type: str
     body: bytes
     headers: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """What ``admit`` decides on: the request line, the Host header (None when absent), and both ends' addresses."""
 
     method: str
@@ -138,13 +138,12 @@ def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ())
     return Response(status, "application/json", f'{{"error": "{message}"}}\n'.encode(), headers)
 
 
-@dataclass(eq=False)
-class _Connection:
+class _Connection(msgspec.Struct, eq=False):
     sock: socket.socket
     deadline: float  # for the whole head while reading, for the whole answer while writing
     peer: str = ""
     local: str = ""
-    buf: bytearray = field(default_factory=bytearray)
+    buf: bytearray = msgspec.field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
     waiting: bool = False  # a view is rendering on the pool

@@ -12,8 +12,9 @@ came from several snapshots. Every attribute is bounded.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+import msgspec
 
 from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
@@ -34,8 +35,7 @@ class Readings(NamedTuple):
     node: NodeSnapshot
 
 
-@dataclass(frozen=True)
-class RuntimeMetric:
+class RuntimeMetric(msgspec.Struct, frozen=True):
     name: str  # without PREFIX; counters end in _total
     kind: str  # "gauge", "counter" or "histogram"
     unit: str

@@ -9,7 +9,8 @@ functions: grouping, ordering and filtering; ``summarize`` does the sums.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import Comparison, NodeSummary, summarize
@@ -21,8 +22,7 @@ __all__ = ["NodeGroup", "ClusterView", "ClusterTotals", "group_by_node", "SORTS"
 SORTS = ("busy", "cpu", "memory", "name")
 
 
-@dataclass(frozen=True)
-class NodeGroup:
+class NodeGroup(msgspec.Struct, frozen=True):
     name: str
     node: NodeRecord | None
     pods: tuple[PodValue, ...]  # every pod bound to the node, terminal ones included
@@ -38,8 +38,7 @@ class NodeGroup:
         return max(known) if known else None
 
 
-@dataclass(frozen=True)
-class ClusterView:
+class ClusterView(msgspec.Struct, frozen=True):
     nodes: tuple[NodeGroup, ...]
     unscheduled: tuple[PodValue, ...]
 
@@ -122,8 +121,7 @@ def sections(view: ClusterView, shown: Callable[[PodValue], bool] | None = None
     return groups, [p for p in view.unscheduled if keep(p)]
 
 
-@dataclass(frozen=True)
-class ClusterTotals:
+class ClusterTotals(msgspec.Struct, frozen=True):
     """Sums over the nodes whose allocatable is known; nodes without a Node object are listed apart."""
 
     cpu: Comparison

@@ -14,8 +14,9 @@ the pod's requests and a problem report than by a silent 0.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from agent.model.quantity import NANO, QuantityError, div_round_up, parse_quantity
 
@@ -33,16 +34,14 @@ class AnnotationError(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
-class Overcommit:
+class Overcommit(msgspec.Struct, frozen=True):
     """Factors in nano-units of 1 (so 2500m is 2.5x); None leaves that dimension undivided."""
 
     cpu: int | None
     memory: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class VmResources:
+class VmResources(msgspec.Struct, frozen=True):
     """Nano-units of cores and bytes."""
 
     cpu: int

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from agent.model.node import NodeRecord
 from agent.model.quantity import NANO, QuantityError, parse_quantity
@@ -24,16 +25,14 @@ RATIOS = {
 }
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     """What the host really uses, in nano-units (read at the edge, in agent.source.host_usage)."""
 
     cpu: int | None  # cores busy over the last interval; None until two samples exist
     memory: int  # MemTotal - MemAvailable
 
 
-@dataclass(frozen=True)
-class Comparison:
+class Comparison(msgspec.Struct, frozen=True):
     """One resource, in nano-units; None where the source is unknown (Node not read, /proc unreadable)."""
 
     capacity: int | None
@@ -52,20 +51,18 @@ class Comparison:
                 if num in values and values.get(den)}
 
 
-@dataclass(frozen=True)
-class NodeSummary:
+class NodeSummary(msgspec.Struct, frozen=True):
     node: str
     node_present: bool
     cpu: Comparison
     memory: Comparison
-    pod_slots: dict[str, int] = field(default_factory=dict)  # capacity / allocatable pod counts
-    pods_by_phase: dict[str, int] = field(default_factory=dict)
-    pods_by_source: dict[str, int] = field(default_factory=dict)
+    pod_slots: dict[str, int] = msgspec.field(default_factory=dict)  # capacity / allocatable pod counts
+    pods_by_phase: dict[str, int] = msgspec.field(default_factory=dict)
+    pods_by_source: dict[str, int] = msgspec.field(default_factory=dict)
     problems: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class PodTotals:
+class PodTotals(msgspec.Struct, frozen=True):
     """Sums over the pods the autoscaler counts (terminal pods excluded), in nano-units."""
 
     pods: int

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 __all__ = ["Problem"]
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True):
     # What was wrong: "usage", "overcommit", "requests" or "pod" (the object's shape).
     subject: str
     # A bounded reason such as "invalid_json" or "out_of_range" (a fixed word per failure, never input text).

@@ -17,15 +17,15 @@ by default and the agent never counts, so 1.38 uses the 1.37 rules.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
+
+import msgspec
 
 __all__ = ["Rules", "RULES_1_36", "RULES_1_37", "SUPPORTED", "NEWEST", "OLDEST", "RELEASES", "KubernetesVersion",
            "VersionError", "parse_version", "parse_version_info", "rules_for"]
 
 
-@dataclass(frozen=True, slots=True)
-class Rules:
+class Rules(msgspec.Struct, frozen=True):
     """One release's PodRequests (component-helpers ``resource`` at v0.<minor>)."""
 
     major: int

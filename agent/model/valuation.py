@@ -9,8 +9,9 @@ it through without looking inside.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, NamedTuple
+
+import msgspec
 
 from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
@@ -25,8 +26,7 @@ SOURCE_POD_REQUESTS = "pod_requests"
 Source = Literal["vm_usage", "pod_requests"]
 
 
-@dataclass(frozen=True, slots=True)
-class VmUsage:
+class VmUsage(msgspec.Struct, frozen=True):
     """The VM's raw usage annotation (before overcommit), for vm_*_usage."""
 
     name: str

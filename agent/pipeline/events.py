@@ -9,8 +9,9 @@ position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
+
+import msgspec
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import Usage
@@ -28,11 +29,8 @@ RELIST = "RELIST"
 SAMPLE = "SAMPLE"
 VERSION = "VERSION"
 
-_EVENT = dict(frozen=True, slots=True, kw_only=True)
 
-
-@dataclass(**_EVENT)
-class PodChanged:
+class PodChanged(msgspec.Struct, frozen=True, kw_only=True):
     """A pod was added or modified (the watch's ADDED or MODIFIED)."""
 
     type: Literal["ADDED", "MODIFIED"]
@@ -40,15 +38,13 @@ class PodChanged:
     resource_version: str = ""
 
 
-@dataclass(**_EVENT)
-class PodDeleted:
+class PodDeleted(msgspec.Struct, frozen=True, kw_only=True):
     type: ClassVar[str] = DELETED
     pod: PodRecord
     resource_version: str = ""
 
 
-@dataclass(**_EVENT)
-class PodsListed:
+class PodsListed(msgspec.Struct, frozen=True, kw_only=True):
     """A full LIST: the handler replaces its view with exactly these pods, so pods deleted while the watch was
     down disappear (no ghosts)."""
 
@@ -57,22 +53,19 @@ class PodsListed:
     resource_version: str = ""
 
 
-@dataclass(**_EVENT)
-class NodeChanged:
+class NodeChanged(msgspec.Struct, frozen=True, kw_only=True):
     type: Literal["ADDED", "MODIFIED"]
     node: NodeRecord
     resource_version: str = ""
 
 
-@dataclass(**_EVENT)
-class NodeDeleted:
+class NodeDeleted(msgspec.Struct, frozen=True, kw_only=True):
     type: ClassVar[str] = DELETED
     node: NodeRecord
     resource_version: str = ""
 
 
-@dataclass(**_EVENT)
-class NodeListed:
+class NodeListed(msgspec.Struct, frozen=True, kw_only=True):
     """The agent's own Node as a LIST found it; None: the Node does not exist."""
 
     type: ClassVar[str] = RELIST
@@ -80,8 +73,7 @@ class NodeListed:
     resource_version: str = ""
 
 
-@dataclass(**_EVENT)
-class Bookmark:
+class Bookmark(msgspec.Struct, frozen=True, kw_only=True):
     """The watch of ``resource`` progressed to ``resource_version`` with nothing to report."""
 
     type: ClassVar[str] = BOOKMARK
@@ -89,16 +81,14 @@ class Bookmark:
     resource_version: str
 
 
-@dataclass(**_EVENT)
-class UsageSampled:
+class UsageSampled(msgspec.Struct, frozen=True, kw_only=True):
     """A reading of what the host uses; None: /proc could not be read."""
 
     type: ClassVar[str] = SAMPLE
     usage: Usage | None
 
 
-@dataclass(**_EVENT)
-class VersionRead:
+class VersionRead(msgspec.Struct, frozen=True, kw_only=True):
     """The API server's version, as /version reported it."""
 
     type: ClassVar[str] = VERSION

@@ -12,7 +12,7 @@ the API server back. That condition is readiness's ("synced and current").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from agent.pipeline.stats import EXPORT_LOOP, HANDLER_LOOP, SOURCE_LOOP, StatsSnapshot
 
@@ -32,8 +32,7 @@ def _export_limit(export_interval: float, export_timeout: float) -> float:
     return 2 * export_interval + export_timeout + 10.0
 
 
-@dataclass(frozen=True)
-class HealthLimits:
+class HealthLimits(msgspec.Struct, frozen=True):
     """Seconds each loop may show no progress; the defaults are those of the default configuration.
 
     A source that keeps running but makes no progress (an API server that is
@@ -54,8 +53,7 @@ class HealthLimits:
                    stale=2 * read_timeout)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     ok: bool
     checks: dict[str, str]
 

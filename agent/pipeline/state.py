@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+import msgspec
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
@@ -19,8 +20,7 @@ from agent.model.valuation import PodValue
 __all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo"]
 
 
-@dataclass(frozen=True)
-class KubernetesInfo:
+class KubernetesInfo(msgspec.Struct, frozen=True):
     """Whose request arithmetic the values follow, and why."""
 
     rules: Rules
@@ -35,8 +35,7 @@ class KubernetesInfo:
 DEFAULT_KUBERNETES = KubernetesInfo(NEWEST)
 
 
-@dataclass(frozen=True)
-class NodeSnapshot:
+class NodeSnapshot(msgspec.Struct, frozen=True):
     node_name: str
     pods: tuple[PodValue, ...]
     node: NodeRecord | None

@@ -17,8 +17,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+
+import msgspec
 
 from agent.model.node import NODES
 from agent.model.pod import PODS
@@ -47,8 +48,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class HistogramSnapshot:
+class HistogramSnapshot(msgspec.Struct, frozen=True):
     bounds: tuple[float, ...]
     # Per bucket (not cumulative): counts[i] observations <= bounds[i] and
     # > bounds[i-1]; the last entry is the +Inf bucket.
@@ -87,44 +87,43 @@ def _frozen(counter: Mapping) -> Mapping:
     return MappingProxyType(dict(counter))
 
 
-@dataclass(frozen=True)
-class StatsSnapshot:
+class StatsSnapshot(msgspec.Struct, frozen=True):
     """Everything the agent knows about itself at one instant."""
 
     # Event queue (controller-runtime's workqueue set).
     queue_depth: int = 0
-    events_added: Mapping[str, int] = field(default_factory=dict)
+    events_added: Mapping[str, int] = msgspec.field(default_factory=dict)
     events_handled: int = 0
-    events_handled_by_result: Mapping[str, int] = field(default_factory=dict)
+    events_handled_by_result: Mapping[str, int] = msgspec.field(default_factory=dict)
     queue_duration: HistogramSnapshot | None = None
     work_duration: HistogramSnapshot | None = None
     # Age of the event being handled right now (0 when idle); with one
     # handler worker it is also the longest running processor.
     unfinished_work_seconds: float = 0.0
-    handler_errors: Mapping[str, int] = field(default_factory=dict)
+    handler_errors: Mapping[str, int] = msgspec.field(default_factory=dict)
     # Keyed by (resource, reason): objects a source dropped (undecodable, other_node).
-    skipped: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    pod_problems: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    skipped: Mapping[tuple[str, str], int] = msgspec.field(default_factory=dict)
+    pod_problems: Mapping[tuple[str, str], int] = msgspec.field(default_factory=dict)
     # Watch health.
     # Keyed by (resource, reason); resource is "pods" or "nodes".
-    watch_starts: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    relists: Mapping[str, int] = field(default_factory=dict)
+    watch_starts: Mapping[tuple[str, str], int] = msgspec.field(default_factory=dict)
+    relists: Mapping[str, int] = msgspec.field(default_factory=dict)
     list_duration_seconds: float | None = None
-    requests_failed: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    requests_failed: Mapping[tuple[str, str], int] = msgspec.field(default_factory=dict)
     last_event_age_seconds: float | None = None
     # Export health.
-    exports: Mapping[str, int] = field(default_factory=dict)
+    exports: Mapping[str, int] = msgspec.field(default_factory=dict)
     last_export_success_age_seconds: float | None = None
     last_export_success_unixtime: float | None = None
     export_duration: HistogramSnapshot | None = None
-    export_failures: Mapping[str, int] = field(default_factory=dict)
+    export_failures: Mapping[str, int] = msgspec.field(default_factory=dict)
     rejected_points: int = 0
-    usage_errors: Mapping[str, int] = field(default_factory=dict)
+    usage_errors: Mapping[str, int] = msgspec.field(default_factory=dict)
     # Loop liveness: seconds since each loop last ran (a heartbeat, even in backoff).
-    loop_idle_seconds: Mapping[str, float] = field(default_factory=dict)
+    loop_idle_seconds: Mapping[str, float] = msgspec.field(default_factory=dict)
     # Per watched resource: seconds since the source last made progress (a LIST, an event, a bookmark,
     # a clean end of watch). A source in endless backoff runs but does not progress.
-    source_progress_age: Mapping[str, float] = field(default_factory=dict)
+    source_progress_age: Mapping[str, float] = msgspec.field(default_factory=dict)
 
 
 class RuntimeStats:

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["Column", "fit", "row", "clip", "ELLIPSIS", "GAP"]
 
@@ -14,8 +15,7 @@ ELLIPSIS = "…"
 GAP = "  "
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     title: str
     right: bool = False  # numbers align right
     shrink_to: int | None = None  # flexible: may narrow to this many characters; None keeps it whole

@@ -7,7 +7,6 @@ reads and what a script reads cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import fields
 from typing import Any
 
 from agent.model.quantity import to_bytes, to_float
@@ -78,7 +77,7 @@ def summary_report(s: NodeSummary) -> dict[str, Any]:
 
 def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
     """The agent's own signals; tuple keys joined with '/', histograms as cumulative buckets."""
-    data = {f.name: getattr(s, f.name) for f in fields(s)}
+    data = {name: getattr(s, name) for name in s.__struct_fields__}
     k = node.kubernetes
     data.update(synced=node.synced, node_listed=node.node_listed, pods_cached=len(node.pods),
                 resource_version=node.resource_version,

@@ -28,10 +28,11 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import urllib3
+
+import msgspec
 
 from agent.decode.reader import NODE, POD, ObjectKind, Skipped, loads
 from agent.model.node import NodeRecord
@@ -76,8 +77,7 @@ class Watched(Protocol[R]):
     def listed(self, records: tuple[R, ...], resource_version: str) -> Event: ...
 
 
-@dataclass(frozen=True, kw_only=True)
-class PodsOfNode:
+class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
     """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache); None: every pod."""
 
     node_name: str | None
@@ -100,8 +100,7 @@ class PodsOfNode:
         return PodsListed(pods=records, resource_version=resource_version)
 
 
-@dataclass(frozen=True, kw_only=True)
-class NodeObject:
+class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
     """The agent's own Node object; None: every Node."""
 
     node_name: str | None
@@ -125,8 +124,7 @@ class NodeObject:
         return NodeListed(node=records[0] if records else None, resource_version=resource_version)
 
 
-@dataclass(frozen=True)
-class ReflectorSettings:
+class ReflectorSettings(msgspec.Struct, frozen=True):
     min_watch_timeout: int = 300
     max_watch_timeout: int = 600
     # Longer than the API server's ~1 min bookmark period; a silent stream
@@ -177,8 +175,7 @@ def is_undecodable(exc: BaseException) -> bool:
     return isinstance(exc, (ValueError, RecursionError, LineTooLong)) and not isinstance(exc, ApiError)
 
 
-@dataclass(frozen=True)
-class Retry:
+class Retry(msgspec.Struct, frozen=True):
     """What to do after a failure: a bounded reason, whether to relist, whether to back off first."""
 
     reason: str

@@ -4,10 +4,10 @@ The built Collector validates and runs it in tests/collector/test_e2e_collector.
 these checks pin the choices that tests there measured, and the agreement with the Deployment.
 """
 
-import dataclasses
 import re
 from pathlib import Path
 
+import msgspec
 import yaml
 
 from agent.config import Config
@@ -73,7 +73,7 @@ def test_the_shipped_pipeline_checks_the_token_and_writes_synchronously():
 
 
 def test_pull_variant_series_expire_after_three_of_the_agents_default_export_intervals():
-    interval = next(f.default for f in dataclasses.fields(Config) if f.name == "export_interval")
+    interval = next(f.default for f in msgspec.structs.fields(Config) if f.name == "export_interval")
     expiration = config()["exporters"]["prometheus"]["metric_expiration"]
     assert expiration == f"{3 * interval:g}s"
 

@@ -19,9 +19,9 @@ import ssl
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -45,8 +45,7 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(msgspec.Struct, frozen=True):
     """How one attempt ended. ``reason`` is a bounded word for the failure counter."""
 
     ok: bool
