@@ -135,13 +135,14 @@ class RunningAgent:
                  interval: float = 15.0, extra_env: dict[str, str] | None = None) -> None:
         self._dir = tempfile.mkdtemp(prefix="bench-agent-")
         kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
-        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
         self.debug_url = f"http://127.0.0.1:{free_ports(1)[0]}"  # the default port may be held by another agent
+        # As the DaemonSet runs it: `run` alone, every setting from the environment.
+        env = {**os.environ, "NODE_NAME": node, "KUBECONFIG": str(kubeconfig), "OTEL_METRIC_EXPORT_INTERVAL": f"{interval * 1000:g}",
+               "DEBUG_ADDRESS": self.debug_url.removeprefix("http://"), "LOG_LEVEL": "WARNING",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            agent_command("run", "--node-name", node, "--kubeconfig", kubeconfig, "--export-interval", str(interval),
-                          "--debug-address", self.debug_url.removeprefix("http://"), "--log-level", "WARNING"),
-            cwd=self._dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(agent_command("run"), cwd=self._dir, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
         self.ps = psutil.Process(self.proc.pid)
 
     def get(self, path: str) -> tuple[int, bytes]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -263,3 +264,27 @@ def test_explain_outside_the_supported_releases_warns_and_uses_the_nearest():
 def test_explain_unparsable_version_exits_2():
     result = run("explain", "--kubernetes-version", "one.thirty-seven", input=dump(resizing_pod()))
     assert result.returncode == 2 and "not a Kubernetes version" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_as_the_daemonset_runs_it_builds_no_parser():
+    """``run`` alone, settings from the environment, never imports argparse; any flag goes through the parser."""
+    code = ("import sys; from agent.cli import main; rc = main(sys.argv[1:]); "
+            "print('exit', rc, 'argparse' in sys.modules, file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
+    for args, parsed in ((["run"], False), ([], False), (["run", "--log-level", "INFO"], True)):
+        result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=60)
+        assert result.stderr.splitlines()[-1] == f"exit 2 {parsed}", (args, result.stderr)
+        assert "the node name is required" in result.stderr
+
+
+def test_no_flag_is_what_the_parser_returns_when_none_is_given():
+    """The unparsed path hands ``from_sources`` no flags; that is only right while every run option defaults to unset."""
+    from agent.cli import _parser
+    from agent.config import from_sources
+
+    parsed = {k: v for k, v in vars(_parser().parse_args(["run"])).items() if k != "command"}
+    assert parsed and not any(parsed.values()), parsed
+    for env in ({"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none"},
+                {"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none", "DEBUG_ADDRESS": "off", "LOG_LEVEL": "debug",
+                 "OTEL_METRIC_EXPORT_INTERVAL": "2500", "DEBUG_HOSTS": "a,b", "HOST_PROC": "off"}):
+        assert from_sources({}, env) == from_sources(parsed, env)
