@@ -24,6 +24,8 @@ Environment (defaults are the issue's sizes): NRA_SCALE_NODES (1000), NRA_SCALE_
 pod included), NRA_SCALE_AGENTS (50), NRA_SCALE_STEADY_SECONDS (660: longer than the longest server-side watch
 timeout, 600 s), NRA_SCALE_DOWN_SECONDS (5), NRA_SCALE_CHURN_RATE (100 creations/s, as many deletions),
 NRA_SCALE_CHURN_SECONDS (120), NRA_SCALE_CHURN_LIFETIME (45 s), NRA_SCALE_CHURN_WORKERS (4 writer processes),
+NRA_SCALE_CHURN_KWOK (0: KWOK leaves the churn pods alone, so each is one create and one delete; 1: KWOK sets them
+Running, one more write each),
 NRA_SCALE_BASELINE_SECONDS (180, each no-agent window), NRA_SCALE_SETTLE_LIMIT (600 s), NRA_SCALE_CLIENT_QPS (300),
 NRA_SCALE_ANCHOR (1).
 """
@@ -64,7 +66,7 @@ from tests.support.factory import for_create  # noqa: E402
 from tests.support.http import http_get  # noqa: E402
 from tests.support.kubelet import (AGENT_CONTAINER, AgentContainer, ServiceAccountVolume, daemon_pods,  # noqa: E402
                                    deploy, prepare_agent_pod)
-from tests.support.kwok import Kwok  # noqa: E402
+from tests.support.kwok import CUSTOM_STATUS_ANNOTATION, Kwok  # noqa: E402
 from tests.support.trust import TrustCluster, collector_env, remote_write_prometheus  # noqa: E402
 from tests.support.waiting import wait_until  # noqa: E402
 
@@ -89,6 +91,7 @@ BASELINE_SECONDS = _env("NRA_SCALE_BASELINE_SECONDS", 180, 30)
 SETTLE_LIMIT = _env("NRA_SCALE_SETTLE_LIMIT", 600, 90)
 WRITERS = 16
 CHURN_WORKERS = int(_env("NRA_SCALE_CHURN_WORKERS", 4, 2))
+CHURN_KWOK = os.environ.get("NRA_SCALE_CHURN_KWOK", "0") == "1"
 EXPORT_INTERVAL = 15.0  # the agent's default; the shipped DaemonSet does not change it
 #: Every ServiceAccount outside kube-system falls into this API Priority and Fairness flow schema: the agents'
 #: requests (and the anchor's, which uses their tokens) are its only ones; the controllers use kube-system
@@ -299,9 +302,13 @@ def pod_templates(count: int = 35) -> list[dict]:
     return out
 
 
-def pod_body(templates: list[dict], i: int, name: str, node: str | None = None) -> bytes:
+def pod_body(templates: list[dict], i: int, name: str, node: str | None = None, kwok: bool = True) -> bytes:
+    """One pod to POST; ``kwok=False`` marks it for KWOK to leave alone (no status is ever written for it)."""
     body = templates[i % len(templates)]
-    body = {**body, "metadata": {**body["metadata"], "name": name}}
+    meta = {**body["metadata"], "name": name}
+    if not kwok:
+        meta["annotations"] = {**meta.get("annotations", {}), CUSTOM_STATUS_ANNOTATION[0]: CUSTOM_STATUS_ANNOTATION[1]}
+    body = {**body, "metadata": meta}
     if node is not None:
         body = {**body, "spec": {**body["spec"], "nodeName": node}}
     return json.dumps(body).encode()
@@ -553,6 +560,17 @@ def spread(times: Iterable[float], origin: float) -> str:
             f"{len(set(math.floor(t) for t in rel))} distinct seconds, at most {busiest[1]} in one second")
 
 
+def process_cpu() -> Counter:
+    """CPU seconds so far of every process on the machine, summed by name: a difference over a phase says who used
+    the machine during it (processes that exit within it are missed)."""
+    out: Counter = Counter()
+    for p in psutil.process_iter(["name", "cpu_times"]):
+        times = p.info["cpu_times"]
+        if times is not None:
+            out[p.info["name"]] += times.user + times.system
+    return out
+
+
 def busiest(count: int = 6) -> str:
     """The processes using most CPU over two seconds, whoever started them: what else shares the machine."""
     procs = list(psutil.process_iter(["name"]))
@@ -761,12 +779,15 @@ class ChurnPlan:
     shard: int
     shards: int
     threads: int
+    kwok: bool  # KWOK sets the pods Running (one status write each), or leaves them alone
 
 
 def churn_shard(plan: ChurnPlan) -> dict:
     """Run one writer's share in its own process (one interpreter's GIL and TLS could not issue 200 writes per second
     on this machine: the last single-process run reached 65 with a dispatch lag of 70 s). Pods are created bound
-    (spec.nodeName, round robin), each deleted with grace 0 ``lifetime`` seconds after its creation was due."""
+    (spec.nodeName, round robin), each deleted with grace 0 ``lifetime`` seconds after its creation was due. Without
+    ``plan.kwok`` KWOK leaves them Pending, so the API server takes two writes a pod, the ones the rate names; the
+    agents value a bound Pending pod as a Running one (its requests)."""
     api, templates = Api(plan.address), pod_templates()
     total = int(plan.rate * plan.seconds)
     mine = range(plan.shard, total, plan.shards)
@@ -782,7 +803,7 @@ def churn_shard(plan: ChurnPlan) -> dict:
             late.append(time.time() - due)
         name, node = f"churn-{i:06d}", plan.nodes[i % len(plan.nodes)]
         if op == "create":
-            status, _ = api.request("POST", f"/api/v1/namespaces/{plan.namespace}/pods", pod_body(templates, i, name, node))
+            status, _ = api.request("POST", f"/api/v1/namespaces/{plan.namespace}/pods", pod_body(templates, i, name, node, plan.kwok))
             with lock:
                 if status == 201:
                     created[name] = (node, time.time())
@@ -824,7 +845,7 @@ def churn(address: ApiAddress, namespace: str, nodes: list[str]) -> tuple[dict[s
     start = time.time() + 5.0  # the workers' interpreters start before the first operation is due
     plans = [ChurnPlan(address=address, namespace=namespace, nodes=nodes, start=start, rate=CHURN_RATE,
                        seconds=CHURN_SECONDS, lifetime=CHURN_LIFETIME, shard=k, shards=CHURN_WORKERS,
-                       threads=WRITERS * 2) for k in range(CHURN_WORKERS)]
+                       threads=WRITERS * 2, kwok=CHURN_KWOK) for k in range(CHURN_WORKERS)]
     with ProcessPoolExecutor(CHURN_WORKERS, mp_context=multiprocessing.get_context("spawn")) as pool:
         parts = list(pool.map(churn_shard, plans))
     ended = time.time()
@@ -983,10 +1004,15 @@ def main() -> None:
         marker_first = {dict(k)["k8s_node_name"]: v[0][0] for k, v in marker_prom.items()}
 
         # ---------------------------------------------------------------- churn
+        settled_churn = settle(cluster)  # the restart's relists and resyncs are over before the churn starts
         log(f"churn: {CHURN_RATE:.0f} creations and deletions per second for {CHURN_SECONDS:.0f} s ({load()})")
-        apiserver_cpu0 = cpu_seconds(apiserver_pid(cluster))
+        apiserver_cpu0, machine_cpu0 = cpu_seconds(apiserver_pid(cluster)), process_cpu()
         created, deleted, churn_stats = churn(ApiAddress.admin(cluster), namespace, nodes)
-        apiserver_churn_cpu = (cpu_seconds(apiserver_pid(cluster)) - apiserver_cpu0) / (churn_stats["ended"] - churn_stats["start"])
+        churn_seconds = churn_stats["ended"] - churn_stats["start"]
+        apiserver_churn_cpu = (cpu_seconds(apiserver_pid(cluster)) - apiserver_cpu0) / churn_seconds
+        machine_cpu = process_cpu()
+        churn_cpu = sorted(((machine_cpu[k] - machine_cpu0.get(k, 0.0)) / churn_seconds, k) for k in machine_cpu)[::-1]
+        log(f"churn CPU by process (cores): {', '.join(f'{k} {v:.2f}' for v, k in churn_cpu[:10])}")
         time.sleep(2 * EXPORT_INTERVAL + 10)
         lat = churn_latencies(prom, created, deleted, set(measured), time.time() - churn_stats["start"] + 5)
         log(f"churn done: {churn_stats}")
@@ -1104,7 +1130,11 @@ def main() -> None:
             f"{churn_stats['creates_per_s']:.1f} / {churn_stats['deletes_per_s']:.1f} ({CHURN_RATE:.0f}); "
             f"failures {churn_stats['failures'] or 'none'}; dispatch lag p99 {churn_stats['dispatch_lag_p99']:.2f} s; "
             f"{CHURN_WORKERS} writer processes used {churn_stats['writer_cpu']:.2f} cores")
-        row("churn: kube-apiserver CPU during churn", f"{apiserver_churn_cpu:.2f} cores")
+        row("churn: kube-apiserver CPU during churn", f"{apiserver_churn_cpu:.2f} cores (settled before: "
+            + ", ".join(f"{r:.2f}" for r in settled_churn) + " cores)")
+        row("churn: CPU by process during churn (cores)", ", ".join(f"{k} {v:.2f}" for v, k in churn_cpu[:8]))
+        row("churn: KWOK sets the churn pods Running", "yes (one status write each)" if CHURN_KWOK
+            else "no (each pod is one create and one delete)")
         row(f"churn: API write to value in Prometheus, creations on measured nodes ({len(lat['create'])}), p50 / p99 / max",
             f"{pct(lat['create'], .5):.1f} / {pct(lat['create'], .99):.1f} / {max(lat['create'], default=math.nan):.1f} s "
             f"(export interval {EXPORT_INTERVAL:.0f} s; never seen: {lat['never']})")
