@@ -6,6 +6,8 @@ end here, so a record never depends on which path its object took.
 
 from __future__ import annotations
 
+import sys
+
 from agent.decode.spec import Condition, Container, ContainerStatus, Node, OwnerReference, Pod, PodStatus, Quantities, \
     Resources, Spec
 from agent.model.fields import NO_REQUESTS, DecodeError, Requests
@@ -17,17 +19,27 @@ __all__ = ["pod_of", "node_of"]
 _EMPTY_SPEC, _EMPTY_STATUS = Spec(), PodStatus()
 
 
+def _shared(text: str) -> str:
+    """One copy of a string most pods repeat (node, namespace, phase, container names, quantities).
+
+    Decoding makes a new string for every value; a node's pods share a handful
+    of these, so each record would otherwise hold its own copies. Interned
+    strings are freed with their last record.
+    """
+    return sys.intern(text) if type(text) is str else text
+
+
 def _requests(raw: Quantities | None) -> Requests:
     """The cpu and memory of a resource map: only they feed the exported values, so the rest costs no memory."""
     if not raw:
         return NO_REQUESTS
     cpu, memory = raw.get("cpu"), raw.get("memory")
     if cpu is not None and memory is not None:
-        return {"cpu": cpu, "memory": memory}
+        return {"cpu": _shared(cpu), "memory": _shared(memory)}
     if cpu is not None:
-        return {"cpu": cpu}
+        return {"cpu": _shared(cpu)}
     if memory is not None:
-        return {"memory": memory}
+        return {"memory": _shared(memory)}
     return NO_REQUESTS
 
 
@@ -39,14 +51,14 @@ def _present(raw: Quantities | None) -> Requests | None:
 def _containers(items: list[Container] | None, init: bool) -> tuple[ContainerRequests, ...]:
     if not items:
         return ()
-    return tuple(ContainerRequests(f"#{i}" if c.name is None else c.name,
+    return tuple(ContainerRequests(f"#{i}" if c.name is None else _shared(c.name),
                                    NO_REQUESTS if c.resources is None else _requests(c.resources.requests),
                                    init and c.restart_policy == "Always")
                  for i, c in enumerate(items))
 
 
 def _status(name: str, resources: Resources | None, allocated: Quantities | None) -> StatusRequests:
-    return StatusRequests(name, _present(allocated), resources is not None,
+    return StatusRequests(_shared(name), _present(allocated), resources is not None,
                           None if resources is None else _present(resources.requests))
 
 
@@ -104,7 +116,7 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
     namespace = name = uid = resource_version = ""
     annotations = labels = refs = None
     if meta is not None:
-        namespace, name, uid = meta.namespace or "", meta.name or "", meta.uid
+        namespace, name, uid = _shared(meta.namespace or ""), meta.name or "", meta.uid
         resource_version, annotations, labels, refs = (meta.resource_version or "", meta.annotations, meta.labels,
                                                       meta.owner_references)
     if not uid:
@@ -116,8 +128,8 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         uid=uid,
         namespace=namespace,
         name=name,
-        node_name=spec.node_name or "",
-        phase=status.phase or "",
+        node_name=_shared(spec.node_name or ""),
+        phase=_shared(status.phase or ""),
         resource_version=resource_version,
         containers=_containers(spec.containers, init=False),
         init_containers=_containers(spec.init_containers, init=True),
@@ -127,7 +139,8 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         pod_status=_pod_status(status),
         resize_infeasible=_resize_infeasible(status.conditions),
         usage_annotation=annotations.usage if annotations is not None else None,
-        overcommit_annotation=annotations.overcommit if annotations is not None else None,
+        overcommit_annotation=(None if annotations is None or annotations.overcommit is None
+                               else _shared(annotations.overcommit)),
         vm_name=(labels.vm_name or None) if labels is not None else None,
         migration_role=_migration_role(refs),
         problems=problems,

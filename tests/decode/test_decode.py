@@ -226,3 +226,18 @@ def test_the_tolerant_reader_names_the_path_and_keeps_the_rest():
     assert record.overhead == {"cpu": "2", "memory": "0.5"}
     assert record.problems == ("spec.containers[1].resources.requests.cpu is not a quantity string",
                                "spec.containers[2] is not an object")
+
+
+def test_records_share_the_strings_pods_repeat():
+    """Two pods decoded from separate bytes, both paths: the values every pod of a node repeats are one object each,
+    so a record costs its own identity, not another copy of its node's name or its quantities."""
+    a, b = (json.dumps(realistic_pod(i)).encode() for i in (1, 22))  # both in team-1, app memory 2Gi
+    for decode in (POD.record, lambda data: POD.tolerant(json.loads(data))):
+        x, y = decode(a), decode(b)
+        assert x.namespace == y.namespace and x.namespace is y.namespace
+        assert x.node_name is y.node_name and x.phase is y.phase
+        for cx, cy in zip(x.containers + x.init_containers, y.containers + y.init_containers, strict=True):
+            assert cx.name is cy.name
+            assert cx.requests["memory"] == cy.requests["memory"] and cx.requests["memory"] is cy.requests["memory"]
+        assert x.statuses[0].name is y.statuses[0].name
+        assert x.uid != y.uid and x.name != y.name  # identities stay their own
