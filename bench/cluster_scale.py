@@ -61,6 +61,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from common import ROOT, load, machine, realistic_pod  # noqa: E402  (puts the repository on sys.path)
 
 from components.cache import cached, run  # noqa: E402
+from tests.support.cluster import free_ports  # noqa: E402
 from tests.support.collector import SHIPPED_CONFIG, Collector  # noqa: E402
 from tests.support.factory import for_create  # noqa: E402
 from tests.support.http import http_get  # noqa: E402
@@ -678,8 +679,8 @@ def cold_start(cluster: TrustCluster, agents: list[AgentContainer], expected: di
         time.sleep(2)
         started = time.time()
         before = sampler.samples[-1]
-        for agent in agents:
-            agent.start()
+        for agent, port in zip(agents, free_ports(len(agents)), strict=True):
+            agent.start(port)
         synced = wait_each(agents, lambda a: agent_pod_count(a) == expected[a.node], 600)
         time.sleep(3)
     after = sampler.samples[-1]

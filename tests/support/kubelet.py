@@ -199,10 +199,12 @@ class AgentContainer:
         self.debug_port = 0
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> AgentContainer:
+    def start(self, debug_port: int | None = None) -> AgentContainer:
         """Start the process on a debug port chosen now (DEBUG_ADDRESS in TEST_OVERRIDES): a port chosen when the
-        container was prepared could be taken by the time it starts, or by the time it starts again."""
-        (self.debug_port,) = free_ports(1)
+        container was prepared could be taken by the time it starts, or by the time it starts again. Agents started
+        together take ports from one ``free_ports`` call: ports chosen one by one can repeat, since each stays
+        free until its agent binds it."""
+        (self.debug_port,) = (debug_port,) if debug_port is not None else free_ports(1)
         self.env["DEBUG_ADDRESS"] = f"127.0.0.1:{self.debug_port}"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, env=self.env, cwd="/", stdout=out, stderr=subprocess.STDOUT,
