@@ -563,7 +563,8 @@ def spread(times: Iterable[float], origin: float) -> str:
 
 def process_cpu() -> Counter:
     """CPU seconds so far of every process on the machine, summed by name: a difference over a phase says who used
-    the machine during it (processes that exit within it are missed)."""
+    the machine during it. A process that exits within the phase takes its whole time out of its name's sum, so such
+    names are left out where that makes the difference negative."""
     out: Counter = Counter()
     for p in psutil.process_iter(["name", "cpu_times"]):
         times = p.info["cpu_times"]
@@ -1007,12 +1008,13 @@ def main() -> None:
         # ---------------------------------------------------------------- churn
         settled_churn = settle(cluster)  # the restart's relists and resyncs are over before the churn starts
         log(f"churn: {CHURN_RATE:.0f} creations and deletions per second for {CHURN_SECONDS:.0f} s ({load()})")
-        apiserver_cpu0, machine_cpu0 = cpu_seconds(apiserver_pid(cluster)), process_cpu()
+        apiserver_cpu0, machine_cpu0, cpu_from = cpu_seconds(apiserver_pid(cluster)), process_cpu(), time.time()
         created, deleted, churn_stats = churn(ApiAddress.admin(cluster), namespace, nodes)
-        churn_seconds = churn_stats["ended"] - churn_stats["start"]
+        churn_seconds = churn_stats["ended"] - cpu_from  # the CPU counted includes the writers' 5 s start
         apiserver_churn_cpu = (cpu_seconds(apiserver_pid(cluster)) - apiserver_cpu0) / churn_seconds
         machine_cpu = process_cpu()
-        churn_cpu = sorted(((machine_cpu[k] - machine_cpu0.get(k, 0.0)) / churn_seconds, k) for k in machine_cpu)[::-1]
+        churn_cpu = sorted(((machine_cpu[k] - machine_cpu0.get(k, 0.0)) / churn_seconds, k) for k in machine_cpu
+                           if machine_cpu[k] >= machine_cpu0.get(k, 0.0))[::-1]
         log(f"churn CPU by process (cores): {', '.join(f'{k} {v:.2f}' for v, k in churn_cpu[:10])}")
         time.sleep(2 * EXPORT_INTERVAL + 10)
         lat = churn_latencies(prom, created, deleted, set(measured), time.time() - churn_stats["start"] + 5)

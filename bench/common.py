@@ -102,6 +102,14 @@ def agent_command(*args: str) -> list[str]:
     return [str(production_venv() / "bin" / "node-requests-agent"), *args]
 
 
+def deployed_env(node: str, kubeconfig: str | Path, **settings: str) -> dict[str, str]:
+    """The environment of ``agent_command("run")`` run as the DaemonSet runs it: no flags, every setting from the
+    environment (NODE_NAME, KUBECONFIG and ``settings`` such as LOG_LEVEL). The in-cluster variables are dropped, so
+    a bench run inside a pod still talks to its own fake API server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
+    return {**env, "NODE_NAME": node, "KUBECONFIG": str(kubeconfig), **settings}
+
+
 def vm_hwm_mib(pid: int) -> float:
     """The process's peak RSS so far (the kernel's high-water mark), MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -136,10 +144,9 @@ class RunningAgent:
         self._dir = tempfile.mkdtemp(prefix="bench-agent-")
         kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
         self.debug_url = f"http://127.0.0.1:{free_ports(1)[0]}"  # the default port may be held by another agent
-        # As the DaemonSet runs it: `run` alone, every setting from the environment.
-        env = {**os.environ, "NODE_NAME": node, "KUBECONFIG": str(kubeconfig), "OTEL_METRIC_EXPORT_INTERVAL": f"{interval * 1000:g}",
-               "DEBUG_ADDRESS": self.debug_url.removeprefix("http://"), "LOG_LEVEL": "WARNING",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, **(extra_env or {})}
+        env = deployed_env(node, kubeconfig, OTEL_METRIC_EXPORT_INTERVAL=f"{interval * 1000:g}",
+                           DEBUG_ADDRESS=self.debug_url.removeprefix("http://"), LOG_LEVEL="WARNING",
+                           OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, **(extra_env or {}))
         self.started = time.monotonic()
         self.proc = subprocess.Popen(agent_command("run"), cwd=self._dir, env=env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)

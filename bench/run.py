@@ -472,7 +472,7 @@ def versus(pods_counts=(110, 500), events: int = 2000) -> None:
 
     import psutil
 
-    from common import ROOT, agent_command, production_venv
+    from common import ROOT, agent_command, deployed_env, production_venv
 
     print(f"\n### Side by side with the kubernetes client's Watch + V1Pod cache ({events:,} MODIFIED events; production install)\n")
     print(f"machine: {machine()}; {load()}\n")
@@ -485,10 +485,9 @@ def versus(pods_counts=(110, 500), events: int = 2000) -> None:
                 api.create(realistic_pod(i))
             kubeconfig = api.kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig")
             work = Path(kubeconfig).parent
-            agent = subprocess.Popen(agent_command("run", "--node-name", "bench-node", "--kubeconfig", kubeconfig,
-                                                   "--exporter", "none", "--debug-address", "off", "--procfs", "off",
-                                                   "--log-level", "ERROR"),
-                                     cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            agent = subprocess.Popen(agent_command("run"), cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=deployed_env("bench-node", kubeconfig, OTEL_METRICS_EXPORTER="none",
+                                                      DEBUG_ADDRESS="off", HOST_PROC="off", LOG_LEVEL="ERROR"))
             other = subprocess.Popen([str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "alternative.py"),
                                       kubeconfig, "bench-node"], cwd=work,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -616,7 +615,7 @@ def startup(pods: int = 110) -> None:
     import urllib.request
     from pathlib import Path
 
-    from common import agent_command
+    from common import agent_command, deployed_env
     from tests.support.cluster import free_ports
 
     api = FakeApiServer().start()
@@ -628,10 +627,10 @@ def startup(pods: int = 110) -> None:
         for _ in range(3):
             (port,) = free_ports(1)  # a fixed one may be held by anything
             start = time.monotonic()
-            proc = subprocess.Popen(agent_command("run", "--node-name", "bench-node", "--kubeconfig", kubeconfig,
-                                                  "--exporter", "none", "--debug-address", f"127.0.0.1:{port}",
-                                                  "--log-level", "ERROR"),
-                                    cwd=Path(kubeconfig).parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            proc = subprocess.Popen(agent_command("run"), cwd=Path(kubeconfig).parent, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL,
+                                    env=deployed_env("bench-node", kubeconfig, OTEL_METRICS_EXPORTER="none",
+                                                     DEBUG_ADDRESS=f"127.0.0.1:{port}", LOG_LEVEL="ERROR"))
             try:
                 while True:
                     try:

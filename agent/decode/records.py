@@ -7,6 +7,7 @@ end here, so a record never depends on which path its object took.
 from __future__ import annotations
 
 import sys
+import sysconfig
 
 from agent.decode.spec import Condition, Container, ContainerStatus, Node, OwnerReference, Pod, PodStatus, Quantities, \
     Resources, Spec
@@ -19,14 +20,20 @@ __all__ = ["pod_of", "node_of"]
 _EMPTY_SPEC, _EMPTY_STATUS = Spec(), PodStatus()
 
 
+# Interned strings are freed with their last reference, except on CPython 3.12.0-3.12.5 and free-threaded builds,
+# which make them immortal (cpython#113993): there an agent seeing ever new namespaces would grow without bound,
+# so its records keep their own copies instead.
+_INTERN_FREES = ((sys.version_info[:2] != (3, 12) or sys.version_info >= (3, 12, 6))
+                 and not sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
 def _shared(text: str) -> str:
     """One copy of a string most pods repeat (node, namespace, phase, container names, quantities).
 
     Decoding makes a new string for every value; a node's pods share a handful
-    of these, so each record would otherwise hold its own copies. Interned
-    strings are freed with their last record.
+    of these, so each record would otherwise hold its own copies.
     """
-    return sys.intern(text) if type(text) is str else text
+    return sys.intern(text) if _INTERN_FREES and type(text) is str else text
 
 
 def _requests(raw: Quantities | None) -> Requests:
