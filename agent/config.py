@@ -20,6 +20,9 @@ __all__ = ["Config", "ConfigError", "EXPORTERS", "OTLP_PROTOCOLS", "OTLP_TOKEN_F
 EXPORTERS = ("otlp", "console", "table", "none")
 # All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
 DEFAULT_DEBUG_ADDRESS = ":9808"
+# The OpenTelemetry SDK's own defaults (OTEL_METRIC_EXPORT_INTERVAL / _TIMEOUT), in seconds.
+DEFAULT_EXPORT_INTERVAL = 15.0
+DEFAULT_EXPORT_TIMEOUT = 10.0
 # Who may read the debug views (pods, node, runtime, /metrics, the page): "local", loopback peers only (kubectl
 # port-forward arrives there), or "any". The probes answer every peer either way.
 DEBUG_VIEWS = ("local", "any")
@@ -116,8 +119,8 @@ class Config(msgspec.Struct, frozen=True):
     otlp_protocol: str = "http/protobuf"
     # Endpoint, headers, compression, TLS from OTEL_EXPORTER_OTLP_*; None for other exporters.
     otlp: OtlpSettings | None = None
-    export_interval: float = 15.0
-    export_timeout: float = 10.0
+    export_interval: float = DEFAULT_EXPORT_INTERVAL
+    export_timeout: float = DEFAULT_EXPORT_TIMEOUT
     read_timeout: float = 120.0
     # The server-side watch timeout is drawn from this range for each watch.
     watch_timeout: tuple[int, int] = (300, 600)
@@ -173,11 +176,11 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     interval_flag = args.get("export_interval")
-    interval = (_seconds(interval_flag, "--export-interval", 15.0) if interval_flag is not None
-                else _seconds(env.get("OTEL_METRIC_EXPORT_INTERVAL"), "OTEL_METRIC_EXPORT_INTERVAL", 15.0, millis=True))
+    interval = (_seconds(interval_flag, "--export-interval", DEFAULT_EXPORT_INTERVAL) if interval_flag is not None
+                else _seconds(env.get("OTEL_METRIC_EXPORT_INTERVAL"), "OTEL_METRIC_EXPORT_INTERVAL", DEFAULT_EXPORT_INTERVAL, millis=True))
     timeout_flag = args.get("export_timeout")
-    timeout = (_seconds(timeout_flag, "--export-timeout", 10.0) if timeout_flag is not None
-               else _seconds(env.get("OTEL_METRIC_EXPORT_TIMEOUT"), "OTEL_METRIC_EXPORT_TIMEOUT", 10.0, millis=True))
+    timeout = (_seconds(timeout_flag, "--export-timeout", DEFAULT_EXPORT_TIMEOUT) if timeout_flag is not None
+               else _seconds(env.get("OTEL_METRIC_EXPORT_TIMEOUT"), "OTEL_METRIC_EXPORT_TIMEOUT", DEFAULT_EXPORT_TIMEOUT, millis=True))
     read_timeout = _seconds(args.get("read_timeout"), "--read-timeout", 120.0)
     once = bool(args.get("once"))
     replay = args.get("replay")
