@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agent import __version__
-from agent.config import EXPORTERS, ConfigError, from_sources
+from agent.config import SETTINGS, ConfigError, Setting, cluster_access, from_sources
 from agent.model.rules import NEWEST
 
 if TYPE_CHECKING:
@@ -31,6 +31,48 @@ def _prog() -> str:
     return "kubectl node-requests" if os.path.basename(sys.argv[0]).startswith("kubectl-") else "node-requests-agent"
 
 
+def _flag_form(setting: Setting) -> dict[str, object]:
+    """argparse's arguments for a setting's flag; every flag defaults to unset, so the environment can decide."""
+    if setting.kind == "switch":
+        return {"action": "store_true"}
+    form: dict[str, object] = {"action": "append"} if setting.kind == "repeated" else {}
+    if setting.kind == "seconds":
+        form.update(type=float, metavar="SECONDS")
+    if setting.choices:
+        form["choices"] = setting.choices
+    if setting.metavar:
+        form["metavar"] = setting.metavar
+    return form
+
+
+def _default_text(setting: Setting) -> str:
+    return "required" if setting.required else f"default {setting.shown}" if setting.shown else ""
+
+
+def _flag_help(setting: Setting) -> str:
+    unit = " in ms" if setting.millis else ""
+    said = [f"env {' or '.join(setting.env)}{unit}"] if setting.env else []
+    said += [text] if (text := _default_text(setting)) else []
+    return f"{setting.help} ({'; '.join(said)})" if said else setting.help
+
+
+def _environment_help() -> str:
+    """``run --help``'s list of every environment variable the agent reads, from the same table as the flags."""
+    import textwrap
+
+    lines = ["environment (a flag wins over its variable, OTEL_EXPORTER_OTLP_METRICS_* over OTEL_EXPORTER_OTLP_*;",
+             "an empty variable counts as unset):"]
+    for setting in SETTINGS.values():
+        if setting.env:
+            unit = " (ms)" if setting.millis else ""
+            flag = f" ({setting.flag})" if setting.flag else ""
+            lines.append(f"  {', '.join(setting.env)}{unit}{flag}")
+            text = _default_text(setting)
+            lines += textwrap.wrap(setting.help + (f"; {text}" if text else ""), 100, initial_indent=" " * 6,
+                                   subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
 def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     import argparse
 
@@ -43,41 +85,12 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="{run,explain}")
 
     run = sub.add_parser("run", help="run the agent (the default command)",
-                         description="Watch this node's pods and push their values over OTLP.")
+                         description="Watch this node's pods and push their values over OTLP.",
+                         epilog=_environment_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--version", **version)
-    run.add_argument("--node-name", help="the node to watch (env NODE_NAME; required)")
-    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
-    run.add_argument("--context", help="kubeconfig context to use")
-    run.add_argument("--replay", metavar="FILE",
-                     help="replay a capture (pod list + watch events) instead of watching a cluster; 'sample' is the bundled sample node")
-    run.add_argument("--once", action="store_true", help="with --replay: export once after the capture is handled, then exit")
-    run.add_argument("--exporter", choices=EXPORTERS, help="metric exporter (env OTEL_METRICS_EXPORTER; default otlp)")
-    run.add_argument("--export-interval", type=float, metavar="SECONDS",
-                     help="seconds between exports (env OTEL_METRIC_EXPORT_INTERVAL in ms; default 15)")
-    run.add_argument("--export-timeout", type=float, metavar="SECONDS",
-                     help="seconds one export may take (env OTEL_METRIC_EXPORT_TIMEOUT in ms; default 10)")
-    run.add_argument("--read-timeout", type=float, metavar="SECONDS",
-                     help="longest silence on a watch before it is treated as dead and resumed (default 120)")
-    run.add_argument("--debug-address", metavar="HOST:PORT",
-                     help="read-only debug endpoint and probes (env DEBUG_ADDRESS; default :9808, 'off' to disable; "
-                          "off by default with --once)")
-    run.add_argument("--debug-views", choices=("local", "any"),
-                     help="who may read the debug views (pods, node, runtime, /metrics, the page): local, only "
-                          "loopback peers such as kubectl port-forward, or any (env DEBUG_VIEWS; default local); "
-                          "the probes answer everyone")
-    run.add_argument("--debug-host", action="append", metavar="NAME",
-                     help="a Host name the debug views accept besides localhost and IP literals (DNS rebinding "
-                          "protection); repeatable (env DEBUG_HOSTS, comma-separated)")
-    run.add_argument("--procfs", metavar="PATH",
-                     help="the /proc to read the used series from (env HOST_PROC; default /proc, whose stat and meminfo "
-                          "are host-wide inside a container; 'off')")
-    run.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (env LOG_LEVEL; default INFO)")
-    run.add_argument("--log-format", metavar="FORMAT",
-                     help="text (default) or json: one JSON object per line with time, level, logger, message and "
-                          "the node and pod it is about (env LOG_FORMAT)")
-    run.add_argument("--kubernetes-version", metavar="X.Y",
-                     help="count requests with this Kubernetes release's rules (default: the API server's own version "
-                          "from /version, re-read after every relist; the newest supported with --replay)")
+    for setting in SETTINGS.values():
+        if setting.flag is not None:
+            run.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
 
     explain = sub.add_parser("explain", help="explain, node by node, what the agent would export for a dump or a live cluster",
                              description="Read pods and Nodes (a Pod, a List such as `kubectl get nodes,pods -A -o json`, "
@@ -130,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "explain":
             from agent.explain.command import explain
 
-            return explain(args)
+            return explain(args, cluster_access(args.kubeconfig, args.context, os.environ))
         flags = vars(args)
     try:
         config = from_sources(flags, os.environ)

@@ -1,70 +1,304 @@
-"""The agent's configuration: flags first, then environment, then defaults.
+"""The agent's configuration: one table of settings, resolved once from flags, then environment, then defaults.
 
-Invalid configuration raises ConfigError; the CLI turns it into one line on
-stderr and exit code 2, before anything starts.
+SETTINGS is the one place where a setting's flag, environment variables, default and meaning are written:
+Config's field defaults, the look-ups of ``from_sources``, the ``run`` flags and their help, ``run --help``'s
+list of environment variables, and docs/configuration.md's table (a test compares) all come from it.
+``from_sources`` is the agent's only reader of the environment (cli.py hands it ``os.environ``) and returns
+parsed, checked values, so nothing below it reads a variable or parses a setting again.
+
+Invalid configuration raises ConfigError; the CLI turns it into one line on stderr and exit code 2, before anything
+starts.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import urllib.parse
 from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
-__all__ = ["Config", "ConfigError", "EXPORTERS", "OTLP_PROTOCOLS", "OTLP_TOKEN_FILE_VAR", "OtlpSettings", "from_sources", "kubernetes_version",
-           "otlp_settings", "parse_address"]
+__all__ = ["Address", "ClusterAccess", "Config", "ConfigError", "DEBUG_VIEWS", "EXPORTERS", "InCluster", "LOG_FORMATS",
+           "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "cluster_access",
+           "from_sources", "kubernetes_version", "otlp_settings", "parse_address"]
+
+T = TypeVar("T")
 
 EXPORTERS = ("otlp", "console", "table", "none")
-# All interfaces: kubelet's probes reach the pod on its IP, not on loopback.
-DEFAULT_DEBUG_ADDRESS = ":9808"
-# The OpenTelemetry SDK's own defaults (OTEL_METRIC_EXPORT_INTERVAL / _TIMEOUT), in seconds.
-DEFAULT_EXPORT_INTERVAL = 15.0
-DEFAULT_EXPORT_TIMEOUT = 10.0
 # Who may read the debug views (pods, node, runtime, /metrics, the page): "local", loopback peers only (kubectl
 # port-forward arrives there), or "any". The probes answer every peer either way.
-DEBUG_VIEWS = ("local", "any")
+VIEWS_LOCAL, VIEWS_ANY = "local", "any"
+DEBUG_VIEWS = (VIEWS_LOCAL, VIEWS_ANY)
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
-#: The environment variable naming the file of the bearer token the agent shows the Collector (docs/configuration.md).
-OTLP_TOKEN_FILE_VAR = "NRA_OTLP_TOKEN_FILE"
 
 
 class ConfigError(ValueError):
     """Configuration the agent cannot start with."""
 
 
-class OtlpSettings(msgspec.Struct, frozen=True):
+class Address(msgspec.Struct, frozen=True, kw_only=True):
+    """A parsed ``HOST:PORT``; host "" is every interface, IPv6 and IPv4."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
+    """One setting: its flag, the environment variables it is read from, its default and what it means.
+
+    A flag wins over its variable, the signal-specific OTLP variable (listed first) over the generic one; an
+    empty value counts as not given (as OpenTelemetry specifies for its variables).
+    """
+
+    default: T
+    help: str
+    flag: str | None = None
+    env: tuple[str, ...] = ()
+    shown: str = ""  # the default as a person reads it ("15 s"); "" when there is nothing to show
+    required: bool = False
+    millis: bool = False  # the variable is in milliseconds, the flag in seconds (OpenTelemetry's convention)
+    kind: str = "text"  # the flag's form: "text", "seconds", "switch" (no value) or "repeated"
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def dest(self) -> str:
+        """The flag's name in the parsed arguments (argparse's ``dest``)."""
+        return (self.flag or "").lstrip("-").replace("-", "_")
+
+
+# The one table. Keys are Config's fields where a setting has one; the OTLP and cluster-access settings resolve into
+# their own records. The order is the order of ``run --help`` and of docs/configuration.md.
+SETTINGS: dict[str, Setting[Any]] = {
+    "node_name": Setting(
+        default="", required=True, flag="--node-name", env=("NODE_NAME",),
+        help="the node to watch; the DaemonSet sets it from spec.nodeName"),
+    "kubeconfig": Setting(
+        default="~/.kube/config", flag="--kubeconfig", env=("KUBECONFIG",), shown="in-cluster, else ~/.kube/config",
+        help="kubeconfig file, or files separated as in KUBECONFIG; inside a pod the agent uses its service account "
+             "unless --kubeconfig or --context is given"),
+    "context": Setting(default=None, flag="--context", shown="current context", help="kubeconfig context to use"),
+    "kubernetes_service": Setting(
+        default=None, env=("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"),
+        help="set by Kubernetes in every pod: the API server's Service, reached with the service account's token "
+             "and CA"),
+    "serviceaccount_dir": Setting(
+        default="/var/run/secrets/kubernetes.io/serviceaccount", env=("NRA_SERVICEACCOUNT_DIR",),
+        shown="/var/run/secrets/kubernetes.io/serviceaccount",
+        help="in-cluster: the folder holding token and ca.crt (the token is re-read every minute)"),
+    "replay": Setting(
+        default=None, flag="--replay", metavar="FILE",
+        help="replay a capture (pod list + watch events) instead of watching a cluster; 'sample' is the bundled "
+             "sample node"),
+    "once": Setting(default=False, flag="--once", kind="switch",
+                    help="with --replay: export once after the capture is handled, then exit"),
+    "exporter": Setting(
+        default="otlp", flag="--exporter", env=("OTEL_METRICS_EXPORTER",), choices=EXPORTERS, shown="otlp",
+        help="metric exporter: otlp; console, the OTLP request as JSON; table, the same as compact text; none"),
+    "otlp_protocol": Setting(
+        default="http/protobuf", env=("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        shown="http/protobuf", help="the OTLP protocol: http/protobuf or grpc"),
+    "otlp_endpoint": Setting(
+        default={"http/protobuf": "http://localhost:4318", "grpc": "http://localhost:4317"},
+        env=("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        shown="http://localhost:4318 (gRPC: :4317)",
+        help="the Collector's URL; the generic variable gets /v1/metrics appended for HTTP"),
+    "otlp_headers": Setting(
+        default=(), env=("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
+        help="key=value pairs, comma-separated and URL-encoded, sent with every export"),
+    "otlp_compression": Setting(
+        default="none", env=("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"),
+        shown="none", help="gzip or none"),
+    "otlp_certificate": Setting(
+        default=None, env=("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        shown="the default CAs", help="the CA file the Collector's certificate is checked against"),
+    "otlp_client_certificate": Setting(
+        default=None,
+        env=("OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
+        help="the agent's certificate for mutual TLS"),
+    "otlp_client_key": Setting(
+        default=None, env=("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+        help="the key of that certificate"),
+    "otlp_insecure": Setting(
+        default=None, env=("OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"),
+        shown="by the endpoint's scheme", help="gRPC: true sends without TLS"),
+    "otlp_token_file": Setting(
+        default=None, env=("NRA_OTLP_TOKEN_FILE",),
+        help="a file holding the bearer token shown to the Collector, re-read when it changes"),
+    "resource_attributes": Setting(
+        default=None, env=("OTEL_RESOURCE_ATTRIBUTES",),
+        help="key=value pairs added to the resource of every point (the agent's own attributes win)"),
+    # Not the SDK's own defaults (OTEL_METRIC_EXPORT_INTERVAL 60 s, _TIMEOUT 30 s): a pod's new value should reach
+    # the Collector within one common scrape interval, 15 s, and the shipped Collector forgets a series after 45 s,
+    # three intervals. An export that takes longer than 10 s is given up well before the next one is due.
+    "export_interval": Setting(
+        default=15.0, flag="--export-interval", env=("OTEL_METRIC_EXPORT_INTERVAL",), millis=True, kind="seconds",
+        shown="15 s", help="seconds between exports"),
+    "export_timeout": Setting(
+        default=10.0, flag="--export-timeout", env=("OTEL_METRIC_EXPORT_TIMEOUT",), millis=True, kind="seconds",
+        shown="10 s", help="the longest one export may take, its retries included"),
+    # Longer than the API server's bookmark period (about a minute).
+    "read_timeout": Setting(
+        default=120.0, flag="--read-timeout", kind="seconds", shown="120 s",
+        help="longest silence on a watch before it is treated as dead and resumed"),
+    # No flag: drawn from this range for each watch, so that thousands of agents do not reconnect in step.
+    "watch_timeout": Setting(default=(300, 600), shown="300 to 600 s", help="the server-side timeout of a watch"),
+    "procfs": Setting(
+        default="/proc", flag="--procfs", env=("HOST_PROC",), metavar="PATH", shown="/proc",
+        help="the /proc to read the used series from ('off' disables); the container's own stat and meminfo are "
+             "the host's"),
+    "debug_address": Setting(
+        default=Address(host="", port=9808), flag="--debug-address", env=("DEBUG_ADDRESS",), metavar="HOST:PORT",
+        shown=":9808 (off with --once)", help="the read-only debug endpoint and the probes; 'off' disables"),
+    "debug_views": Setting(
+        default=VIEWS_LOCAL, flag="--debug-views", env=("DEBUG_VIEWS",), choices=DEBUG_VIEWS, shown=VIEWS_LOCAL,
+        help="who may read the debug views (pods, node, runtime, /metrics, the page): local, only loopback peers "
+             "such as kubectl port-forward, or any; the probes answer everyone"),
+    "debug_hosts": Setting(
+        default=(), flag="--debug-host", env=("DEBUG_HOSTS",), kind="repeated", metavar="NAME",
+        help="a Host name the debug views accept besides localhost and IP literals (DNS rebinding protection); "
+             "the flag repeats, the variable is comma-separated"),
+    "log_level": Setting(default="INFO", flag="--log-level", env=("LOG_LEVEL",), shown="INFO",
+                         help="DEBUG, INFO, WARNING or ERROR"),
+    "log_format": Setting(
+        default="text", flag="--log-format", env=("LOG_FORMAT",), metavar="FORMAT", shown="text",
+        help="text, or json: one JSON object per line with time, level, logger, message and the node and pod it "
+             "is about"),
+    "kubernetes_version": Setting(
+        default=None, flag="--kubernetes-version", env=("KUBERNETES_VERSION",), metavar="X.Y",
+        shown="the API server's /version, re-read after every relist (with --replay the newest supported)",
+        help="count requests with this Kubernetes release's rules"),
+    "malloc_arenas": Setting(
+        default=2, env=("MALLOC_ARENA_MAX",), shown="2, set by the agent",
+        help="glibc's limit on malloc arenas: when set, glibc applies it and the agent leaves it alone"),
+}
+
+
+def _default(name: str) -> Any:
+    return SETTINGS[name].default
+
+
+class OtlpSettings(msgspec.Struct, frozen=True, kw_only=True):
     protocol: str
     endpoint: str  # http: the full URL (…/v1/metrics); grpc: scheme://host:port
-    headers: tuple[tuple[str, str], ...] = ()
-    compression: str = "gzip"  # "gzip" or "none"
+    headers: tuple[tuple[str, str], ...] = _default("otlp_headers")
+    compression: str = _default("otlp_compression")  # "gzip" or "none"
     certificate: str | None = None
     client_certificate: str | None = None
     client_key: str | None = None
     insecure: bool | None = None  # gRPC without TLS; None: decided by the endpoint's scheme
-    token_file: str | None = None  # NRA_OTLP_TOKEN_FILE: a projected ServiceAccount token, sent as a bearer token
+    token_file: str | None = None  # a projected ServiceAccount token, sent as a bearer token
 
 
-def _first(env: Mapping[str, str], *names: str) -> str | None:
-    for name in names:
-        value = env.get(name, "").strip()
-        if value:
-            return value
+class InCluster(msgspec.Struct, frozen=True, kw_only=True):
+    """Inside a pod: the API server's Service and the folder the kubelet projects the token and CA into."""
+
+    host: str
+    port: str | None  # as set; the kubernetes package says what is wrong with a missing or empty one
+    serviceaccount_dir: str
+
+
+class ClusterAccess(msgspec.Struct, frozen=True, kw_only=True):
+    """How to reach the API server: the service account inside a pod, else kubeconfig files (merged as kubectl does)."""
+
+    kubeconfig: str  # one file, or files separated by os.pathsep as in KUBECONFIG
+    context: str | None = None
+    in_cluster: InCluster | None = None
+    skipped: str = ""  # why the in-cluster service account was not tried, when no flag decided it
+
+    def described(self) -> str:
+        """What is tried, for a message a person can act on."""
+        if self.in_cluster is not None:
+            return "the in-cluster service account"
+        files = ", ".join(p for p in self.kubeconfig.split(os.pathsep) if p)
+        return f"kubeconfig {files}" + (f" (in-cluster skipped: {self.skipped})" if self.skipped else "")
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``run`` starts with, resolved and checked; the defaults are SETTINGS'."""
+
+    node_name: str
+    cluster: ClusterAccess | None = None  # None with --replay
+    replay: str | None = _default("replay")
+    once: bool = _default("once")
+    exporter: str = _default("exporter")
+    otlp: OtlpSettings | None = None  # always set for the otlp exporter, None for the others
+    export_interval: float = _default("export_interval")
+    export_timeout: float = _default("export_timeout")
+    read_timeout: float = _default("read_timeout")
+    watch_timeout: tuple[int, int] = _default("watch_timeout")
+    debug_address: Address | None = _default("debug_address")  # None turns the endpoint off
+    debug_views: str = _default("debug_views")
+    # Host names the views accept besides loopback names and addresses and the IP literal connected to.
+    debug_hosts: tuple[str, ...] = _default("debug_hosts")
+    procfs: str | None = _default("procfs")  # None turns the "used" series off
+    log_level: str = _default("log_level")
+    log_format: str = _default("log_format")
+    kubernetes_version: KubernetesVersion | None = _default("kubernetes_version")  # None: the API server's /version
+    malloc_arenas: int | None = _default("malloc_arenas")  # None: MALLOC_ARENA_MAX is set, glibc applies it
+    # OTEL_RESOURCE_ATTRIBUTES, parsed here so the SDK never reads the environment; the agent's own attributes win.
+    resource_attributes: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.exporter == "otlp" and self.otlp is None:
+            raise ConfigError("the otlp exporter needs its OTLP settings (from_sources resolves them)")
+
+
+def _given(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tuple[object, str] | None:
+    """A setting's value from its flag, else from the first of its variables that is set, with where it came from."""
+    setting = SETTINGS[name]
+    if setting.flag is not None:
+        value = args.get(setting.dest)
+        if value is not None and value is not False and value != "" and value != []:
+            return value, setting.flag
+    for variable in setting.env:
+        text = env.get(variable, "").strip()
+        if text:
+            return text, variable
     return None
 
 
-def _headers(text: str | None) -> tuple[tuple[str, str], ...]:
+def _text(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> Any:
+    """The setting as given (stripped), else its default."""
+    given = _given(name, args, env)
+    return str(given[0]).strip() if given is not None else _default(name)
+
+
+def _seconds(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> float:
+    given = _given(name, args, env)
+    if given is None:
+        return _default(name)
+    value, source = given
+    in_millis = SETTINGS[name].millis and source != SETTINGS[name].flag
+    try:
+        seconds = float(value) / (1000 if in_millis else 1)  # type: ignore[arg-type]
+    except ValueError:
+        raise ConfigError(f"{source} must be a number, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{source} must be positive, got {value!r}")
+    return seconds
+
+
+def _pairs(text: str | None, what: str, lower_keys: bool = False) -> tuple[tuple[str, str], ...]:
+    """``key=value`` pairs, comma-separated and percent-encoded (the OTel format of headers and resource attributes)."""
     if not text:
         return ()
     out = []
     for part in text.split(","):
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"OTLP header {part.strip()!r} is not key=value")
-        out.append((urllib.parse.unquote(key.strip()).lower(), urllib.parse.unquote(value.strip())))
+            raise ValueError(f"{what} {part.strip()!r} is not key=value")
+        key = urllib.parse.unquote(key.strip())
+        out.append((key.lower() if lower_keys else key, urllib.parse.unquote(value.strip())))
     return tuple(out)
 
 
@@ -72,167 +306,142 @@ def otlp_settings(env: Mapping[str, str], protocol: str) -> OtlpSettings:
     """The exporter's settings from the standard variables (signal-specific ones win). Raises ValueError."""
     if protocol not in OTLP_PROTOCOLS:
         raise ValueError(f"OTLP protocol must be grpc or http/protobuf, got {protocol!r}")
-    specific = _first(env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    generic = _first(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
-    if protocol == "grpc":
-        endpoint = specific or generic or "http://localhost:4317"
-    elif specific:
+    no_flags: dict[str, object] = {}
+
+    def first(name: str) -> str | None:
+        given = _given(name, no_flags, env)
+        return str(given[0]) if given is not None else None
+
+    specific, generic = (env.get(name, "").strip() for name in SETTINGS["otlp_endpoint"].env)
+    if specific:
         endpoint = specific
+    elif protocol == "grpc":
+        endpoint = generic or _default("otlp_endpoint")[protocol]
     else:
-        endpoint = (generic or "http://localhost:4318").rstrip("/") + "/v1/metrics"
+        endpoint = (generic or _default("otlp_endpoint")[protocol]).rstrip("/") + "/v1/metrics"
     parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"OTLP endpoint must be an http:// or https:// URL, got {endpoint!r}")
-    compression = (_first(env, "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION") or "none").lower()
+    compression = (first("otlp_compression") or _default("otlp_compression")).lower()
     if compression not in ("gzip", "none"):
         raise ValueError(f"OTLP compression must be gzip or none, got {compression!r}")
-    insecure = _first(env, "OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
+    insecure = first("otlp_insecure")
     return OtlpSettings(
         protocol=protocol,
         endpoint=urllib.parse.urlunsplit(parsed),
-        headers=_headers(_first(env, "OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS")),
+        headers=_pairs(first("otlp_headers"), "OTLP header", lower_keys=True),
         compression=compression,
-        certificate=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
-        client_certificate=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
-                                  "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
-        client_key=_first(env, "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+        certificate=first("otlp_certificate"),
+        client_certificate=first("otlp_client_certificate"),
+        client_key=first("otlp_client_key"),
         insecure=None if insecure is None else insecure.lower() == "true",
-        token_file=_first(env, OTLP_TOKEN_FILE_VAR),
+        token_file=first("otlp_token_file"),
     )
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[v6]:PORT``, or ``:PORT``: every interface, IPv6 and IPv4 ("" host)."""
+def parse_address(text: str) -> Address:
+    """``HOST:PORT``, ``[v6]:PORT``, or ``:PORT``: every interface, IPv6 and IPv4 ("" host). Raises ValueError."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"debug address must be HOST:PORT, got {text!r}")
-    return host.strip("[]"), int(port)
+    return Address(host=host.strip("[]"), port=int(port))
 
 
-class Config(msgspec.Struct, frozen=True):
-    node_name: str
-    kubeconfig: str | None = None
-    context: str | None = None
-    replay: str | None = None
-    once: bool = False
-    exporter: str = "otlp"
-    otlp_protocol: str = "http/protobuf"
-    # Endpoint, headers, compression, TLS from OTEL_EXPORTER_OTLP_*; None for other exporters.
-    otlp: OtlpSettings | None = None
-    export_interval: float = DEFAULT_EXPORT_INTERVAL
-    export_timeout: float = DEFAULT_EXPORT_TIMEOUT
-    read_timeout: float = 120.0
-    # The server-side watch timeout is drawn from this range for each watch.
-    watch_timeout: tuple[int, int] = (300, 600)
-    # HOST:PORT of the debug endpoint; None turns it off.
-    debug_address: str | None = None
-    debug_views: str = "local"
-    # Host names the views accept besides loopback names and addresses and the IP literal connected to.
-    debug_hosts: tuple[str, ...] = ()
-    # The /proc the "used" series are read from; None turns them off.
-    procfs: str | None = None
-    log_level: str = "INFO"
-    # "text" (for a person) or "json" (one object a line, for a log pipeline).
-    log_format: str = "text"
-    # --kubernetes-version: whose request rules to use; None reads the API server's /version.
-    kubernetes_version: KubernetesVersion | None = None
-
-
-def _seconds(value: str | float | None, name: str, default: float, millis: bool = False) -> float:
-    if value is None or value == "":
-        return default
-    try:
-        seconds = float(value) / (1000 if millis else 1)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"{name} must be positive, got {value!r}")
-    return seconds
-
-
-def kubernetes_version(value: object) -> KubernetesVersion | None:
-    """``--kubernetes-version`` (None when not given); an unparsable value is a ConfigError."""
+def kubernetes_version(value: object, source: str = "--kubernetes-version") -> KubernetesVersion | None:
+    """``--kubernetes-version`` (None when not given); an unparsable value is a ConfigError naming ``source``."""
     if value is None:
         return None
     try:
         return parse_version(str(value))
     except VersionError as exc:
-        raise ConfigError(f"--kubernetes-version: {exc}") from None
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str, str]) -> ClusterAccess:
+    """Inside a pod (KUBERNETES_SERVICE_HOST set) with neither --kubeconfig nor --context, the service account;
+    else --kubeconfig, else KUBECONFIG's files, else ~/.kube/config."""
+    flags = {"kubeconfig": kubeconfig, "context": context}
+    host_variable, port_variable = SETTINGS["kubernetes_service"].env
+    in_cluster, skipped = None, ""
+    if not kubeconfig and not context:
+        if host := env.get(host_variable, "").strip():
+            in_cluster = InCluster(host=host, port=env.get(port_variable),
+                                   serviceaccount_dir=_text("serviceaccount_dir", flags, env))
+        else:
+            skipped = f"{host_variable} is not set"
+    given = _given("kubeconfig", flags, env)
+    files = str(given[0]) if given is not None else os.path.expanduser(_default("kubeconfig"))
+    return ClusterAccess(kubeconfig=files, context=context or None, in_cluster=in_cluster, skipped=skipped)
 
 
 def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
-    """Merge parsed flags (None where not given) with the environment."""
-    node = str(args.get("node_name") or env.get("NODE_NAME") or "").strip()
+    """Merge parsed flags (None where not given) with the environment and SETTINGS' defaults."""
+    node = _text("node_name", args, env)
     if not node:
         raise ConfigError("the node name is required: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or pass --node-name")
-    exporter = str(args.get("exporter") or env.get("OTEL_METRICS_EXPORTER") or "otlp").strip().lower()
+    exporter = _text("exporter", args, env).lower()
     if exporter not in EXPORTERS:
         raise ConfigError(f"exporter must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
-    protocol = (env.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
     otlp = None
     if exporter == "otlp":
         try:
-            otlp = otlp_settings(env, protocol)
+            otlp = otlp_settings(env, _text("otlp_protocol", args, env))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-    interval_flag = args.get("export_interval")
-    interval = (_seconds(interval_flag, "--export-interval", DEFAULT_EXPORT_INTERVAL) if interval_flag is not None
-                else _seconds(env.get("OTEL_METRIC_EXPORT_INTERVAL"), "OTEL_METRIC_EXPORT_INTERVAL", DEFAULT_EXPORT_INTERVAL, millis=True))
-    timeout_flag = args.get("export_timeout")
-    timeout = (_seconds(timeout_flag, "--export-timeout", DEFAULT_EXPORT_TIMEOUT) if timeout_flag is not None
-               else _seconds(env.get("OTEL_METRIC_EXPORT_TIMEOUT"), "OTEL_METRIC_EXPORT_TIMEOUT", DEFAULT_EXPORT_TIMEOUT, millis=True))
-    read_timeout = _seconds(args.get("read_timeout"), "--read-timeout", 120.0)
-    once = bool(args.get("once"))
-    replay = args.get("replay")
+    once = bool(args.get(SETTINGS["once"].dest))
+    replay = _given("replay", args, env)
     if once and not replay:
         raise ConfigError("--once needs --replay: a live agent runs until it is stopped")
-    debug = args.get("debug_address")
+    debug = _given("debug_address", args, env)
     if debug is None:
-        debug = env.get("DEBUG_ADDRESS", DEFAULT_DEBUG_ADDRESS if not once else "off")
-    debug = str(debug).strip()
-    if debug.lower() in ("", "off", "none"):
+        debug_address = None if once else _default("debug_address")
+    elif (debug_text := str(debug[0]).strip()).lower() in ("off", "none"):
         debug_address = None
     else:
         try:
-            parse_address(debug)
+            debug_address = parse_address(debug_text)
         except ValueError:
-            raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug!r}") from None
-        debug_address = debug
-    views = str(args.get("debug_views") or env.get("DEBUG_VIEWS") or "local").strip().lower()
+            raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug_text!r}") from None
+    views = _text("debug_views", args, env).lower()
     if views not in DEBUG_VIEWS:
         raise ConfigError(f"--debug-views must be local or any, got {views!r}")
-    hosts_arg = args.get("debug_host")
-    hosts_text = ",".join(hosts_arg) if isinstance(hosts_arg, (list, tuple)) else str(hosts_arg or env.get("DEBUG_HOSTS") or "")
+    hosts = _given("debug_hosts", args, env)
+    hosts_text = "" if hosts is None else ",".join(hosts[0]) if isinstance(hosts[0], (list, tuple)) else str(hosts[0])
     debug_hosts = tuple(h.strip() for h in hosts_text.split(",") if h.strip())
     if any(c in h for h in debug_hosts for c in "/ @"):
         raise ConfigError(f"--debug-host takes host names, got {hosts_text!r}")
     # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
     # shows the whole host, so no host mount is needed (docs/deployment.md).
-    procfs = str(args.get("procfs") or env.get("HOST_PROC") or "/proc")
-    procfs = None if procfs.lower() == "off" else procfs
-    level = str(args.get("log_level") or env.get("LOG_LEVEL") or "INFO").upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+    procfs = _text("procfs", args, env)
+    level = _text("log_level", args, env).upper()
+    if level not in LOG_LEVELS:
         raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
-    log_format = str(args.get("log_format") or env.get("LOG_FORMAT") or "text").strip().lower()
+    log_format = _text("log_format", args, env).lower()
     if log_format not in LOG_FORMATS:
         raise ConfigError(f"log format must be {' or '.join(LOG_FORMATS)}, got {log_format!r}")
+    try:
+        resource_attributes = _pairs(_text("resource_attributes", args, env), "OTEL_RESOURCE_ATTRIBUTES entry")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    version = _given("kubernetes_version", args, env)
+    kubeconfig, context = (args.get(SETTINGS[name].dest) for name in ("kubeconfig", "context"))
     return Config(
         node_name=node,
-        kubeconfig=args.get("kubeconfig") or None,  # type: ignore[arg-type]
-        context=args.get("context") or None,  # type: ignore[arg-type]
-        replay=replay or None,  # type: ignore[arg-type]
+        cluster=None if replay else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]
+        replay=str(replay[0]) if replay else None,
         once=once,
         exporter=exporter,
-        otlp_protocol=protocol,
         otlp=otlp,
-        export_interval=interval,
-        export_timeout=timeout,
-        read_timeout=read_timeout,
+        export_interval=_seconds("export_interval", args, env),
+        export_timeout=_seconds("export_timeout", args, env),
+        read_timeout=_seconds("read_timeout", args, env),
         debug_address=debug_address,
         debug_views=views,
         debug_hosts=debug_hosts,
-        procfs=procfs,
+        procfs=None if procfs.lower() == "off" else procfs,
         log_level=level,
         log_format=log_format,
-        kubernetes_version=kubernetes_version(args.get("kubernetes_version")),
+        kubernetes_version=kubernetes_version(*version) if version is not None else None,
+        malloc_arenas=None if _given("malloc_arenas", args, env) else _default("malloc_arenas"),
+        resource_attributes=resource_attributes,
     )

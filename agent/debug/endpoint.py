@@ -24,20 +24,19 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from agent.config import parse_address
-from agent.pipeline.health import HealthLimits, liveness, readiness
+from agent.config import VIEWS_LOCAL, Address
+from agent.telemetry.health import HealthLimits, liveness, readiness
 from agent.report.views import pods_report, runtime_report, summary_report
 from agent.pipeline.state import NodeSnapshot, NodeState
-from agent.pipeline.interfaces import StatsReader
+from agent.telemetry.stats import StatsReader
 from agent.debug.http_server import HttpServer, Request, Response, listen_socket
 
-__all__ = ["DebugServer", "VIEWS_LOCAL", "VIEWS_ANY", "is_loopback", "host_allowed"]
+__all__ = ["DebugServer", "is_loopback", "host_allowed"]
 
 log = logging.getLogger(__name__)
 
 
 PROBES = frozenset({"/healthz", "/readyz"})
-VIEWS_LOCAL, VIEWS_ANY = "local", "any"  # who may read the views: loopback peers only, or every peer
 _REFUSED_PEER = ("the debug views answer on loopback only (the probes answer anywhere): reach them with kubectl "
                  "-n NAMESPACE port-forward pod/POD 9808 and http://localhost:9808/, or start the agent with "
                  "--debug-views any behind a NetworkPolicy")
@@ -77,7 +76,7 @@ def host_allowed(host: str, local: str, names: Iterable[str] = ()) -> bool:
 class DebugServer:
     def __init__(
         self,
-        address: str,
+        address: Address,
         state: NodeState,
         stats: StatsReader,
         limits: HealthLimits,
@@ -87,16 +86,17 @@ class DebugServer:
         views: str = VIEWS_LOCAL,
         hosts: Iterable[str] = (),
     ) -> None:
-        """Binds at once, so a port in use is an OSError here, before the agent starts."""
-        if views not in (VIEWS_LOCAL, VIEWS_ANY):
-            raise ValueError(f"debug views must be {VIEWS_LOCAL} or {VIEWS_ANY}, got {views!r}")
+        """Binds at once, so a port in use is an OSError here, before the agent starts.
+
+        ``views`` is one of config's DEBUG_VIEWS: local (loopback peers only) or any (every peer).
+        """
         self.state = state
         self.stats = stats
         self.limits = limits
         self.need_node = need_node
         self.views = views
         self.hosts = tuple(hosts)
-        self._server = HttpServer(listen_socket(*parse_address(address)), self._respond, inline_paths=PROBES,
+        self._server = HttpServer(listen_socket(address.host, address.port), self._respond, inline_paths=PROBES,
                                   head_deadline=timeout, max_clients=max_clients, name="debug-http",
                                   admit=self.admit, keep_query=True)
         self.port = self._server.port

@@ -16,9 +16,9 @@ import time
 
 from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
 from agent.model.units import cores, memory, percent
-from agent.pipeline.health import Verdict
+from agent.telemetry.health import Verdict
 from agent.pipeline.state import NodeSnapshot
-from agent.pipeline.stats import StatsSnapshot
+from agent.telemetry.stats import StatsSnapshot
 
 __all__ = ["render_page", "refresh_seconds", "REFRESH_SECONDS", "REFRESH_RANGE"]
 
@@ -127,7 +127,8 @@ def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: 
         "events handled": str(stats.events_handled),
         "watch (re)starts": ", ".join(f"{r} {k} {v}" for (r, k), v in sorted(stats.watch_starts.items())) or "none",
         "relists": ", ".join(f"{r} {v}" for r, v in sorted(stats.relists.items())) or "none",
-        "last event or bookmark": "never" if stats.last_event_age_seconds is None else f"{stats.last_event_age_seconds:.1f} s ago",
+        "last event or bookmark": ", ".join(f"{r} {age:.1f} s ago" for r, age in sorted(stats.last_event_age_seconds.items()))
+                                  or "never",
         "last successful export": "never" if last_export is None else f"{last_export:.1f} s ago",
         "export results": ", ".join(f"{k} {v}" for k, v in sorted(stats.exports.items())) or "none yet",
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.config import ConfigError, kubernetes_version
+from agent.config import ClusterAccess, ConfigError, kubernetes_version
 from agent.model.rules import NEWEST
 
 __all__ = ["explain", "list_live", "EXIT_CONFIG", "EXIT_FAILED"]
@@ -24,8 +24,8 @@ class _Failed(Exception):
         self.code = code
 
 
-def explain(args: argparse.Namespace) -> int:
-    """The ``explain`` command: read a dump or list the cluster, value every pod, print per node."""
+def explain(args: argparse.Namespace, cluster: ClusterAccess) -> int:
+    """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node."""
     import shutil
 
     from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line
@@ -43,7 +43,7 @@ def explain(args: argparse.Namespace) -> int:
             if args.file != "-" or args.node_file:
                 raise _Failed("--live reads the cluster: give no input file or --node-file")
             from_server = version is None
-            pods, nodes, skipped, server_version = list_live(args, ask_version=from_server)
+            pods, nodes, skipped, server_version = list_live(args, cluster, ask_version=from_server)
             version = version or server_version
         else:
             if args.kubeconfig or args.context:
@@ -74,7 +74,7 @@ def explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def list_live(args: argparse.Namespace, ask_version: bool = False):
+def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: bool = False):
     """One LIST of pods and one of Nodes through the agent's own source code; the API server's version if asked."""
     from agent.model.rules import VersionError
     from agent.source.cluster_list import list_cluster
@@ -82,7 +82,7 @@ def list_live(args: argparse.Namespace, ask_version: bool = False):
     from agent.source.server_version import read_server_version
 
     try:
-        api = KubeApi(load_configuration(args.kubeconfig, args.context))
+        api = KubeApi(load_configuration(cluster))
     except KubeConfigError as exc:
         raise _Failed(f"{exc}; pass --kubeconfig FILE (or --context), or explain a dump: "
                       "kubectl get nodes,pods -A -o json | node-requests-agent explain") from None

@@ -24,7 +24,7 @@ from agent.model.rules import KubernetesVersion, Rules
 from agent.model.valuation import PodValue, evaluate
 from agent.decode.reader import NODE, POD, Skipped
 from agent.pipeline.events import DELETED
-from agent.source.documents import DumpError, changes
+from agent.source.documents import DumpError, changes, objects_in
 
 __all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
            "explain_json", "rules_line", "HOW_TO_DUMP"]
@@ -75,23 +75,15 @@ def nodes_only(documents: list[Any], where: str) -> list[NodeRecord]:
     return nodes
 
 
-def _kinds(doc: Any, into: Counter) -> None:
-    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
-        for item in doc["items"]:
-            _kinds(item, into)
-    elif isinstance(doc, dict) and "type" in doc and "object" in doc:
-        _kinds(doc["object"], into)
-    elif isinstance(doc, dict):
-        into[str(doc.get("kind") or "object without a kind")] += 1
-    else:
-        into[f"{type(doc).__name__} value"] += 1
+def _kind(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return str(obj.get("kind") or "object without a kind")
+    return f"{type(obj).__name__} value"
 
 
 def found(documents: list[Any]) -> str:
     """What the documents hold, for error messages: "found 3 Deployment, 1 Service"."""
-    kinds: Counter = Counter()
-    for doc in documents:
-        _kinds(doc, kinds)
+    kinds = Counter(_kind(obj) for doc in documents for obj in objects_in(doc))
     lists = sum(1 for d in documents if isinstance(d, dict) and isinstance(d.get("items"), list))
     if not kinds:
         return "found an empty List" if lists else "found nothing"

@@ -11,7 +11,7 @@ import msgspec
 
 from agent.model.node import NodeRecord
 from agent.model.quantity import NANO, QuantityError, parse_quantity
-from agent.model.valuation import PodValue
+from agent.model.valuation import SOURCE_VM_USAGE, PodValue
 
 __all__ = ["Comparison", "NodeSummary", "PodTotals", "Usage", "pod_totals", "summarize", "RATIOS", "QUANTITIES"]
 
@@ -81,7 +81,7 @@ def pod_totals(pods: Iterable[PodValue]) -> PodTotals:
         memory=sum(p.memory for p in reported),
         spec_cpu=sum(p.spec_cpu for p in reported),
         spec_memory=sum(p.spec_memory for p in reported),
-        by_vm_usage=sum(1 for p in reported if p.source == "vm_usage"),
+        by_vm_usage=sum(1 for p in reported if p.source == SOURCE_VM_USAGE),
     )
 
 

@@ -46,7 +46,7 @@ OLDEST, NEWEST = SUPPORTED[0], SUPPORTED[-1]
 
 #: Every supported release (major, minor) and the rules it computes with. 1.38 (component-helpers
 #: v0.38.0-beta.0) differs from 1.37 only in alpha DRA claim accounting and in AggregateContainerLimits,
-#: neither of which the requests the scheduler counts depend on (tests/test_requests.py runs its table).
+#: neither of which the requests the scheduler counts depend on (tests/model/test_requests.py runs its table).
 RELEASES: dict[tuple[int, int], Rules] = {(1, 36): RULES_1_36, (1, 37): RULES_1_37, (1, 38): RULES_1_37}
 _OLDEST_RELEASE, _NEWEST_RELEASE = min(RELEASES), max(RELEASES)
 

@@ -14,13 +14,12 @@ from collections.abc import Callable
 
 from agent.model.pod import PODS
 from agent.model.rules import rules_for
-from agent.model.valuation import PodValue, evaluate, reevaluate
+from agent.model.valuation import SOURCE_POD_REQUESTS, PodValue, evaluate, reevaluate
 from agent.pipeline.events import (Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PodChanged, PodDeleted,
                                    PodsListed, UsageSampled, VersionRead)
-from agent.pipeline.interfaces import HandlerMetrics
+from agent.pipeline.interfaces import HANDLER_LOOP, HandlerMetrics
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState
-from agent.pipeline.stats import HANDLER_LOOP
 
 __all__ = ["Handler"]
 
@@ -130,7 +129,7 @@ class Handler:
             return
         log.warning("pod %s/%s (uid %s): %s; exporting %s", value.namespace, value.name, value.uid,
                     "; ".join(str(p) for p in value.problems),
-                    "its pod requests" if value.source == "pod_requests" else "its VM usage", extra=value.identity)
+                    "its pod requests" if value.source == SOURCE_POD_REQUESTS else "its VM usage", extra=value.identity)
         for p in value.problems:
             self._metrics.pod_problem(p.subject, p.reason)
 

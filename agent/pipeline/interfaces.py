@@ -3,23 +3,34 @@
 A source gets an ``Emit`` (put an event on the queue) and a
 :class:`SourceMetrics`; the queue a :class:`QueueMetrics` (client-go's
 workqueue metrics provider); the handler a :class:`HandlerMetrics`; an
-exporter an :class:`ExportMetrics`; readers of the agent's own signals a
-:class:`StatsReader`. ``RuntimeStats`` implements them all, and a test can
-hand any stage a small recorder instead.
+exporter an :class:`ExportMetrics`. The agent's own telemetry
+(``agent.telemetry.stats.RuntimeStats``) implements them all, and a test can
+hand any stage a small recorder instead. The bounded words a stage reports
+with (why an object was skipped, which loop beat) are declared here too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from agent.pipeline.events import Event
 
-if TYPE_CHECKING:
-    from agent.pipeline.stats import StatsSnapshot
+__all__ = ["Emit", "SourceMetrics", "QueueMetrics", "HandlerMetrics", "ExportMetrics", "NO_QUEUE_METRICS",
+           "UNDECODABLE", "OTHER_NODE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
 
-__all__ = ["Emit", "SourceMetrics", "QueueMetrics", "HandlerMetrics", "ExportMetrics", "StatsReader", "ExportStats",
-           "NO_QUEUE_METRICS"]
+# The bounded ``resource`` attribute of the watch signals is model.pod.PODS or model.node.NODES.
+# Why a source skipped an object (objects_skipped_total{resource, reason}).
+UNDECODABLE = "undecodable"  # not JSON, nested too deep, no identity, an unknown event type
+OTHER_NODE = "other_node"  # bound to another node: the server did not apply the field selector
+# Liveness loop names: "source" (a replay) or "source:<resource>", "handler", "export".
+SOURCE_LOOP = "source"
+HANDLER_LOOP = "handler"
+EXPORT_LOOP = "export"
+
+
+def source_loop(resource: str | None = None) -> str:
+    return SOURCE_LOOP if resource is None else f"{SOURCE_LOOP}:{resource}"
 
 #: How a source hands on an event: the queue's ``put``.
 Emit = Callable[[Event], None]
@@ -70,13 +81,3 @@ class ExportMetrics(Protocol):
     def heartbeat(self, loop: str) -> None: ...
 
     def export_finished(self, ok: bool, seconds: float, reason: str = "success", rejected_points: int = 0) -> None: ...
-
-
-class StatsReader(Protocol):
-    """The agent's own signals as one immutable value (the debug endpoint, /metrics, the OTLP table)."""
-
-    def snapshot(self) -> StatsSnapshot: ...
-
-
-class ExportStats(ExportMetrics, StatsReader, Protocol):
-    """The export side: it reports each export and exports the table of the agent's own signals."""

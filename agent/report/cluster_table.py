@@ -170,7 +170,11 @@ def _cluster_lines(view: ClusterView, width: int | None) -> list[str]:
 
 
 def agent_summary(snapshot: NodeSnapshot, top: int = 5, width: int | None = 120) -> str:
-    """The agent's own node in brief (the demo prints it before the metric lines): totals and the top pods."""
+    """The agent's own node in brief (the demo prints it before the metric lines): totals and the top pods.
+
+    Only ``run --once`` prints it, and that runs only on a replay: the node is the capture's, but ``used`` is read
+    from this machine's /proc, so the note says whose it is rather than let it pass for the node's.
+    """
     group = order(ClusterView((NodeGroup(snapshot.node_name, snapshot.node, snapshot.pods, snapshot.summary()),), ()))
     g = group.nodes[0]
     pods = [p for p in g.pods if p.reported][:top]
@@ -178,4 +182,7 @@ def agent_summary(snapshot: NodeSnapshot, top: int = 5, width: int | None = 120)
     lines = node_section(g, pods, widths, width, details=False)
     reported = sum(1 for p in g.pods if p.reported)
     lines.append(f"  (top {len(pods)} of {reported} pods; `node-requests-agent explain` shows each one and why)")
+    if g.summary.cpu.used is not None or g.summary.memory.used is not None:
+        lines.append(f"  (`used` below, and its ratios, is this machine's own /proc, not {g.name}'s: a replay has no "
+                     "node to read)")
     return "\n".join(lines)

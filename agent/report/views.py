@@ -14,7 +14,7 @@ from agent.model.node_summary import NodeSummary, pod_totals
 from agent.model.valuation import PodValue
 from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
-from agent.pipeline.stats import StatsSnapshot
+from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot
 
 __all__ = ["pod_report", "pods_report", "totals_report", "sorted_values", "summary_report", "runtime_report"]
 
@@ -75,23 +75,23 @@ def summary_report(s: NodeSummary) -> dict[str, Any]:
     }
 
 
+def _plain(value: Any) -> Any:
+    """A snapshot field as JSON: tuple keys joined with '/', a histogram as its cumulative buckets."""
+    if isinstance(value, HistogramSnapshot):
+        return {"count": value.count, "sum": value.sum,
+                "buckets": [{"le": le_label(b), "count": n} for b, n in value.cumulative()]}
+    if isinstance(value, Mapping):
+        return {"/".join(k) if isinstance(k, tuple) else k: v for k, v in value.items()}
+    return value
+
+
 def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
-    """The agent's own signals; tuple keys joined with '/', histograms as cumulative buckets."""
-    data = {name: getattr(s, name) for name in s.__struct_fields__}
+    """The agent's own signals: every field of the snapshot by its own name (a field added there shows here), and
+    what the node state knows of the watches."""
+    data = {name: _plain(getattr(s, name)) for name in s.__struct_fields__}
     k = node.kubernetes
     data.update(synced=node.synced, node_listed=node.node_listed, pods_cached=len(node.pods),
                 resource_version=node.resource_version,
                 kubernetes={"server_version": k.server_version or None, "rules": k.rules.name, "source": k.source,
                             "warning": k.warning})
-    for name, value in data.items():
-        if isinstance(value, Mapping):
-            data[name] = dict(value)
-    for name in ("pod_problems", "watch_starts", "requests_failed", "skipped"):
-        data[name] = {f"{a}/{b}": n for (a, b), n in getattr(s, name).items()}
-    for name in ("queue_duration", "work_duration", "export_duration"):
-        h = getattr(s, name)
-        data[name] = None if h is None else {
-            "count": h.count, "sum": h.sum,
-            "buckets": [{"le": le_label(b), "count": n} for b, n in h.cumulative()],
-        }
     return data

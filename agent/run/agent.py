@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 
@@ -27,12 +26,11 @@ class Agent:
     """The wired pipeline: sources -> queue -> handler -> state -> exporters."""
 
     def __init__(self, config: Config) -> None:
-        from agent.config import otlp_settings
         from agent.export.otlp.provider import build_telemetry
         from agent.pipeline.handler import Handler
         from agent.pipeline.queue import EventQueue
         from agent.pipeline.state import NodeState
-        from agent.pipeline.stats import RuntimeStats
+        from agent.telemetry.stats import RuntimeStats
 
         self.config = config
         self.stats = RuntimeStats()
@@ -48,15 +46,10 @@ class Agent:
         if self.host_usage is not None:
             sources.append(self.host_usage)
         self.handler = Handler(state=self.state, metrics=self.stats, kubernetes=self._kubernetes_info())
-        otlp = config.otlp
-        if config.exporter == "otlp" and otlp is None:  # a Config built in code rather than from_sources()
-            try:
-                otlp = otlp_settings(os.environ, config.otlp_protocol)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-        self.telemetry = build_telemetry(self.state, self.stats, config.exporter, otlp,
+        self.telemetry = build_telemetry(self.state, self.stats, config.exporter, config.otlp,
                                          interval=float("inf") if config.once else config.export_interval,
-                                         timeout=config.export_timeout, service_version=__version__)
+                                         timeout=config.export_timeout, service_version=__version__,
+                                         resource_attributes=config.resource_attributes)
         self.debug = self._debug_server()
         self._threads = [
             *(threading.Thread(target=s.run, args=(self.stop_event,), name=f"source-{i}", daemon=True)
@@ -82,8 +75,10 @@ class Agent:
         from agent.source.reflector import NodeObject, PodsOfNode, Reflector, ReflectorSettings
 
         config = self.config
+        if config.cluster is None:
+            raise ConfigError("no cluster to watch: the configuration has neither cluster access nor --replay")
         try:
-            self.api = KubeApi(load_configuration(config.kubeconfig, config.context))
+            self.api = KubeApi(load_configuration(config.cluster))
         except KubeConfigError as exc:
             raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay sample") from None
         settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
@@ -128,10 +123,10 @@ class Agent:
 
     def _debug_server(self):
         config = self.config
-        if not config.debug_address:
+        if config.debug_address is None:
             return None
         from agent.debug.endpoint import DebugServer
-        from agent.pipeline.health import HealthLimits
+        from agent.telemetry.health import HealthLimits
 
         periodic_export = not (config.once or config.exporter == "none")
         limits = HealthLimits.for_config(config.read_timeout, config.export_interval if periodic_export else None,

@@ -61,14 +61,15 @@ def _arm_hard_exit(seconds: float = HARD_EXIT_SECONDS) -> None:
 _M_ARENA_MAX = -8
 
 
-def _few_malloc_arenas(arenas: int = 2) -> None:
-    """Cap glibc's malloc arenas before the threads start, as MALLOC_ARENA_MAX=2 would (which wins if set).
+def _few_malloc_arenas(arenas: int | None) -> None:
+    """Cap glibc's malloc arenas before the threads start, as MALLOC_ARENA_MAX would (None: it is set, and glibc
+    applies it itself).
 
     glibc gives each thread that allocates an arena of its own (up to eight per core), each keeping the memory
     freed in it: with the agent's eight threads that was 0.5 MiB of its resident memory. The threads allocate
     under the GIL, so two arenas cost no contention. Elsewhere than glibc (musl) there is nothing to do.
     """
-    if "MALLOC_ARENA_MAX" in os.environ:
+    if arenas is None:
         return
     try:
         import ctypes
@@ -82,7 +83,7 @@ def _few_malloc_arenas(arenas: int = 2) -> None:
 def run(config: Config) -> int:
     # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
     logging.raiseExceptions = False
-    _few_malloc_arenas()
+    _few_malloc_arenas(config.malloc_arenas)
     agent = Agent(config)
     # Everything built so far (the modules of the kubernetes package, pydantic, the OTel SDK, the agent) lives as
     # long as the process: out of the collector's way, a full collection walks only what the events bring, not

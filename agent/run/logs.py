@@ -17,7 +17,6 @@ import logging
 import sys
 from typing import Any, TextIO
 
-from agent.config import LOG_FORMATS
 
 __all__ = ["JsonFormatter", "TEXT_FORMAT", "configure_logging"]
 
@@ -58,9 +57,8 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str, fmt: str, node_name: str = "", stream: TextIO | None = None) -> None:
-    """One handler on the root logger, in ``fmt`` (one of config's LOG_FORMATS), replacing any configured before."""
-    if fmt not in LOG_FORMATS:
-        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}")
+    """One handler on the root logger, in ``fmt`` (one of config's LOG_FORMATS, checked there), replacing any
+    configured before."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter(node_name) if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-__all__ = ["DumpError", "Change", "LISTED", "changes", "read_documents", "pods_of", "nodes_of"]
+__all__ = ["DumpError", "Change", "LISTED", "changes", "read_documents", "objects_in", "pods_of", "nodes_of"]
 
 # A List document: its objects are the whole state at that point (a relist), not one change.
 LISTED = "LISTED"
@@ -57,29 +57,34 @@ def read_documents(text: str) -> list[Any]:
     return docs
 
 
+def objects_in(document: Any) -> Iterator[Any]:
+    """Each value one document holds, in order: a List's items and a watch event's object unwrapped (nested
+    too), anything else as it is (an object, or a value that is none)."""
+    if isinstance(document, dict):
+        if isinstance(document.get("items"), list):
+            for item in document["items"]:
+                yield from objects_in(item)
+            return
+        if "type" in document and "object" in document:
+            yield from objects_in(document["object"])
+            return
+    yield document
+
+
 def pods_of(document: Any) -> list[Any]:
     """The pod objects in one document: a Pod, a List's items, or a watch event's object."""
-    if not isinstance(document, dict):
-        raise DumpError(f"expected a Kubernetes object, got {type(document).__name__}")
-    if isinstance(document.get("items"), list):
-        return [p for item in document["items"] for p in pods_of(item)]
-    if "type" in document and "object" in document:
-        return pods_of(document["object"])
-    kind = document.get("kind")
-    if kind not in (None, "Pod"):
-        return []
-    return [document]
+    pods = []
+    for obj in objects_in(document):
+        if not isinstance(obj, dict):
+            raise DumpError(f"expected a Kubernetes object, got {type(obj).__name__}")
+        if obj.get("kind") in (None, "Pod"):
+            pods.append(obj)
+    return pods
 
 
 def nodes_of(document: Any) -> list[Any]:
     """The Node objects in one document (a List may mix kinds, as `kubectl get nodes,pods -o json` does)."""
-    if not isinstance(document, dict):
-        return []
-    if isinstance(document.get("items"), list):
-        return [n for item in document["items"] for n in nodes_of(item)]
-    if "type" in document and "object" in document:
-        return nodes_of(document["object"])
-    return [document] if document.get("kind") == "Node" else []
+    return [obj for obj in objects_in(document) if isinstance(obj, dict) and obj.get("kind") == "Node"]
 
 
 class Change(NamedTuple):

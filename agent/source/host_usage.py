@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def set_procfs(path: str) -> None:
-    """Point psutil at a /proc. psutil has one module-wide path, so the CLI sets it once at start."""
+    """Point psutil at a /proc. psutil has one module-wide path, so the agent sets it once as it starts."""
     psutil.PROCFS_PATH = path
 
 

@@ -11,14 +11,16 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import urllib3
 
-__all__ = ["ApiError", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError", "load_configuration",
-           "config_sources", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "SERVICEACCOUNT_DIR", "SERVICEACCOUNT_DIR_ENV",
-           "split_lines", "dechunk"]
+from agent.model.retry_after import retry_after_seconds
+
+__all__ = ["ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
+           "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +28,6 @@ log = logging.getLogger(__name__)
 # and JSON adds at most a few times that. A longer line is a broken or
 # hostile stream, not a pod.
 MAX_LINE_BYTES = 8 * 1024 * 1024
-
-# Where the kubelet projects the pod's service-account token and the cluster CA.
-SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-# Another folder for them: lets tests start the agent exactly as in a pod, token files included.
-SERVICEACCOUNT_DIR_ENV = "NRA_SERVICEACCOUNT_DIR"
 
 
 class TransportError(Exception):
@@ -79,20 +76,39 @@ class ApiError(Exception):
         self.message = message
         self.retry_after = retry_after
 
-    @property
-    def expired(self) -> bool:
-        """410 Gone: the resourceVersion is compacted away; only a relist helps."""
-        return self.status == 410
-
     @classmethod
     def from_status(cls, status: Mapping[str, Any], http_status: int = 0, retry_after: float | None = None) -> ApiError:
         code = status.get("code") if isinstance(status.get("code"), int) else http_status
         return cls(code or http_status, str(status.get("reason") or ""), str(status.get("message") or ""), retry_after)
 
 
-def load_configuration(kubeconfig: str | None = None, context: str | None = None,
-                       environ: Mapping[str, str] = os.environ):
-    """In-cluster configuration inside a pod, else KUBECONFIG / ~/.kube/config.
+class InCluster(Protocol):
+    """Inside a pod: the API server's Service and the folder holding the service account's token and CA."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> str | None: ...
+    @property
+    def serviceaccount_dir(self) -> str: ...
+
+
+class ClusterAccess(Protocol):
+    """How to reach the API server, as the configuration resolved it (agent.config.ClusterAccess)."""
+
+    @property
+    def kubeconfig(self) -> str: ...  # one file, or files separated by os.pathsep as in KUBECONFIG
+    @property
+    def context(self) -> str | None: ...
+    @property
+    def in_cluster(self) -> InCluster | None: ...
+
+    def described(self) -> str:
+        """What is tried, for a message a person can act on."""
+
+
+def load_configuration(access: ClusterAccess):
+    """The in-cluster configuration inside a pod, else the kubeconfig files.
 
     In-cluster, the token file is re-read every minute (the kubernetes
     package's refresh, as client-go does), so a token the kubelet rotated on
@@ -100,18 +116,23 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
     """
     from kubernetes import config as kube_config
     from kubernetes.client import Configuration
-    from kubernetes.config.incluster_config import InClusterConfigLoader
+    from kubernetes.config.incluster_config import (SERVICE_HOST_ENV_NAME, SERVICE_PORT_ENV_NAME,
+                                                    InClusterConfigLoader)
 
     configuration = Configuration()
     try:
-        if kubeconfig is None and context is None and environ.get("KUBERNETES_SERVICE_HOST"):
-            folder = environ.get(SERVICEACCOUNT_DIR_ENV) or SERVICEACCOUNT_DIR
+        if (in_cluster := access.in_cluster) is not None:
+            # The loader takes the Service's address only as the variables Kubernetes sets; these are the resolved ones.
+            service = {SERVICE_HOST_ENV_NAME: in_cluster.host,
+                       **({SERVICE_PORT_ENV_NAME: in_cluster.port} if in_cluster.port is not None else {})}
+            folder = in_cluster.serviceaccount_dir
             InClusterConfigLoader(os.path.join(folder, "token"), os.path.join(folder, "ca.crt"),
-                                  environ=environ).load_and_set(configuration)
+                                  environ=service).load_and_set(configuration)
         else:
-            kube_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+            kube_config.load_kube_config(config_file=access.kubeconfig, context=access.context,
+                                         client_configuration=configuration)
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
-        raise KubeConfigError(f"cannot load Kubernetes configuration from {config_sources(kubeconfig, context)}: "
+        raise KubeConfigError(f"cannot load Kubernetes configuration from {access.described()}: "
                               f"{str(exc).rstrip('.')}") from exc
     from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
@@ -122,16 +143,9 @@ def load_configuration(kubeconfig: str | None = None, context: str | None = None
     return configuration
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
 class KubeApi:
-    def __init__(self, configuration, connect_timeout: float = 10.0) -> None:
+    def __init__(self, configuration, connect_timeout: float = 10.0, wall: Callable[[], float] = time.time) -> None:
+        """``wall`` is the time a Retry-After date is measured from."""
         from kubernetes.client.api_client import ApiClient
         from kubernetes.client.exceptions import ApiException
 
@@ -139,6 +153,7 @@ class KubeApi:
         self._client = ApiClient(configuration)
         self._client.user_agent = "node-requests-agent"
         self._connect_timeout = connect_timeout
+        self._wall = wall
         self._streams: set = set()
         self._streams_lock = threading.Lock()
 
@@ -177,7 +192,8 @@ class KubeApi:
                 status = {}
             if not isinstance(status, dict):
                 status = {}
-            raise ApiError.from_status(status, response.status, _retry_after(response.headers))
+            raise ApiError.from_status(status, response.status,
+                                       retry_after_seconds(response.headers.get("Retry-After"), self._wall()))
         content_type = response.headers.get("Content-Type")
         if not _is_json(content_type):
             response.close()
@@ -214,13 +230,17 @@ class KubeApi:
         Each socket read waits at most ``read_timeout``: a half-open
         connection raises urllib3's ReadTimeoutError instead of hanging. A
         line longer than ``max_line`` raises LineTooLong; buffering is linear
-        (each byte is scanned for a newline once).
+        (each byte is scanned for a newline once). The body comes through
+        urllib3's public ``stream`` (chunk by chunk as each arrives, so an
+        event is never held back waiting for more); a de-chunker of the
+        agent's own off urllib3's private socket reader saved a few per cent
+        of the event path at most (docs/benchmarks.md, ``bench/watch_read.py``).
         """
         response = self._get(path, params, read_timeout)
         with self._streams_lock:
             self._streams.add(response)
         try:
-            yield from split_lines(_body(response), max_line)
+            yield from split_lines(response.stream(65536, decode_content=True), max_line)
         finally:
             # Dropping the connection (not returning it to the pool) when a
             # consumer stops early: a half-read watch cannot be reused.
@@ -228,70 +248,6 @@ class KubeApi:
                 self._streams.discard(response)
             response.close()
             response.release_conn()
-
-
-def _body(response, size: int = 65536) -> Iterator[bytes]:
-    """A watch body as it arrives. Chunked and not encoded (what the API server sends): read off the socket's
-    buffer with one ``read1`` per TLS record and de-chunked here, a quarter of the transport's CPU time less
-    than urllib3's per-chunk reading (three reads and a decoder pass per event). Anything else: urllib3's way.
-
-    A socket timeout is urllib3's ReadTimeoutError, as from urllib3's own reading. The socket's reader is
-    urllib3's ``_fp`` (the standard library's response) and its ``fp``; were they ever renamed, urllib3 reads."""
-    raw = getattr(getattr(response, "_fp", None), "fp", None)
-    if not response.chunked or response.headers.get("Content-Encoding", "identity") != "identity" or raw is None:
-        yield from response.stream(size, decode_content=True)
-        return
-    try:
-        yield from dechunk(raw.read1, size)
-    except TimeoutError as exc:
-        raise urllib3.exceptions.ReadTimeoutError(None, "", f"Read timed out. ({exc})") from None
-
-
-def dechunk(read: Callable[[int], bytes], size: int = 65536) -> Iterator[bytes]:
-    """The data of a chunked HTTP/1.1 body, each ``read(size)`` handed on as it comes (one slice per chunk in it).
-
-    Errors as urllib3 raises them: a body that ends before its last chunk, or a size line that is not hex, is a
-    ProtocolError.
-    """
-    left = 0  # data bytes of the current chunk still to come
-    crlf = 0  # bytes of the CRLF after a chunk's data still to skip
-    pending = b""  # an incomplete size line, carried to the next read
-    while True:
-        data = read(size)
-        if not data:
-            raise urllib3.exceptions.ProtocolError("Response ended prematurely")
-        if pending:
-            data, pending = pending + data, b""
-        pos, end = 0, len(data)
-        while pos < end:
-            if left:
-                piece = data if not pos and end <= left else data[pos:pos + left]
-                left -= len(piece)
-                pos += len(piece)
-                yield piece
-                if not left:
-                    crlf = 2
-            elif crlf:
-                skip = min(crlf, end - pos)
-                crlf -= skip
-                pos += skip
-            else:
-                newline = data.find(b"\n", pos)
-                if newline < 0:
-                    pending = data[pos:]
-                    if len(pending) > 1024:
-                        raise urllib3.exceptions.ProtocolError("Response chunk size line exceeded maximum allowed length")
-                    break
-                line = data[pos:newline].split(b";", 1)[0]
-                try:
-                    left = int(line, 16)
-                except ValueError:
-                    raise urllib3.exceptions.ProtocolError(f"Invalid chunk length {line[:40]!r}") from None
-                if left < 0:
-                    raise urllib3.exceptions.ProtocolError(f"Invalid chunk length {line[:40]!r}")
-                pos = newline + 1
-                if not left:
-                    return  # the last chunk (trailers, if any, are left unread: the connection is closed after)
 
 
 def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
@@ -313,15 +269,3 @@ def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iter
             raise LineTooLong(f"watch line longer than {max_line} bytes")
     if bytes(buffer).strip():
         yield bytes(buffer)
-
-
-def config_sources(kubeconfig: str | None = None, context: str | None = None,
-                   env: Mapping[str, str] = os.environ) -> str:
-    """What ``load_configuration`` tried, in its order, for a message a person can act on."""
-    if kubeconfig:
-        return f"kubeconfig {kubeconfig}"
-    if context is None and env.get("KUBERNETES_SERVICE_HOST"):
-        return "the in-cluster service account"
-    files = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p] or [os.path.expanduser("~/.kube/config")]
-    skipped = "" if context is not None else " (in-cluster skipped: KUBERNETES_SERVICE_HOST is not set)"
-    return f"kubeconfig {', '.join(files)}{skipped}"

@@ -12,6 +12,15 @@ Anything that reader does not expect (no ``items`` array near the start, an
 item msgspec refuses) is read from there on by :func:`iter_list`, the json
 module's decoder walking the text, which keeps the good items around a bad
 one; only then is the rest of the body held as text.
+
+Why two readers for one job: msgspec (0.23) has no public way to say where a
+value ends, so the fast reader learns it from the text of msgspec's errors
+(``_trailing_end``, ``_truncated``). The text reader leans on neither msgspec
+nor the API server's layout, so whatever the fast one cannot read (an odd
+body, or a msgspec whose messages changed) is still read right, only slower.
+tests/decode/test_listing.py pins both texts on real msgspec errors and fails
+if an API server's LIST leaves the fast path, so an upgrade that would move
+the agent to the slow path fails the tests instead.
 """
 
 from __future__ import annotations
@@ -26,7 +35,6 @@ import msgspec
 from agent.decode.reader import Unparsable
 
 __all__ = ["iter_list", "read_list", "Unparsable"]
-
 
 
 _decoder = json.JSONDecoder()
@@ -154,6 +162,18 @@ _SKIP = msgspec.json.Decoder(msgspec.Raw)
 _NEXT_ITEM = b'},{"metadata":{'
 _NO_NEXT_ITEM, _REFUSED = -1, -2
 _AHEAD_LIMIT = 1 << 18  # read at most this far past an item's start looking for the next one
+
+
+def _trailing_end(message: str) -> int | None:
+    """The offset of the first non-blank byte after the complete value the decoded bytes start with (its end, give
+    or take blanks), from msgspec's "trailing characters" error; None if the message is another."""
+    found = _TRAILING.search(message)
+    return int(found.group(1)) - 1 if found else None
+
+
+def _truncated(message: str) -> bool:
+    """msgspec's word for bytes that stop inside a value (more may make it whole)."""
+    return "truncated" in message
 
 
 def _text(data: bytes | bytearray) -> str:
@@ -306,7 +326,7 @@ def _typed_item(buf: _Chunks, pos: int, typed_item: Callable[[memoryview], Any])
             try:
                 return found + 1, typed_item(view)
             except msgspec.DecodeError as exc:
-                if "truncated" not in str(exc):
+                if not _truncated(str(exc)):
                     return _REFUSED, None  # a whole item the Structs refuse: the tolerant path takes it
             except RecursionError:
                 return _REFUSED, None
@@ -329,10 +349,10 @@ def _item_end(buf: _Chunks, pos: int) -> int:
             return -1
         finally:
             view.release()
-        found = _TRAILING.search(message)
-        if found:
-            return pos + int(found.group(1)) - 1
-        if message and "truncated" not in message:
+        end = _trailing_end(message)
+        if end is not None:
+            return pos + end
+        if message and not _truncated(message):
             return -1  # malformed
         # Incomplete (or complete up to the buffer's end): read on, doubling what an item may span.
         if not buf.more(len(buf.data) + max(65536, len(buf.data) - pos)):

@@ -28,30 +28,25 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import urllib3
 
 import msgspec
 
-from agent.decode.reader import NODE, POD, ObjectKind, Skipped, loads
-from agent.model.node import NodeRecord
-from agent.model.pod import PodRecord
-from agent.pipeline.events import (ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, Event, NodeChanged, NodeDeleted,
-                                   NodeListed, PodChanged, PodDeleted, PodsListed)
-from agent.pipeline.interfaces import Emit, SourceMetrics
-from agent.pipeline.log_limit import RateLimitedLog
-from agent.pipeline.stats import OTHER_NODE, UNDECODABLE, source_loop
+from agent.decode.reader import Skipped, loads
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, Event
+from agent.pipeline.interfaces import OTHER_NODE, UNDECODABLE, Emit, SourceMetrics, source_loop
+from agent.telemetry.log_limit import RateLimitedLog
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import read_list
+from agent.source.watched import NodeObject, PodsOfNode, Watched
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Watched", "PodsOfNode", "NodeObject", "Retry", "decide",
            "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R")
 
 
 class ListWatchApi(Protocol):
@@ -59,77 +54,14 @@ class ListWatchApi(Protocol):
     def stream_lines(self, path: str, params: dict[str, str], read_timeout: float): ...
 
 
-class Watched(Protocol[R]):
-    """What one reflector lists and watches, and which event each change of it is."""
+class ReflectorSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The watch's timeouts; the configuration's (agent.config.SETTINGS) come in through the wiring."""
 
-    kind: ObjectKind[R]
-    path: str
-
-    @property
-    def field_selector(self) -> str: ...
-
-    def accept(self, record: R) -> bool:
-        """The field selector, checked again on our side."""
-
-    def changed(self, type: str, record: R) -> Event:
-        """The event of one ADDED, MODIFIED or DELETED object."""
-
-    def listed(self, records: tuple[R, ...], resource_version: str) -> Event: ...
-
-
-class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
-    """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache); None: every pod."""
-
-    node_name: str | None
-    kind: ObjectKind[PodRecord] = POD
-    path: str = "/api/v1/pods"
-
-    @property
-    def field_selector(self) -> str:
-        return "" if self.node_name is None else f"spec.nodeName={self.node_name}"
-
-    def accept(self, record: PodRecord) -> bool:
-        return self.node_name is None or record.node_name == self.node_name
-
-    def changed(self, type: str, record: PodRecord) -> Event:
-        if type == DELETED:
-            return PodDeleted(pod=record, resource_version=record.resource_version)
-        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
-
-    def listed(self, records: tuple[PodRecord, ...], resource_version: str) -> Event:
-        return PodsListed(pods=records, resource_version=resource_version)
-
-
-class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
-    """The agent's own Node object; None: every Node."""
-
-    node_name: str | None
-    kind: ObjectKind[NodeRecord] = NODE
-    path: str = "/api/v1/nodes"
-
-    @property
-    def field_selector(self) -> str:
-        return "" if self.node_name is None else f"metadata.name={self.node_name}"
-
-    def accept(self, record: NodeRecord) -> bool:
-        return self.node_name is None or record.name == self.node_name
-
-    def changed(self, type: str, record: NodeRecord) -> Event:
-        if type == DELETED:
-            return NodeDeleted(node=record, resource_version=record.resource_version)
-        return NodeChanged(type=ADDED if type == ADDED else MODIFIED, node=record,
-                           resource_version=record.resource_version)
-
-    def listed(self, records: tuple[NodeRecord, ...], resource_version: str) -> Event:
-        return NodeListed(node=records[0] if records else None, resource_version=resource_version)
-
-
-class ReflectorSettings(msgspec.Struct, frozen=True):
-    min_watch_timeout: int = 300
-    max_watch_timeout: int = 600
-    # Longer than the API server's ~1 min bookmark period; a silent stream
-    # past this is treated as dead and the watch resumes.
-    read_timeout: float = 120.0
+    # The server-side timeout of each watch is drawn from [min, max].
+    min_watch_timeout: int
+    max_watch_timeout: int
+    # A silent stream past this is treated as dead and the watch resumes.
+    read_timeout: float
     list_timeout: float = 60.0
     # A watch that ends sooner than this with no event counts as a failure.
     short_watch: float = 1.0
@@ -217,7 +149,7 @@ class Reflector:
         watched: Watched,
         emit: Emit,
         metrics: SourceMetrics,
-        settings: ReflectorSettings = ReflectorSettings(),
+        settings: ReflectorSettings,
         backoff: Backoff | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,

@@ -9,7 +9,8 @@ users reproduce a field problem from a capture such as::
 
 Documents are read by ``documents.changes`` and objects by the decode reader,
 as ``explain`` reads a dump; the field selector the live source would have
-applied is applied here.
+applied is applied here, and each change becomes its event, by the same
+``watched`` resources the reflectors use.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from pathlib import Path
 from agent.decode.reader import NODE, POD, Skipped
 from agent.model.node import NodeRecord
 from agent.model.pod import PODS, PodRecord
-from agent.pipeline.events import (ADDED, BOOKMARK, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed,
-                                   PodChanged, PodDeleted, PodsListed)
-from agent.pipeline.interfaces import Emit, SourceMetrics
-from agent.pipeline.stats import UNDECODABLE, source_loop
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Event
+from agent.pipeline.interfaces import UNDECODABLE, Emit, SourceMetrics, source_loop
 from agent.source.documents import LISTED, Change, DumpError, changes, read_documents
+from agent.source.watched import NodeObject, PodsOfNode
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 
@@ -50,6 +50,8 @@ class ReplaySource:
     def __init__(self, *, text: str, node_name: str, emit: Emit, metrics: SourceMetrics) -> None:
         self._docs = read_documents(text)
         self._node = node_name
+        self._pods_watched = PodsOfNode(node_name=node_name)
+        self._node_watched = NodeObject(node_name=node_name)
         self._emit = emit
         self._stats = metrics
         self.finished = threading.Event()
@@ -66,7 +68,7 @@ class ReplaySource:
         self._skip(skipped)
         mine = []
         for pod in pods:
-            if pod.node_name == self._node:
+            if self._pods_watched.accept(pod):
                 mine.append(pod)
             else:
                 self._other_nodes.add(pod.node_name or "(unscheduled)")
@@ -76,7 +78,7 @@ class ReplaySource:
     def _node_in(self, change: Change) -> NodeRecord | None:
         nodes, skipped = NODE.decode_all(change.nodes)
         self._skip(skipped)
-        return next((n for n in nodes if n.name == self._node), None)
+        return next((n for n in nodes if self._node_watched.accept(n)), None)
 
     def _put(self, event: Event) -> None:
         self._emit(event)
@@ -84,28 +86,24 @@ class ReplaySource:
 
     def _relist(self, pods: tuple[PodRecord, ...] = (), node: NodeRecord | None = None, rv: str = "") -> None:
         """What the live source's two LISTs hand on: exactly these pods, and the Node (or none)."""
-        self._put(PodsListed(pods=pods, resource_version=rv))
-        self._put(NodeListed(node=node))
+        self._put(self._pods_watched.listed(pods, rv))
+        self._put(self._node_watched.listed(() if node is None else (node,), ""))
         self._stats.relisted(None, PODS)
 
     def _replay(self, change: Change) -> None:
+        changed = change.type in (ADDED, MODIFIED, DELETED)
         node = self._node_in(change)
         if node is not None:
-            if change.type in (ADDED, MODIFIED):
-                self._put(NodeChanged(type=change.type, node=node, resource_version=node.resource_version))
-            elif change.type == DELETED:
-                self._put(NodeDeleted(node=node, resource_version=node.resource_version))
+            if changed:
+                self._put(self._node_watched.changed(change.type, node))
             return
         if change.type == BOOKMARK:
             return
-        if change.type not in (ADDED, MODIFIED, DELETED):
+        if not changed:
             log.warning("skipping %s event in capture", change.type)
             return
         for pod in self._pods(change):
-            if change.type == DELETED:
-                self._put(PodDeleted(pod=pod, resource_version=pod.resource_version))
-            else:
-                self._put(PodChanged(type=change.type, pod=pod, resource_version=pod.resource_version))
+            self._put(self._pods_watched.changed(change.type, pod))
 
     def _warn_empty(self) -> None:
         """Once: a capture of another node's pods would otherwise export nothing, silently."""

@@ -21,9 +21,10 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_C
 from opentelemetry.sdk.metrics.export import MetricsData
 
 from agent.export.metrics import GAUGES, Point, state_points
-from agent.export.runtime import Readings, Series, otlp_series
+from agent.export.runtime import Series, otlp_series
+from agent.telemetry.table import Readings
 from agent.pipeline.state import NodeState
-from agent.pipeline.interfaces import StatsReader
+from agent.telemetry.stats import HistogramSnapshot, StatsReader
 
 __all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME", "RUNTIME_SCOPE_NAME"]
 
@@ -52,14 +53,28 @@ def _set_attributes(dp: NumberDataPoint, attributes: dict[str, str]) -> None:
         kv.value.string_value = text
 
 
+def _add_histogram(metric: Metric, h: HistogramSnapshot, start_unix_nano: int, time_unix_nano: int) -> None:
+    """One cumulative explicit-bucket point: OTLP's bucket i holds bounds[i-1] < x <= bounds[i], as the stats count."""
+    metric.histogram.aggregation_temporality = AGGREGATION_TEMPORALITY_CUMULATIVE
+    dp = metric.histogram.data_points.add()
+    dp.start_time_unix_nano, dp.time_unix_nano = start_unix_nano, time_unix_nano
+    dp.count, dp.sum = h.count, h.sum
+    dp.explicit_bounds.extend(h.bounds)
+    dp.bucket_counts.extend(h.counts)  # per bucket, +Inf last: len(bounds) + 1 of them
+
+
 def add_runtime_series(request: ExportMetricsServiceRequest, series: Iterable[Series], start_unix_nano: int,
                        time_unix_nano: int, resource_attributes: dict[str, str], version: str) -> int:
-    """Append the agent's own metrics: gauges, and counters as cumulative monotonic sums since ``start_unix_nano``."""
+    """Append the agent's own metrics: gauges, and counters and histograms cumulative since ``start_unix_nano``."""
     scope = _scope(request, resource_attributes, version, RUNTIME_SCOPE_NAME)
     count = 0
     for s in series:
         metric = scope.metrics.add()
         metric.name, metric.unit, metric.description = s.name, s.unit, s.description
+        if s.kind == "histogram":
+            _add_histogram(metric, s.points, start_unix_nano, time_unix_nano)
+            count += 1
+            continue
         if s.kind == "gauge":
             data, start = metric.gauge, 0
         else:

@@ -19,9 +19,8 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 
 from agent.export.otlp.encode import RequestBuilder
 from agent.export.otlp.transport import Attempt, Transport
-from agent.pipeline.interfaces import ExportMetrics
-from agent.pipeline.log_limit import RateLimitedLog
-from agent.pipeline.stats import EXPORT_LOOP
+from agent.pipeline.interfaces import EXPORT_LOOP, ExportMetrics
+from agent.telemetry.log_limit import RateLimitedLog
 
 __all__ = ["OtlpExporter", "StateExporter"]
 
@@ -78,7 +77,11 @@ class OtlpExporter(MetricExporter):
         delay, generation, wake = 0.5, self._generation, self._wake
         reconnected = False
         while True:
-            verdict = self._transport.send(request, points, deadline)
+            # The deadline is on the injected clock alone: a transport is given the seconds left, never a time.
+            left = deadline - self._clock()
+            if left <= 0:
+                return Attempt(False, "timeout")
+            verdict = self._transport.send(request, points, left)
             if verdict.ok or not verdict.retryable or generation != self._generation:
                 return verdict
             if verdict.reason == "transport" and not reconnected:
@@ -133,11 +136,12 @@ class StateExporter(MetricExporter):
     """The same request, handed to a local sink (the demo's table, the console) instead of the network."""
 
     def __init__(self, builder: RequestBuilder, sink: Callable[[ExportMetricsServiceRequest], None],
-                 stats: ExportMetrics) -> None:
+                 stats: ExportMetrics, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self._builder = builder
         self._sink = sink
         self._stats = stats
+        self._clock = clock
         self.muted = False
 
     def begin_close(self, final_export: bool, timeout: float | None = None) -> None:
@@ -146,7 +150,7 @@ class StateExporter(MetricExporter):
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
         if self.muted:
             return MetricExportResult.SUCCESS
-        started = time.monotonic()
+        started = self._clock()
         try:
             self._sink(self._builder.build(metrics_data)[0])
             ok, reason = True, "success"
@@ -154,7 +158,7 @@ class StateExporter(MetricExporter):
             ok, reason = False, "output_closed"
             log.debug("local export failed: %s", exc)
         self._stats.heartbeat(EXPORT_LOOP)
-        self._stats.export_finished(ok, time.monotonic() - started, reason)
+        self._stats.export_finished(ok, self._clock() - started, reason)
         return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:

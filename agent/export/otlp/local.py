@@ -36,11 +36,12 @@ def render_table(request: ExportMetricsServiceRequest) -> str:
         lines.append(f"# resource: {resource}")
         metrics = sorted((m for sm in rm.scope_metrics for m in sm.metrics), key=lambda m: m.name)
         for metric in metrics:
-            if metric.name.endswith("_bucket"):
-                # Histogram buckets: dozens of rows a person does not read here.
-                lines.append(f"{metric.name}{{le=...}} ({len(metric.sum.data_points)} buckets not shown)")
-                continue
             kind = metric.WhichOneof("data")
+            if kind == "histogram":
+                # Its buckets are dozens of numbers a person does not read here.
+                for dp in metric.histogram.data_points:
+                    lines.append(f"{metric.name} count {dp.count} sum {dp.sum:.6g} ({len(dp.bucket_counts)} buckets not shown)")
+                continue
             rows = []
             for dp in getattr(metric, kind).data_points if kind else ():
                 attrs = ",".join(f'{a.key}="{_any(a.value)}"' for a in sorted(dp.attributes, key=lambda a: a.key))

@@ -13,7 +13,8 @@ import sys
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import TELEMETRY_SDK_LANGUAGE, TELEMETRY_SDK_NAME, TELEMETRY_SDK_VERSION, Resource
+from opentelemetry.sdk.version import __version__ as sdk_version
 
 from agent.config import OtlpSettings
 from agent.export.otlp.exporter import OtlpExporter, StateExporter
@@ -21,8 +22,8 @@ from agent.export.otlp.transport import GrpcTransport, HttpTransport
 from agent.export.otlp.encode import RequestBuilder
 from agent.export.otlp.process import observe_process
 from agent.pipeline.state import NodeState
-from agent.pipeline.interfaces import ExportStats
-from agent.pipeline.stats import EXPORT_LOOP
+from agent.telemetry.stats import ExportStats
+from agent.pipeline.interfaces import EXPORT_LOOP
 
 __all__ = ["build_telemetry", "Telemetry", "SERVICE_NAME"]
 
@@ -70,16 +71,25 @@ def build_telemetry(
     interval: float,
     timeout: float,
     service_version: str,
+    resource_attributes: tuple[tuple[str, str], ...] = (),
 ) -> Telemetry:
-    """``interval`` may be ``math.inf``: no periodic export, only flush() (the demo's --once)."""
+    """``interval`` may be ``math.inf``: no periodic export, only flush() (the demo's --once).
+
+    The resource is the SDK's own attributes, then the operator's (OTEL_RESOURCE_ATTRIBUTES, resolved by config),
+    then the agent's, in the order ``Resource.create`` merges them; built here so the SDK reads no environment.
+    """
     attributes = {
+        TELEMETRY_SDK_LANGUAGE: "python",
+        TELEMETRY_SDK_NAME: "opentelemetry",
+        TELEMETRY_SDK_VERSION: sdk_version,
+        **dict(resource_attributes),
         "service.name": SERVICE_NAME,
         "service.version": service_version,
         # Stable across restarts, unlike the SDK's random default.
         "service.instance.id": state.node_name,
         "k8s.node.name": state.node_name,
     }
-    resource = Resource.create(attributes)
+    resource = Resource(attributes)
     builder = RequestBuilder(state, stats, {k: str(v) for k, v in resource.attributes.items()}, service_version)
     exporter = _exporter(exporter_kind, otlp, builder, stats, timeout)
     readers = []

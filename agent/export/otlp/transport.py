@@ -19,6 +19,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Protocol
 
 import msgspec
@@ -29,6 +30,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 
 from agent.config import OtlpSettings
 from agent.export.otlp.bearer_token import TokenFile
+from agent.model.retry_after import retry_after_seconds
 
 __all__ = ["Attempt", "Transport", "HttpTransport", "GrpcTransport"]
 
@@ -38,7 +40,10 @@ _RETRYABLE_HTTP = (429, 502, 503, 504)
 class Transport(Protocol):
     """What the exporter needs of a transport."""
 
-    def send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> "Attempt": ...
+    def send(self, request: ExportMetricsServiceRequest, points: int, timeout: float) -> "Attempt":
+        """One attempt, over within ``timeout`` seconds (more than 0): the exporter's deadline on its clock, as
+        seconds left, so one clock decides when an export is out of time."""
+        ...
 
     def interrupt(self) -> None: ...
 
@@ -74,8 +79,10 @@ def _ssl_context(s: OtlpSettings) -> ssl.SSLContext:
 class HttpTransport:
     """OTLP/HTTP protobuf over one kept-alive connection, with a whole-request deadline."""
 
-    def __init__(self, settings: OtlpSettings) -> None:
+    def __init__(self, settings: OtlpSettings, wall: Callable[[], float] = time.time) -> None:
+        """``wall`` is the time a Retry-After date is measured from."""
         self._s = settings
+        self._wall = wall
         url = urllib.parse.urlsplit(settings.endpoint)
         self._https = url.scheme == "https"
         self._host, self._port = url.hostname or "localhost", url.port or (443 if self._https else 80)
@@ -105,16 +112,14 @@ class HttpTransport:
             self._conn.close()
             self._conn = None
 
-    def send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> Attempt:
+    def send(self, request: ExportMetricsServiceRequest, points: int, timeout: float) -> Attempt:
         body = request.SerializeToString()
         if self._s.compression == "gzip":
             body = gzip.compress(body, compresslevel=6)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return Attempt(False, "timeout")
-        conn = self._connection(remaining)
+        conn = self._connection(timeout)
         # A Collector that trickles its answer resets every per-read timeout; this does not.
-        watchdog = threading.Timer(remaining, self._cut, args=(conn,))
+        timed_out = threading.Event()
+        watchdog = threading.Timer(timeout, self._cut, args=(conn, timed_out))
         watchdog.daemon = True
         watchdog.start()
         try:
@@ -124,10 +129,11 @@ class HttpTransport:
             response = conn.getresponse()
             data = response.read()
             status, content_type = response.status, response.getheader("Content-Type", "")
-            retry_after = response.getheader("Retry-After")
+            retry_after = retry_after_seconds(response.getheader("Retry-After"), self._wall())
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            if time.monotonic() >= deadline:
+            # Cut by the watchdog, or one socket operation waited out the whole timeout: out of time either way.
+            if timed_out.is_set() or isinstance(exc, TimeoutError):
                 return Attempt(False, "timeout", message=str(exc))
             return Attempt(False, "transport", retryable=True, message=f"{type(exc).__name__}: {exc}")
         finally:
@@ -142,7 +148,9 @@ class HttpTransport:
             self._cut(self._conn)
 
     @staticmethod
-    def _cut(conn: http.client.HTTPConnection) -> None:
+    def _cut(conn: http.client.HTTPConnection, timed_out: threading.Event | None = None) -> None:
+        if timed_out is not None:
+            timed_out.set()
         sock = conn.sock
         if sock is not None:
             try:
@@ -151,10 +159,9 @@ class HttpTransport:
                 pass
 
     @staticmethod
-    def _judge(status: int, content_type: str, data: bytes, points: int, retry_after: str | None) -> Attempt:
+    def _judge(status: int, content_type: str, data: bytes, points: int, retry_after: float | None) -> Attempt:
         if status in _RETRYABLE_HTTP:
-            wait = float(retry_after) if retry_after and retry_after.strip().isdigit() else None
-            return Attempt(False, f"http_{status}", retryable=True, retry_after=wait)
+            return Attempt(False, f"http_{status}", retryable=True, retry_after=retry_after)
         if status != 200:
             # 3xx included: a redirect is a misconfigured endpoint, never success.
             return Attempt(False, f"http_{status // 100}xx", message=f"HTTP {status}")
@@ -200,14 +207,11 @@ class GrpcTransport:
         if call is not None:
             call.cancel()
 
-    def send(self, request: ExportMetricsServiceRequest, points: int, deadline: float) -> Attempt:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return Attempt(False, "timeout")
+    def send(self, request: ExportMetricsServiceRequest, points: int, timeout: float) -> Attempt:
         grpc = self._grpc
         auth = self._token.authorization() if self._token else None
         metadata = (*self._metadata, ("authorization", auth)) if auth else self._metadata
-        call = self._stub.Export.future(request, timeout=remaining, metadata=metadata,
+        call = self._stub.Export.future(request, timeout=timeout, metadata=metadata,
                                         compression=self._compression)
         self._call = call
         try:

@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from agent.pipeline.state import NodeSnapshot
-from agent.pipeline.stats import StatsSnapshot
+from agent.telemetry.stats import StatsSnapshot
 from agent.export.metrics import GAUGES, state_points
-from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
+from agent.telemetry.table import PREFIX, RUNTIME_METRICS, Readings
 from agent.model.units import le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]

@@ -1,5 +1,7 @@
 """The agent's own signals as plain numbers, in one thread-safe object.
 
+``RuntimeStats`` implements every metrics interface the pipeline declares
+(pipeline/interfaces.py), so the stages report without knowing who counts.
 Everything that reports on the agent (the OTel runtime instruments, the debug
 endpoint, /metrics, tests) reads ``RuntimeStats.snapshot()``: one set of
 books, an immutable value. Every key is from a bounded vocabulary, never a
@@ -18,27 +20,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Protocol
 
 import msgspec
 
-from agent.model.node import NODES
-from agent.model.pod import PODS
+from agent.pipeline.interfaces import ExportMetrics, SOURCE_LOOP
 
-__all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS", "PODS", "NODES",
-           "UNDECODABLE", "OTHER_NODE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
-
-# The bounded ``resource`` attribute of the watch signals is PODS or NODES.
-# Why a source skipped an object (objects_skipped_total{resource, reason}).
-UNDECODABLE = "undecodable"  # not JSON, nested too deep, no identity, an unknown event type
-OTHER_NODE = "other_node"  # bound to another node: the server did not apply the field selector
-# Liveness loop names: "source" (a replay) or "source:<resource>", "handler", "export".
-SOURCE_LOOP = "source"
-HANDLER_LOOP = "handler"
-EXPORT_LOOP = "export"
-
-
-def source_loop(resource: str | None = None) -> str:
-    return SOURCE_LOOP if resource is None else f"{SOURCE_LOOP}:{resource}"
+__all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS", "StatsReader", "ExportStats"]
 
 # Seconds. Handling is in-memory and takes microseconds, so the buckets start
 # at 1 us: controller-runtime's 5 ms first bucket would hide everything.
@@ -108,9 +96,10 @@ class StatsSnapshot(msgspec.Struct, frozen=True):
     # Keyed by (resource, reason); resource is "pods" or "nodes".
     watch_starts: Mapping[tuple[str, str], int] = msgspec.field(default_factory=dict)
     relists: Mapping[str, int] = msgspec.field(default_factory=dict)
-    list_duration_seconds: float | None = None
+    # Per watched resource: the last LIST's duration, and seconds since its last LIST, event or bookmark.
+    list_duration_seconds: Mapping[str, float] = msgspec.field(default_factory=dict)
     requests_failed: Mapping[tuple[str, str], int] = msgspec.field(default_factory=dict)
-    last_event_age_seconds: float | None = None
+    last_event_age_seconds: Mapping[str, float] = msgspec.field(default_factory=dict)
     # Export health.
     exports: Mapping[str, int] = msgspec.field(default_factory=dict)
     last_export_success_age_seconds: float | None = None
@@ -122,7 +111,8 @@ class StatsSnapshot(msgspec.Struct, frozen=True):
     # Loop liveness: seconds since each loop last ran (a heartbeat, even in backoff).
     loop_idle_seconds: Mapping[str, float] = msgspec.field(default_factory=dict)
     # Per watched resource: seconds since the source last made progress (a LIST, an event, a bookmark,
-    # a clean end of watch). A source in endless backoff runs but does not progress.
+    # a clean end of watch), or since it started when it never did. A source in endless backoff runs but does
+    # not progress.
     source_progress_age: Mapping[str, float] = msgspec.field(default_factory=dict)
 
 
@@ -142,9 +132,8 @@ class RuntimeStats:
         self._pod_problems: Counter[tuple[str, str]] = Counter()
         self._watch_starts: Counter[tuple[str, str]] = Counter()
         self._relists: Counter[str] = Counter()
-        self._list_duration: float | None = None
+        self._list_duration: dict[str, float] = {}
         self._requests_failed: Counter[tuple[str, str]] = Counter()
-        self._last_event: float | None = None
         # Exist at zero from the start, as controller-runtime's counters do,
         # so rate() and increase() work from the first scrape.
         self._exports: Counter[str] = Counter({"success": 0, "failure": 0})
@@ -155,7 +144,8 @@ class RuntimeStats:
         self._export_failures: Counter[str] = Counter()
         self._rejected_points = 0
         self._heartbeats: dict[str, float] = {}
-        self._progress: dict[str, float] = {}
+        self._progress: dict[str, float] = {}  # resource -> its last LIST, event or bookmark
+        self._source_started: dict[str, float] = {}  # resource -> its source's first heartbeat
         self._usage_errors: Counter[str] = Counter()
 
     def usage_error(self, reason: str) -> None:
@@ -183,7 +173,7 @@ class RuntimeStats:
             if error_type is not None:
                 self._handler_errors[error_type] += 1
 
-    def skipped(self, reason: str, resource: str = PODS) -> None:
+    def skipped(self, reason: str, resource: str) -> None:
         """A source dropped one object it cannot or must not use; the rest of the stream goes on."""
         with self._lock:
             self._skipped[(resource, reason)] += 1
@@ -193,31 +183,25 @@ class RuntimeStats:
             self._pod_problems[(subject, reason)] += 1
 
     # -- watch ---------------------------------------------------------------
-    def watch_started(self, reason: str, resource: str = PODS) -> None:
+    def watch_started(self, reason: str, resource: str) -> None:
         with self._lock:
             self._watch_starts[(resource, reason)] += 1
 
-    def relisted(self, seconds: float | None = None, resource: str = PODS) -> None:
+    def relisted(self, seconds: float | None, resource: str) -> None:
         with self._lock:
             self._relists[resource] += 1
             self._progress[resource] = self._clock()
-            if resource != PODS:
-                return
-            self._last_event = self._clock()
             if seconds is not None:
-                self._list_duration = seconds
+                self._list_duration[resource] = seconds
 
-    def request_failed(self, reason: str, resource: str = PODS) -> None:
+    def request_failed(self, reason: str, resource: str) -> None:
         with self._lock:
             self._requests_failed[(resource, reason)] += 1
 
-    def progressed(self, resource: str = PODS) -> None:
+    def progressed(self, resource: str) -> None:
         """An event or bookmark arrived (or a watch ended cleanly): the source is alive and current."""
         with self._lock:
-            now = self._clock()
-            self._progress[resource] = now
-            if resource == PODS:
-                self._last_event = now
+            self._progress[resource] = self._clock()
 
     # -- export --------------------------------------------------------------
     def export_finished(self, ok: bool, seconds: float, reason: str = "success", rejected_points: int = 0) -> None:
@@ -240,7 +224,7 @@ class RuntimeStats:
             self._heartbeats[loop] = now
             prefix, _, resource = loop.partition(":")
             if prefix == SOURCE_LOOP and resource:
-                self._progress.setdefault(resource, now)  # a source that never progresses ages from its start
+                self._source_started.setdefault(resource, now)  # a source that never progresses ages from its start
 
     def snapshot(self) -> StatsSnapshot:
         with self._lock:
@@ -258,9 +242,9 @@ class RuntimeStats:
                 pod_problems=_frozen(self._pod_problems),
                 watch_starts=_frozen(self._watch_starts),
                 relists=_frozen(self._relists),
-                list_duration_seconds=self._list_duration,
+                list_duration_seconds=_frozen(self._list_duration),
                 requests_failed=_frozen(self._requests_failed),
-                last_event_age_seconds=None if self._last_event is None else now - self._last_event,
+                last_event_age_seconds=MappingProxyType({k: now - v for k, v in self._progress.items()}),
                 exports=_frozen(self._exports),
                 last_export_success_age_seconds=(
                     None if self._last_export_success is None else now - self._last_export_success),
@@ -270,5 +254,16 @@ class RuntimeStats:
                 rejected_points=self._rejected_points,
                 usage_errors=_frozen(self._usage_errors),
                 loop_idle_seconds=MappingProxyType({k: now - v for k, v in self._heartbeats.items()}),
-                source_progress_age=MappingProxyType({k: now - v for k, v in self._progress.items()}),
+                source_progress_age=MappingProxyType(
+                    {k: now - v for k, v in {**self._source_started, **self._progress}.items()}),
             )
+
+
+class StatsReader(Protocol):
+    """The agent's own signals as one immutable value (the debug endpoint, /metrics, the OTLP table)."""
+
+    def snapshot(self) -> StatsSnapshot: ...
+
+
+class ExportStats(ExportMetrics, StatsReader, Protocol):
+    """The export side: it reports each export and exports the table of the agent's own signals."""

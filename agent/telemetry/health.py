@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import msgspec
 
-from agent.pipeline.stats import EXPORT_LOOP, HANDLER_LOOP, SOURCE_LOOP, StatsSnapshot
+from agent.pipeline.interfaces import EXPORT_LOOP, HANDLER_LOOP, SOURCE_LOOP
+from agent.telemetry.stats import StatsSnapshot
 
 __all__ = ["HealthLimits", "Verdict", "liveness", "readiness"]
 
@@ -32,8 +33,8 @@ def _export_limit(export_interval: float, export_timeout: float) -> float:
     return 2 * export_interval + export_timeout + 10.0
 
 
-class HealthLimits(msgspec.Struct, frozen=True):
-    """Seconds each loop may show no progress; the defaults are those of the default configuration.
+class HealthLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """Seconds each loop may show no progress, from the configuration's timeouts (``for_config``).
 
     A source that keeps running but makes no progress (an API server that is
     down, a CA that does not match) serves frozen numbers: after ``stale``
@@ -41,10 +42,10 @@ class HealthLimits(msgspec.Struct, frozen=True):
     turn, and a restart would only add a LIST to an API server's recovery.
     """
 
-    source: float = _source_limit(120.0)
-    handler: float = _HANDLER_LIMIT
-    export: float | None = _export_limit(15.0, 10.0)  # None: no periodic export (--once, exporter none)
-    stale: float = 2 * 120.0
+    source: float
+    handler: float
+    export: float | None  # None: no periodic export (--once, exporter none)
+    stale: float
 
     @classmethod
     def for_config(cls, read_timeout: float, export_interval: float | None, export_timeout: float) -> "HealthLimits":

@@ -1,0 +1,88 @@
+"""What a source watches, and which pipeline event each change of it is.
+
+The one place that turns a decoded object into the typed event and applies
+the node filter: the reflector uses it on the API server's answers, replay on
+a capture's documents, ``explain --live`` for the path and field selector. So
+a captured change and a live one become the same event.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+import msgspec
+
+from agent.decode.reader import NODE, POD, ObjectKind
+from agent.model.node import NodeRecord
+from agent.model.pod import PodRecord
+from agent.pipeline.events import (ADDED, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed, PodChanged,
+                                   PodDeleted, PodsListed)
+
+__all__ = ["Watched", "PodsOfNode", "NodeObject"]
+
+R = TypeVar("R")
+
+
+class Watched(Protocol[R]):
+    """What one reflector lists and watches, and which event each change of it is."""
+
+    kind: ObjectKind[R]
+    path: str
+
+    @property
+    def field_selector(self) -> str: ...
+
+    def accept(self, record: R) -> bool:
+        """The field selector, checked again on our side."""
+
+    def changed(self, type: str, record: R) -> Event:
+        """The event of one ADDED, MODIFIED or DELETED object."""
+
+    def listed(self, records: tuple[R, ...], resource_version: str) -> Event: ...
+
+
+class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
+    """The pods bound to ``node_name`` (spec.nodeName is indexed in the watch cache); None: every pod."""
+
+    node_name: str | None
+    kind: ObjectKind[PodRecord] = POD
+    path: str = "/api/v1/pods"
+
+    @property
+    def field_selector(self) -> str:
+        return "" if self.node_name is None else f"spec.nodeName={self.node_name}"
+
+    def accept(self, record: PodRecord) -> bool:
+        return self.node_name is None or record.node_name == self.node_name
+
+    def changed(self, type: str, record: PodRecord) -> Event:
+        if type == DELETED:
+            return PodDeleted(pod=record, resource_version=record.resource_version)
+        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
+
+    def listed(self, records: tuple[PodRecord, ...], resource_version: str) -> Event:
+        return PodsListed(pods=records, resource_version=resource_version)
+
+
+class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
+    """The agent's own Node object; None: every Node."""
+
+    node_name: str | None
+    kind: ObjectKind[NodeRecord] = NODE
+    path: str = "/api/v1/nodes"
+
+    @property
+    def field_selector(self) -> str:
+        return "" if self.node_name is None else f"metadata.name={self.node_name}"
+
+    def accept(self, record: NodeRecord) -> bool:
+        return self.node_name is None or record.name == self.node_name
+
+    def changed(self, type: str, record: NodeRecord) -> Event:
+        if type == DELETED:
+            return NodeDeleted(node=record, resource_version=record.resource_version)
+        return NodeChanged(type=ADDED if type == ADDED else MODIFIED, node=record,
+                           resource_version=record.resource_version)
+
+    def listed(self, records: tuple[NodeRecord, ...], resource_version: str) -> Event:
+        return NodeListed(node=records[0] if records else None, resource_version=resource_version)
