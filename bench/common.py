@@ -14,13 +14,12 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from tests.support.factory import container, pod, vm_pod
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.otlp_receiver import HttpReceiver
+from tests.support.ports import free_ports
 
-from tests.support.cluster import free_ports  # noqa: E402
-from tests.support.factory import container, pod, vm_pod  # noqa: E402
-from tests.support.fake_apiserver import FakeApiServer  # noqa: E402
-from tests.support.otlp_receiver import HttpReceiver  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def realistic_pod(i: int, node: str = "bench-node") -> dict:
@@ -95,6 +94,11 @@ def production_venv() -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([*pip, str(ROOT)], check=True, stdout=subprocess.DEVNULL)
     return venv
+
+
+def baseline_command(program: str, *args: str) -> list[str]:
+    """One of bench/baselines/ (``floor.py``...) run by the production venv's interpreter, as the agent runs."""
+    return [str(production_venv() / "bin" / "python"), str(ROOT / "bench" / "baselines" / program), *args]
 
 
 def agent_command(*args: str) -> list[str]:
@@ -197,12 +201,3 @@ class RunningAgent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-
-def pods_exported(receiver: HttpReceiver) -> int:
-    from tests.support.otlp_receiver import points_of
-
-    with receiver.cond:
-        if not receiver.requests:
-            return 0
-        req = receiver.requests[-1][1]
-    return sum(1 for p in points_of(req) if p.metric == "pod_or_vm_cpu_requests")

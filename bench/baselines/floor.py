@@ -13,7 +13,7 @@ real one is, that is the least any client pays for TLS (OpenSSL's context,
 the CA store and the handshake's code and tables, about 1.3 MiB), and the
 agent cannot do without it.
 
-Run by bench/run.py with the production venv's interpreter:
+Run by bench/floor_program.py (the memory and idle benchmarks) with the production venv's interpreter:
 python floor.py KUBECONFIG POINTS_JSON INTERVAL [connect]
 """
 

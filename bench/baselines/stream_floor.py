@@ -9,7 +9,7 @@ body arrives), lines cut at the newline, ``json.loads`` of each. No decoding
 into records, no queue, no state: what the agent does beyond this is its own
 cost.
 
-Run by bench/run.py with the production venv's interpreter:
+Run by bench/stream.py with the production venv's interpreter:
 python stream_floor.py URL CA_FILE TOKEN LINES_PER_BURST
 It prints "ready" once the watch answered, then "burst" after every LINES_PER_BURST lines.
 """

@@ -1,6 +1,6 @@
 """What a user would otherwise write: the kubernetes client's Watch with model objects, caching V1Pods.
 
-Run by bench/run.py as a subprocess next to the agent, on the same fake API server and event stream.
+Run by bench/versus.py as a subprocess next to the agent, on the same fake API server and event stream.
 Usage: python alternative.py KUBECONFIG NODE
 """
 

@@ -1,0 +1,96 @@
+"""RSS against pods on the node, and the floor program holding the same points (``bench/run.py memory``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine, realistic_pod
+from bench.floor_program import FloorProgram
+from bench.measure import Point, last_export_points, wait_exported
+
+POD_COUNTS = (0, 110, 500, 2000)
+FLOOR_AT = (110, 2000)  # the pod counts the floor program is measured at
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorComparison:
+    """The agent's steady RSS at one pod count and the floor program's with the same points (MiB)."""
+
+    agent: float
+    points: int
+    floor: float  # no API connection
+    floor_connected: float  # one request to the API server over TLS, its connection kept
+
+
+def main() -> None:
+    print("\n### RSS against pods on the node (production install, API over HTTPS, steady state, OTLP/HTTP export "
+          "every 1 s)\n")
+    print(f"machine: {machine()}; {load()}\n")
+    print("| pods | steady RSS MiB | peak RSS MiB (VmHWM) | peak / steady | start-up to first full export s |")
+    print("|---:|---:|---:|---:|---:|")
+    floors = {}
+    for n in POD_COUNTS:
+        comparison = _measure(n)
+        if comparison is not None:
+            floors[n] = comparison
+    _report_floors(floors)
+
+
+def _measure(n: int) -> FloorComparison | None:
+    """The agent's row for ``n`` pods, printed; at FLOOR_AT also the floor program's, returned."""
+    api, receiver = FakeApiServer(tls=True).start(), HttpReceiver().start()
+    try:
+        for i in range(n):
+            api.create(realistic_pod(i))
+        agent = RunningAgent(api, receiver, interval=1.0)
+        try:
+            if n:
+                wait_exported(receiver, n)
+                ready = f"{time.monotonic() - agent.started:.2f}"
+            else:
+                ready = "n/a"  # nothing to export: no OTLP request is sent
+            steady = _steady_rss(agent.rss_mib)
+            peak = agent.peak_mib()
+            print(f"| {n:,} | {steady:.1f} | {peak:.1f} | {peak / steady:.2f}x | {ready} |")
+            if n not in FLOOR_AT:
+                return None
+            points = last_export_points(receiver)
+            return FloorComparison(agent=steady, points=len(points), floor=_floor_rss(api, points, connect=False),
+                                   floor_connected=_floor_rss(api, points))
+        finally:
+            agent.stop()
+    finally:
+        api.stop()
+        receiver.stop()
+
+
+def _steady_rss(rss_mib) -> float:
+    """The largest of five samples a second apart, 5 s from now."""
+    time.sleep(5)
+    samples = []
+    for _ in range(5):
+        samples.append(rss_mib())
+        time.sleep(1)
+    return max(samples)
+
+
+def _floor_rss(api: FakeApiServer, points: list[Point], interval: float = 1.0, connect: bool = True) -> float:
+    """Steady RSS of the floor program: the largest of five samples, after its second export and 5 s more."""
+    floor = FloorProgram(api, points, interval, connect)
+    try:
+        floor.wait_exports(2)
+        return _steady_rss(lambda: floor.ps.memory_info().rss / 2**20)
+    finally:
+        floor.stop()
+
+
+def _report_floors(floors: dict[int, FloorComparison]) -> None:
+    print("\nFloor (bench/baselines/floor.py: interpreter + kubernetes config and ApiClient from the same kubeconfig + "
+          "psutil + opentelemetry-sdk with its OTLP/HTTP exporter, exporting the same points every 1 s), same run; "
+          "without and with one request to the API server over TLS, its connection kept:\n")
+    print("| pods | points | floor MiB | agent / floor | floor + TLS connection MiB | agent / floor + TLS | agent MiB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n, f in floors.items():
+        print(f"| {n:,} | {f.points:,} | {f.floor:.1f} | {f.agent / f.floor:.3f}x | {f.floor_connected:.1f} | "
+              f"**{f.agent / f.floor_connected:.3f}x** | {f.agent:.1f} |")
