@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.support.trust",  # trust_cluster
     "tests.support.node_cluster",  # node_cluster
     "tests.support.node_rollout",  # prometheus, rollout (on node_cluster)
+    "tests.support.otlp_receiver",  # http_receiver, module_http_receiver, grpc_receiver
 ]

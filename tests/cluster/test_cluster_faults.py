@@ -37,15 +37,8 @@ TOKEN_SECONDS = int(os.environ.get("NRA_TOKEN_SECONDS", "10"))
 TOKEN_LEEWAY_SECONDS = 60
 
 
-@pytest.fixture(scope="module")
-def receiver():
-    r = HttpReceiver().start()
-    yield r
-    r.stop()
-
-
 @pytest.fixture
-def proxied_agent(kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, tmp_path):
+def proxied_agent(kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver, tmp_path):
     """start(node) adds a KWOK Node and runs its DaemonSet pod's agent, reaching the API server through a proxy."""
     agents: list[tuple[AgentContainer, TcpProxy]] = []
 
@@ -54,7 +47,7 @@ def proxied_agent(kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, tmp_
         nodes.add_node(node, cpu="8", memory="16Gi")
         proxy = TcpProxy(target.ports["apiserver"]).start()
         agent = start_agent_pod(target, wait_for_daemon_pod(target, deployment, node), tmp_path / node,
-                                receiver.endpoint, service_address=("127.0.0.1", proxy.port))
+                                module_http_receiver.endpoint, service_address=("127.0.0.1", proxy.port))
         agents.append((agent, proxy))
         agent.wait_ready()
         return agent, proxy
@@ -236,12 +229,12 @@ def accepted(target: Cluster, token: str, node: str) -> bool:
 
 
 def test_token_rotated_on_disk_keeps_the_agent_working_after_the_old_one_expired(
-        cluster: Cluster, kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, tmp_path) -> None:
+        cluster: Cluster, kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver, tmp_path) -> None:
     node = "fault-token-rotation"
     kwok.add_node(node, cpu="8", memory="16Gi")
     proxy = TcpProxy(cluster.ports["apiserver"]).start()
     agent = prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), tmp_path / node,
-                              receiver.endpoint, service_address=("127.0.0.1", proxy.port))
+                              module_http_receiver.endpoint, service_address=("127.0.0.1", proxy.port))
     volume = agent.serviceaccount
     try:
         if TOKEN_SECONDS >= 600:  # a TokenRequest can do it: the kubelet's own timing, rotation at 80 %

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from agent.config import Config
 from agent.model.quantity import NANO
 from agent.run.agent import Agent
+from tests.support.agents import agent_config
 from tests.support.cluster import NODE_MONITOR_GRACE_SECONDS, Cluster
 from tests.support.factory import container, for_create, pod
 from tests.support.kwok import Kwok, custom_status, ready_condition, set_custom_status, wait_running
@@ -34,8 +34,8 @@ def node(kwok: Kwok) -> str:
 @pytest.fixture(scope="module")
 def agent(cluster: Cluster, node: str):
     """The agent's pipeline in-process for the KWOK node (what it reads is the subject, not how it is started)."""
-    running = Agent(Config(node_name=node, kubeconfig=str(cluster.admin_kubeconfig), exporter="none",
-                           read_timeout=30.0, watch_timeout=(60, 120), export_interval=5.0)).start()
+    running = Agent(agent_config(node_name=node, kubeconfig=str(cluster.admin_kubeconfig), exporter="none",
+                                 read_timeout=30.0, watch_timeout=(60, 120), export_interval=5.0)).start()
     yield running
     running.shutdown(final_export=False)
 

@@ -24,10 +24,10 @@ from fractions import Fraction
 import pytest
 
 from agent.run.agent import Agent
-from agent.config import Config
 from agent.model.quantity import NANO
 from agent.model.rules import RULES_1_36, RULES_1_37
 from components.kubernetes import etcd_bin, kubernetes_bin
+from tests.support.agents import agent_config
 from tests.support.cluster import ApiError, Cluster, rfc3339
 from tests.support.kwok import Kwok, custom_status, set_custom_status, wait_running
 from tests.support.waiting import wait_until
@@ -78,8 +78,8 @@ def agent_on(control_plane):
     agents: list[Agent] = []
 
     def start(node: str) -> Agent:
-        agent = Agent(Config(node_name=node, kubeconfig=str(control_plane.admin_kubeconfig), exporter="none",
-                             read_timeout=30.0, watch_timeout=(60, 120), export_interval=5.0))
+        agent = Agent(agent_config(node_name=node, kubeconfig=str(control_plane.admin_kubeconfig), exporter="none",
+                                   read_timeout=30.0, watch_timeout=(60, 120), export_interval=5.0))
         agents.append(agent.start())
         return agent
 

@@ -30,18 +30,11 @@ NODE = "rollout-node"
 
 
 @pytest.fixture(scope="module")
-def receiver():
-    r = HttpReceiver().start()
-    yield r
-    r.stop()
-
-
-@pytest.fixture(scope="module")
-def agent(cluster: Cluster, kwok: Kwok, deployed: Deployment, receiver: HttpReceiver,
+def agent(cluster: Cluster, kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver,
           tmp_path_factory) -> AgentContainer:
     kwok.add_node(NODE, cpu="8", memory="16Gi", labels={"nra-test": "rollout"})
     pod = wait_for_daemon_pod(cluster, deployed, NODE)
-    container = start_agent_pod(cluster, pod, tmp_path_factory.mktemp("rollout-agent"), receiver.endpoint)
+    container = start_agent_pod(cluster, pod, tmp_path_factory.mktemp("rollout-agent"), module_http_receiver.endpoint)
     yield container
     code = container.stop()
     assert code == 0, f"agent exited {code} on SIGTERM:\n{container.tail()}"
@@ -103,7 +96,7 @@ def test_container_runs_the_command_line_the_runtime_would_run(agent: AgentConta
 
 
 def test_agent_syncs_its_node_and_exports_every_pod_bound_to_it(cluster: Cluster, agent: AgentContainer,
-                                                                receiver: HttpReceiver) -> None:
+                                                                module_http_receiver: HttpReceiver) -> None:
     namespace = cluster.create_namespace("rollout")
     for i, cpu in enumerate(("100m", "250m", "1")):
         cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods",
@@ -120,8 +113,8 @@ def test_agent_syncs_its_node_and_exports_every_pod_bound_to_it(cluster: Cluster
 
     def exported() -> dict[str, float] | None:
         """The pods of the newest export, if they are exactly the pods bound to the node."""
-        with receiver.cond:
-            newest = receiver.requests[-1][1] if receiver.requests else None
+        with module_http_receiver.cond:
+            newest = module_http_receiver.requests[-1][1] if module_http_receiver.requests else None
         if newest is None:
             return None
         pods = {f"{p.attributes['k8s.namespace.name']}/{p.attributes['k8s.pod.name']}": p.value

@@ -86,9 +86,8 @@ VM_RULES = {"vm-plain": ({"cpu": "250m", "memory": "1Gi"}, None),
 
 
 @pytest.fixture(scope="module")
-def scheduled(cluster: Cluster, kwok: Kwok, deployed: Deployment, tmp_path_factory):
+def scheduled(cluster: Cluster, kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver, tmp_path_factory):
     """The battery scheduled onto two Nodes, each with its agent running; yields (namespace, agents by node)."""
-    receiver = HttpReceiver().start()
     agents: dict[str, AgentContainer] = {}
     namespace = cluster.create_namespace("oracle")
     runtime_class = f"nra-sandboxed-{namespace}"
@@ -100,7 +99,7 @@ def scheduled(cluster: Cluster, kwok: Kwok, deployed: Deployment, tmp_path_facto
             kwok.add_node(node, cpu="16", memory="64Gi", labels=SELECTOR)
         for node in NODES:
             agents[node] = start_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node),
-                                           tmp_path_factory.mktemp(f"agent-{node}"), receiver.endpoint)
+                                           tmp_path_factory.mktemp(f"agent-{node}"), module_http_receiver.endpoint)
         for name, manifest in battery(runtime_class).items():
             body = for_create(manifest, nodeSelector=SELECTOR)
             # KWOK only completes Job pods: the terminal one's Succeeded is written by the test.
@@ -122,7 +121,6 @@ def scheduled(cluster: Cluster, kwok: Kwok, deployed: Deployment, tmp_path_facto
     finally:
         for agent in agents.values():
             agent.stop()
-        receiver.stop()
         cluster.api("DELETE", f"/apis/node.k8s.io/v1/runtimeclasses/{runtime_class}")
 
 

@@ -19,13 +19,14 @@ import urllib.request
 
 import pytest
 
-from agent.config import Config
 from agent.run.agent import Agent
+from tests.support.agents import agent_config
 from tests.support.cluster import Cluster
 from tests.support.kwok import Kwok
 from tests.support.waiting import wait_until
 from tests.support.factory import for_create, pod
 from tests.support.plain_http import QuietHandler, answer, plain_http_kubeconfig, serve
+from tests.support.tcp_proxy import shut_down
 
 pytestmark = pytest.mark.cluster
 
@@ -78,10 +79,7 @@ class ReverseProxy:
         with self._lock:
             sockets = list(self._open)
         for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            shut_down(s)
 
     def count(self, since: float, watch: bool) -> int:
         with self._lock:
@@ -102,8 +100,8 @@ def test_a_proxy_answering_watches_with_html_gets_backoff_not_a_hot_loop(cluster
     kwok.add_node(node, cpu="4", memory="8Gi")
     namespace = cluster.create_namespace("html")
     proxy = ReverseProxy(cluster)
-    agent = Agent(Config(node_name=node, kubeconfig=proxy.kubeconfig(tmp_path / "kubeconfig"), exporter="none",
-                         read_timeout=30.0, watch_timeout=(300, 400)))
+    agent = Agent(agent_config(node_name=node, kubeconfig=proxy.kubeconfig(tmp_path / "kubeconfig"), exporter="none",
+                               read_timeout=30.0, watch_timeout=(300, 400)))
     try:
         agent.start()
         wait_until(lambda: agent.state.synced and agent.state.node_listed, timeout=60, message="agent synced")

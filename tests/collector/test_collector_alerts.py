@@ -14,7 +14,6 @@ accepts and never answers (SendingQueueFull). Then every Collector killed (Unava
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -23,7 +22,7 @@ import yaml
 
 from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
 from tests.support.waiting import wait_until
-from tests.support.tcp_proxy import TcpProxy, close_socket
+from tests.support.tcp_proxy import TcpProxy
 from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector]
@@ -40,29 +39,6 @@ def fast_rules(directory) -> tuple:
     path = directory / "rules.yaml"
     path.write_text(yaml.safe_dump(rules))
     return path, [r["alert"] for r in group["rules"]]
-
-
-class HoldingProxy(TcpProxy):
-    """Accepts connections and, while holding, neither forwards nor answers them (a hung backend)."""
-
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__(upstream_port)
-        self.holding = True
-        self._held: list[socket.socket] = []
-
-    def _connect(self, client: socket.socket) -> None:
-        with self._lock:
-            if self.holding:
-                self._held.append(client)
-                return
-        super()._connect(client)
-
-    def release(self) -> None:
-        with self._lock:
-            self.holding, held = False, self._held
-            self._held = []
-        for s in held:
-            close_socket(s)
 
 
 def _pushing(url: str, token: str, stop: threading.Event) -> threading.Thread:
@@ -102,7 +78,8 @@ def test_every_collector_alert_fires_on_its_fault_and_resolves_after_it(trust_cl
         write = f"{prom.url}/api/v1/write"
         failing_proxy = TcpProxy(prom.port).start()
         failing_proxy.refuse()
-        hung = HoldingProxy(prom.port).start()
+        hung = TcpProxy(prom.port).start()
+        hung.hold()  # a hung backend: connections accepted, neither forwarded nor answered
         collectors["down"].extra_env.update(collector_env(cluster, write))
         collectors["refusing"].extra_env.update(collector_env(cluster, write))
         collectors["refusing"].overrides += ["processors::memory_limiter::limit_mib=2",
@@ -141,7 +118,7 @@ def test_every_collector_alert_fires_on_its_fault_and_resolves_after_it(trust_cl
             collectors["refusing"].overrides = [o for o in collectors["refusing"].overrides if "memory_limiter" not in o]
             collectors["refusing"].restart()
             failing_proxy.accept()
-            hung.release()
+            hung.accept()
 
             def resolved() -> bool:
                 for alert, instance in expect.items():

@@ -10,10 +10,11 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.config import Address
 from agent.debug.endpoint import DebugServer
-from agent.pipeline.health import HealthLimits, liveness
+from agent.telemetry.health import HealthLimits, liveness
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats, StatsSnapshot
+from agent.telemetry.stats import RuntimeStats, StatsSnapshot
 from tests.support.waiting import wait_until
 from tests.support.factory import container, pod, vm_pod
 from tests.support.http import get
@@ -53,6 +54,10 @@ def test_every_route(running):
     runtime = json.loads(get(port, "/debug/runtime")[2])
     assert runtime["synced"] is True and runtime["relists"] == {"pods": 1, "nodes": 1}
     assert runtime["queue_duration"]["count"] == runtime["events_handled"]
+    assert runtime["queue_duration"]["buckets"][-1] == {"le": "+Inf", "count": runtime["events_handled"]}
+    # Every field of the snapshot is in the view, pair keys as "resource/reason".
+    assert set(StatsSnapshot.__struct_fields__) <= set(runtime)
+    assert all("/" in key for key in runtime["watch_starts"]) and runtime["watch_starts"]
     status, headers, body = get(port, "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html") and b"vm-pod" in body
     status, _, body = get(port, "/nope")
@@ -100,7 +105,7 @@ def test_readiness_flips_after_the_initial_sync(apiserver, make_agent):
 
 
 def test_liveness_names_the_stuck_loop():
-    limits = HealthLimits(source=10, handler=5, export=20)
+    limits = HealthLimits(source=10, handler=5, export=20, stale=240)
     fine = StatsSnapshot(loop_idle_seconds={"source": 1, "handler": 0.1, "export": 3})
     assert liveness(fine, limits).ok
     stuck = StatsSnapshot(loop_idle_seconds={"source": 11, "handler": 0.1, "export": 3})
@@ -108,13 +113,15 @@ def test_liveness_names_the_stuck_loop():
     assert not verdict.ok and verdict.checks["source"].startswith("stuck")
     busy = StatsSnapshot(loop_idle_seconds={"source": 1, "handler": 0.1, "export": 3}, unfinished_work_seconds=6)
     assert liveness(busy, limits).checks["handler"].startswith("stuck")
-    assert liveness(StatsSnapshot(loop_idle_seconds={"source": 1, "handler": 0.1}), HealthLimits(export=None)).ok
+    no_export = HealthLimits(source=10, handler=5, export=None, stale=240)
+    assert liveness(StatsSnapshot(loop_idle_seconds={"source": 1, "handler": 0.1}), no_export).ok
 
 
 @pytest.fixture
 def bare_server():
     state, stats = NodeState("n"), RuntimeStats()
-    server = DebugServer("127.0.0.1:0", state, stats, HealthLimits(), timeout=0.5, max_clients=8).start()
+    limits = HealthLimits.for_config(read_timeout=120.0, export_interval=15.0, export_timeout=10.0)
+    server = DebugServer(Address(host="127.0.0.1", port=0), state, stats, limits, timeout=0.5, max_clients=8).start()
     yield server
     server.stop()
 

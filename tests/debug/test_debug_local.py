@@ -56,11 +56,11 @@ def in_pod_network(script: str) -> dict:
 
 AGENT_IN_POD = """
     import json, time
-    from agent.config import Config
     from agent.run.agent import Agent
+    from tests.support.agents import agent_config
     from tests.support.http import raw_get
-    agent = Agent(Config(node_name="sample-node", replay="sample", exporter="none", debug_address=":0",
-                         procfs=None, {overrides})).start()
+    agent = Agent(agent_config(node_name="sample-node", replay="sample", exporter="none", debug_address=":0",
+                               {overrides})).start()
     agent.drain()
     port, out = agent.debug.port, {{}}
     for name, (address, path, host) in {asks}.items():

@@ -1,5 +1,6 @@
 import json
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -137,3 +138,53 @@ def test_a_body_without_the_api_servers_layout_is_read_the_skipping_way_once_per
     body = _api_server_list(_pods(50), separators=(", ", ": "))
     items, records = _records(body, 256, typed=True)
     assert all(isinstance(i, bytes) for i in items) and [r.name for r in records] == [f"p{i}" for i in range(50)]
+
+
+# -- the msgspec behaviour the fast reader is built on ---------------------------------------------------------
+
+def _error(decode, data: bytes) -> str:
+    with pytest.raises(msgspec.DecodeError) as failed:
+        decode(data)
+    return str(failed.value)
+
+
+@pytest.mark.parametrize("value", [b'7', b'"x,]"', b'[]', b'{"a":[1,{"b":"}"}]}', b'{"metadata":{"name":"p\\""}}'])
+@pytest.mark.parametrize("after", [b',{"c":2}', b']', b'  \n,'])
+def test_msgspec_names_where_a_complete_value_ends(value, after):
+    """The skipping decoder's "trailing characters (byte N)": N - 1 is the first non-blank byte after the value."""
+    from agent.source.listing import _SKIP, _trailing_end
+
+    message = _error(_SKIP.decode, value + after)
+    assert _trailing_end(message) == len(value) + len(after) - len(after.lstrip()), message
+
+
+def test_msgspec_says_truncated_for_bytes_that_stop_inside_a_value_and_nothing_else():
+    """Cut inside an item (by the skipping decoder or the typed one): read on. Malformed or refused: never
+    "truncated", so the reader hands the item to the tolerant path instead of reading on."""
+    from agent.decode.reader import POD
+    from agent.source.listing import _SKIP, _trailing_end, _truncated
+
+    item = _api_server_list(_pods(1))[len(b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},'
+                                          b'"items":['):-2]
+    for cut in (1, len(item) // 2, len(item) - 1):
+        assert _truncated(_error(_SKIP.decode, item[:cut])) and _truncated(_error(POD.list_item, item[:cut]))
+    for refused in (_error(_SKIP.decode, b'{"a":,}'), _error(POD.list_item, b'{"metadata":{"name":7}}')):
+        assert not _truncated(refused) and _trailing_end(refused) is None
+    assert POD.list_item(item).metadata.name == "p0"  # the whole item decodes: the cut ones failed for the cut
+
+
+def test_an_api_servers_list_never_leaves_the_fast_path():
+    """Each item but the last a typed Struct, the last its bytes, none from the json module's reader (a dict):
+    fails if a msgspec upgrade (its messages) or a change here moves the reflector's LISTs to the slow path."""
+    from agent.decode.reader import POD
+
+    pods = _pods(300)
+    # The next item's marker inside an item: its slice up to there is "truncated", and the next marker is tried.
+    pods[5]["spec"]["volumes"] = [{"metadata": {"x": 1}}, {"metadata": {"name": "tmpl"}}]
+    body = _api_server_list(pods)
+    # Chunks shorter than an item: every item, the last one too, is read on after a "truncated".
+    assert max(len(json.dumps(p, separators=(",", ":"))) for p in pods) > 200
+    fields, items = read_list(chunked(body, 200), POD.list_item)
+    items = list(items)
+    assert [type(i).__name__ for i in items] == ["Pod"] * 299 + ["bytes"]
+    assert fields == {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}}

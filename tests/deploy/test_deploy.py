@@ -136,7 +136,7 @@ def test_daemonset_policy(agent_objects):
     assert port["containerPort"] == 9808 and port["name"] == "debug"
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "debug"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "debug"}
-    # Sized from the measured footprint (README, Benchmarks): ~52-59 MiB RSS at 110-500 pods.
+    # Sized from the measured footprint: docs/benchmarks.md#memory.
     assert c["resources"]["requests"]["memory"] == "80Mi" and c["resources"]["limits"]["memory"] == "160Mi"
     assert "cpu" not in c["resources"]["limits"]  # no CPU throttling of the watch
 

@@ -161,27 +161,26 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     container = agent_container(rendered)
     assert container["image"] == f"registry.example.invalid/nra:0.2.0@{digest}"
     assert container["imagePullPolicy"] == "IfNotPresent"
-    assert container["args"] == ["run", "--kubernetes-version=1.37"]
+    assert "args" not in container  # the image's CMD, ["run"]: no flag, so no argument parser is built
     assert container["resources"] == {"requests": {"cpu": "20m", "memory": "100Mi"}, "limits": {"memory": "200Mi"}}
     assert container["ports"] == [{"name": "debug", "containerPort": 9810, "protocol": "TCP"}]
     assert container["volumeMounts"] == [
         {"name": "collector-token", "mountPath": "/var/run/secrets/node-requests-collector", "readOnly": True},
         {"name": "otlp-tls", "mountPath": "/etc/node-requests-agent/otlp-tls", "readOnly": True}]
     env = env_of(container)
+    assert env["KUBERNETES_VERSION"] == "1.37"
     assert env["OTEL_EXPORTER_OTLP_HEADERS"] == {"secretKeyRef": {"name": "otlp-auth", "key": "headers"}}
     assert env["LOG_LEVEL"] == "DEBUG"
     assert env["NRA_OTLP_TOKEN_FILE"] == "/var/run/secrets/node-requests-collector/token"
 
-    # The agent reads what the chart writes: its own argument parser and configuration, on the rendered container.
-    from agent.cli import _parser
-    from agent.config import from_sources
+    # The agent reads what the chart writes: its own configuration, from the rendered container's environment.
+    from agent.config import Address, from_sources
 
     plain = {name: value for name, value in env.items() if isinstance(value, str)}
     plain.update(NODE_NAME="node-a", OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer%20t")
-    args = _parser().parse_args(container["args"])
-    config = from_sources(vars(args), plain)
-    assert str(config.kubernetes_version) == "1.37" and config.debug_address == ":9810"
-    assert config.log_level == "DEBUG" and config.otlp_protocol == "grpc"
+    config = from_sources({}, plain)
+    assert str(config.kubernetes_version) == "1.37" and config.debug_address == Address(host="", port=9810)
+    assert config.log_level == "DEBUG" and config.otlp.protocol == "grpc"
     otlp = config.otlp
     assert (otlp.endpoint, otlp.compression, otlp.insecure) == ("https://collector.observability.svc:4318", "none", False)
     assert (otlp.certificate, otlp.client_certificate, otlp.client_key) == tuple(
@@ -327,7 +326,8 @@ def test_helm_upgrade_rolls_the_pods_with_the_new_values(cluster: Cluster, helm:
     def rolled() -> dict | None:
         # The controller deletes the old pod first (maxUnavailable 10%: 1 of 1); KWOK finishes the deletion.
         pods = pods_on_node(cluster, release)
-        new = [p for p in pods if p["spec"]["containers"][0].get("args") == ["run", "--kubernetes-version=1.37"]]
+        new = [p for p in pods
+               if {"name": "KUBERNETES_VERSION", "value": "1.37"} in p["spec"]["containers"][0]["env"]]
         return new[0] if len(pods) == 1 and new else None
 
     pod = wait_until(rolled, 120, interval=0.5, message="the DaemonSet controller replaced the pod with the new one")

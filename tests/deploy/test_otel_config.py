@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from agent.config import DEFAULT_EXPORT_INTERVAL
+from agent.config import SETTINGS
 
 OTEL = Path(__file__).resolve().parents[2] / "otel-config"
 CONFIG = OTEL / "collector.yaml"
@@ -44,12 +44,9 @@ def test_prometheus_exporters_keep_seed_names_and_only_the_node_label():
 def _agent_metric_names() -> set[str]:
     from agent.export.metrics import GAUGES
     from agent.export.otlp.process import PROCESS_METRICS
-    from agent.export.runtime import PREFIX, RUNTIME_METRICS
+    from agent.telemetry.table import PREFIX, RUNTIME_METRICS
 
-    names = set(GAUGES) | set(PROCESS_METRICS)
-    for m in RUNTIME_METRICS:
-        names |= {PREFIX + m.name + s for s in ("_bucket", "_sum", "_count")} if m.kind == "histogram" else {PREFIX + m.name}
-    return names
+    return set(GAUGES) | set(PROCESS_METRICS) | {PREFIX + m.name for m in RUNTIME_METRICS}
 
 
 def test_the_allow_list_is_exactly_the_agents_metrics():
@@ -72,7 +69,7 @@ def test_the_shipped_pipeline_checks_the_token_and_writes_synchronously():
 
 
 def test_pull_variant_series_expire_after_three_of_the_agents_default_export_intervals():
-    interval = DEFAULT_EXPORT_INTERVAL
+    interval = SETTINGS["export_interval"].default
     expiration = config()["exporters"]["prometheus"]["metric_expiration"]
     assert expiration == f"{3 * interval:g}s"
 

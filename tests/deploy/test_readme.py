@@ -1,22 +1,46 @@
-"""The metric tables of docs/metrics.md are what the agent exports: names, types and attribute sets."""
+"""What the documents show is what the agent does: README's demo output and the warning it logs, and the metric
+tables of docs/metrics.md (names, types and attribute sets)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from agent.export.metrics import GAUGES, state_points
-from agent.export.runtime import PREFIX, RUNTIME_METRICS, Readings
+from agent.telemetry.table import PREFIX, RUNTIME_METRICS, Readings
 from agent.model.node_summary import Usage, summarize
 from agent.decode.reader import NODE, POD
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import NODES, PODS, RuntimeStats
+from agent.model.node import NODES
+from agent.model.pod import PODS
+from agent.telemetry.stats import RuntimeStats
+from tests.support.cli import run
 from tests.support.factory import node, pod, vm_pod
+from tests.support.repo import REPO
 
-METRICS_DOC = (Path(__file__).parents[2] / "docs" / "metrics.md").read_text(encoding="utf-8")
+METRICS_DOC = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
+README = (REPO / "README.md").read_text(encoding="utf-8")
+DEMO = ("run", "--node-name", "sample-node", "--replay", "sample", "--exporter", "table", "--once")
+
+
+def test_readme_shows_what_the_demo_prints_and_the_warning_it_logs():
+    assert "node-requests-agent " + " ".join(DEMO) in README.split("\n```\n", 1)[0]
+    result = run(*DEMO)
+    assert result.returncode == 0, result.stderr
+    shown, warning = re.findall(r"```\n(.*?)\n```", README.split("What the demo prints first:", 1)[1], re.S)[:2]
+    assert shown == result.stdout.split("\n\n", 1)[0]
+    logged = [line.split(" WARNING ", 1)[1] for line in result.stderr.splitlines() if " WARNING " in line]
+    assert logged and [f"WARNING {line}" for line in logged] == warning.splitlines()
+
+
+def test_the_demo_says_whose_used_it_shows_only_when_it_shows_one():
+    """``used`` in a replay is this machine's /proc; with /proc reading off there is no ``used`` to explain."""
+    note = "is this machine's own /proc, not sample-node's"
+    with_used, without = run(*DEMO), run(*DEMO, env={"HOST_PROC": "off"})
+    assert note in with_used.stdout and 'quantity="used"' in with_used.stdout
+    assert note not in without.stdout and 'quantity="used"' not in without.stdout
 
 
 def table(header: str) -> list[list[str]]:

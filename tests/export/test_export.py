@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tests.support.factory import container, pod, vm_pod
-from tests.support.otlp_receiver import GrpcReceiver, HttpReceiver
 
 OVERFLOW = "otel.metric.overflow"
 
@@ -16,13 +15,6 @@ def series(points, metric):
 
 def pods_in(points, metric="pod_or_vm_cpu_requests"):
     return set(series(points, metric))
-
-
-@pytest.fixture
-def http_receiver():
-    r = HttpReceiver().start()
-    yield r
-    r.stop()
 
 
 @pytest.fixture
@@ -61,16 +53,12 @@ def test_http_export_carries_values_units_attributes_and_resource(apiserver, mak
     assert cpu["web"].resource["service.name"] == "node-requests-agent"
 
 
-def test_grpc_export(apiserver, make_agent, otlp_env):
-    receiver = GrpcReceiver().start()
-    try:
-        apiserver.create(pod("g", containers=[container("a", "1", "1Gi")]))
-        otlp_env(receiver, protocol="grpc")
-        make_agent(exporter="otlp", otlp_protocol="grpc")
-        points = receiver.wait_for(lambda pts: pods_in(pts) == {"g"})
-        assert series(points, "pod_or_vm_mem_requests")["g"].value == 2**30
-    finally:
-        receiver.stop()
+def test_grpc_export(apiserver, make_agent, otlp_env, grpc_receiver):
+    apiserver.create(pod("g", containers=[container("a", "1", "1Gi")]))
+    otlp_env(grpc_receiver, protocol="grpc")
+    make_agent(exporter="otlp", otlp_protocol="grpc")
+    points = grpc_receiver.wait_for(lambda pts: pods_in(pts) == {"g"})
+    assert series(points, "pod_or_vm_mem_requests")["g"].value == 2**30
 
 
 def test_series_stop_in_the_next_export_after_delete_or_finish(apiserver, make_agent, http_receiver, otlp_env):
@@ -133,9 +121,9 @@ def _metrics_by_name(request):
     return {m.name: (sm.scope.name, m) for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
 
 
-def test_the_agents_own_table_is_encoded_as_cumulative_counters_and_gauges_beside_the_sdks_process_metrics(
+def test_the_agents_own_table_is_encoded_as_cumulative_counters_histograms_and_gauges_beside_the_sdks_process_metrics(
         apiserver, make_agent, http_receiver, otlp_env):
-    from agent.export.runtime import PREFIX, RUNTIME_METRICS
+    from agent.telemetry.table import PREFIX, RUNTIME_METRICS
 
     apiserver.create(pod("a"))
     otlp_env(http_receiver)
@@ -156,19 +144,22 @@ def test_the_agents_own_table_is_encoded_as_cumulative_counters_and_gauges_besid
     assert by_type["ADDED"].as_int >= 1  # pod b, from the watch
     assert by_type["ADDED"].as_int <= agent.stats.snapshot().events_added["ADDED"]
     # One start for the life of the agent, before every point, the same in the first export and the last.
-    starts = {dp.start_time_unix_nano for _, m in (early[adds], late[adds]) for dp in m.sum.data_points}
-    assert len(starts) == 1 and 0 < starts.pop() < min(dp.time_unix_nano for dp in metric.sum.data_points)
+    starts_of_adds = {dp.start_time_unix_nano for _, m in (early[adds], late[adds]) for dp in m.sum.data_points}
+    assert len(starts_of_adds) == 1 and 0 < min(starts_of_adds) < min(dp.time_unix_nano for dp in metric.sum.data_points)
     early_added = {dp.attributes[0].value.string_value: dp.as_int for dp in early[adds][1].sum.data_points}
     assert all(by_type[k].as_int >= v for k, v in early_added.items())  # a counter never goes down
 
     depth = late[PREFIX + "workqueue_depth"][1]
     assert depth.WhichOneof("data") == "gauge" and depth.gauge.data_points[0].start_time_unix_nano == 0
-    # Every row of the table that has a value is there; histograms as _bucket/_sum/_count counters.
+    # Every row of the table that has a value is there; histograms as cumulative OTLP histograms in seconds.
     for row in RUNTIME_METRICS:
         if row.kind == "histogram":
-            buckets = late[PREFIX + row.name + "_bucket"][1].sum.data_points
-            assert [dp.attributes[0].value.string_value for dp in buckets][-1] == "+Inf"
-            assert buckets[-1].as_int == late[PREFIX + row.name + "_count"][1].sum.data_points[0].as_int
+            histogram = late[PREFIX + row.name][1]
+            assert histogram.WhichOneof("data") == "histogram" and histogram.unit == "s"
+            assert histogram.histogram.aggregation_temporality == 2  # CUMULATIVE
+            (dp,) = histogram.histogram.data_points
+            assert dp.start_time_unix_nano == min(starts_of_adds) and sum(dp.bucket_counts) == dp.count
+            assert len(dp.bucket_counts) == len(dp.explicit_bounds) + 1 and dp.explicit_bounds[0] == 1e-06
         elif row.name in ("workqueue_depth", "events_handled_total", "pods_cached", "synced", "exports_total"):
             assert PREFIX + row.name in late
     assert late[PREFIX + "pods_cached"][1].gauge.data_points[0].as_int == 2
@@ -181,3 +172,30 @@ def test_the_agents_own_table_is_encoded_as_cumulative_counters_and_gauges_besid
     assert len(last.resource_metrics) == 1
     resource = {a.key: a.value.string_value for a in last.resource_metrics[0].resource.attributes}
     assert resource["telemetry.sdk.name"] == "opentelemetry" and resource["k8s.node.name"] == "node-a"
+
+
+def test_resource_attributes_are_resolved_by_config_and_the_sdk_reads_no_environment(http_receiver, monkeypatch):
+    """OTEL_RESOURCE_ATTRIBUTES comes in through config like every other setting (percent-decoded; the agent's own
+    attributes win), and the SDK never reads os.environ behind config's back."""
+    from agent.config import ConfigError, from_sources
+    from agent.run.agent import Agent
+    from tests.support.otlp_receiver import points_of
+
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "read.behind.configs.back=yes")
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint,
+           "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod%20eu,k8s.node.name=forged"}
+    flags = {"node_name": "sample-node", "replay": "sample", "exporter": "otlp", "export_interval": 3600,
+             "debug_address": "off", "procfs": "off"}
+    agent = Agent(from_sources(flags, env)).start()
+    try:
+        assert agent.drain(30)
+        agent.telemetry.flush()
+        points = points_of(http_receiver.requests[-1][1])
+    finally:
+        agent.shutdown(final_export=False)
+    resource = next(p for p in points if p.metric == "pod_or_vm_cpu_requests").resource
+    assert resource["deployment.environment"] == "prod eu"
+    assert resource["k8s.node.name"] == "sample-node" and resource["telemetry.sdk.language"] == "python"
+    assert "read.behind.configs.back" not in resource
+    with pytest.raises(ConfigError, match="OTEL_RESOURCE_ATTRIBUTES entry 'broken' is not key=value"):
+        from_sources(flags, {**env, "OTEL_RESOURCE_ATTRIBUTES": "a=b,broken"})

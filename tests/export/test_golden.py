@@ -1,4 +1,5 @@
-"""Golden exposition tables (kube-state-metrics' habit): a fixed node state in, the exact points and /metrics text out.
+"""Golden exposition tables (kube-state-metrics' habit): a fixed node state in, the exact points, /metrics text and
+OTLP request out.
 
 The golden files under tests/export/golden/ are the mixed node of factory.mixed_pods (init/sidecar peaks,
 overhead, a live migration pair, a broken annotation, terminal pods). Any change to names, attributes, units or
@@ -15,9 +16,14 @@ from fractions import Fraction as F
 from pathlib import Path
 
 import pytest
+from google.protobuf.json_format import MessageToJson, Parse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE
+from opentelemetry.sdk.metrics.export import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.export.metrics import state_points
+from agent.export.otlp.encode import RequestBuilder
 from agent.export.prometheus.exposition import render_metrics
 from agent.model.node_summary import Usage
 from agent.decode.reader import NODE, POD
@@ -26,7 +32,7 @@ from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, RELIST
 from agent.pipeline.state import NodeSnapshot
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from tests.support.factory import GI, MI, mixed_pods, summary_node
 from tests.support.virtual_time import VirtualClock
 
@@ -47,9 +53,9 @@ def stats() -> RuntimeStats:
         clock.advance(wait)
         s.event_taken(wait)
         s.event_handled(work)
-    s.relisted(0.12)
-    s.watch_started("initial")
-    s.request_failed("http_500")
+    s.relisted(0.12, "pods")
+    s.watch_started("initial", "pods")
+    s.request_failed("http_500", "pods")
     s.pod_problem("usage", "invalid_json")
     s.export_finished(True, 0.003)
     clock.advance(1.0)
@@ -74,6 +80,31 @@ def test_state_points_golden():
 def test_metrics_exposition_golden():
     text = render_metrics(snapshot(), stats().snapshot()).decode()
     compare("metrics.txt", text)
+
+
+START_NS, NOW_NS = 1_699_999_990 * 10**9, 1_700_000_000 * 10**9  # the agent's start, the export
+
+
+class _Frozen:
+    """A node state that holds one snapshot (RequestBuilder reads nothing else of it)."""
+
+    def __init__(self, node: NodeSnapshot) -> None:
+        self._node = node
+
+    def snapshot(self) -> NodeSnapshot:
+        return self._node
+
+
+def otlp_request() -> ExportMetricsServiceRequest:
+    """The export request for the golden state and stats(), as it goes on the wire and is decoded there."""
+    builder = RequestBuilder(_Frozen(snapshot()), stats(), {"k8s.node.name": "node-a"}, "0.0.0",
+                             wall_ns=iter((START_NS, NOW_NS)).__next__)
+    request, _ = builder.build(MetricsData(resource_metrics=[]))
+    return ExportMetricsServiceRequest.FromString(request.SerializeToString())
+
+
+def test_otlp_request_golden():
+    compare("otlp_request.json", MessageToJson(otlp_request(), indent=1) + "\n")
 
 
 # -- every golden value, worked out by hand from the fixture (factory.mixed_pods on factory.summary_node) --------
@@ -182,8 +213,8 @@ def expected_metrics() -> dict[tuple[str, frozenset], F]:
         ("watch_starts_total", {("reason", "initial"), ("resource", "pods")}, 1),
         ("relists_total", {("resource", "pods")}, 1),
         ("api_errors_total", {("reason", "http_500"), ("resource", "pods")}, 1),
-        ("list_duration_seconds", {}, F(12, 100)),
-        ("last_event_age_seconds", {}, 1),  # the clock moves 1 s after the last event is handled
+        ("list_duration_seconds", {("resource", "pods")}, F(12, 100)),
+        ("last_event_age_seconds", {("resource", "pods")}, 1),  # the clock moves 1 s after the last event is handled
         ("pods_cached", {}, len(mixed_pods())),
         ("synced", {}, 1),
         ("kubernetes_info", {("rules", "1.37"), ("server_version", "unknown"), ("source", "default")}, 1),
@@ -203,4 +234,35 @@ def test_every_golden_metrics_sample_is_the_hand_computed_value():
         for sample in family.samples:
             labels = {(k, float(v) if k == "le" else v) for k, v in sample.labels.items()}
             got[(sample.name, frozenset(labels))] = sample.value
+    assert_all_values(got, expected_metrics())
+
+
+def test_every_golden_otlp_point_is_the_hand_computed_value_and_histograms_are_otlp_histograms():
+    """Each histogram is one cumulative OTLP Histogram point in seconds, from the agent's start; read the way a
+    Prometheus-style receiver reads it (``_bucket{le}`` cumulative, ``_sum``, ``_count``), every point is the hand
+    value that /metrics carries."""
+    request = Parse((GOLDEN / "otlp_request.json").read_text(), ExportMetricsServiceRequest())
+    (resource,) = request.resource_metrics
+    node = {(a.key.replace(".", "_"), a.value.string_value) for a in resource.resource.attributes}
+    got: dict[tuple[str, frozenset], float] = {}
+    histograms = []
+    for metric in (m for scope in resource.scope_metrics for m in scope.metrics):
+        kind = metric.WhichOneof("data")
+        for dp in getattr(metric, kind).data_points:
+            labels = frozenset({(a.key.replace(".", "_"), a.value.string_value) for a in dp.attributes} | node)
+            if kind != "histogram":
+                got[(metric.name, labels)] = dp.as_double if dp.WhichOneof("value") == "as_double" else dp.as_int
+                continue
+            histograms.append(metric.name)
+            assert metric.unit == "s" and metric.histogram.aggregation_temporality == AGGREGATION_TEMPORALITY_CUMULATIVE
+            assert (dp.start_time_unix_nano, dp.time_unix_nano) == (START_NS, NOW_NS)
+            assert len(dp.bucket_counts) == len(dp.explicit_bounds) + 1 == 25 and sum(dp.bucket_counts) == dp.count
+            running = 0
+            for bound, n in zip((*dp.explicit_bounds, float("inf")), dp.bucket_counts):
+                running += n
+                got[(metric.name + "_bucket", labels | {("le", bound)})] = running
+            got[(metric.name + "_sum", labels)], got[(metric.name + "_count", labels)] = dp.sum, dp.count
+    assert sorted(histograms) == ["node_requests_agent_export_duration_seconds",
+                                  "node_requests_agent_workqueue_queue_duration_seconds",
+                                  "node_requests_agent_workqueue_work_duration_seconds"]
     assert_all_values(got, expected_metrics())

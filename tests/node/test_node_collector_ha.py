@@ -27,7 +27,7 @@ import time
 import pytest
 import yaml
 
-from agent.config import DEFAULT_EXPORT_INTERVAL
+from agent.config import SETTINGS
 from tests.support.node_cluster import NODE_NAME, Node
 from tests.support.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR
 from tests.support.repo import REPO
@@ -50,7 +50,7 @@ def shipped_export_interval() -> float:
                      if d and d.get("kind") == "DaemonSet")
     env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
     interval = env.get("OTEL_METRIC_EXPORT_INTERVAL")
-    return float(interval) / 1000 if interval else DEFAULT_EXPORT_INTERVAL
+    return float(interval) / 1000 if interval else SETTINGS["export_interval"].default
 
 
 def live_pods(node: Node, namespace: str, selector: str) -> list[dict]:

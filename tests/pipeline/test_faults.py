@@ -19,7 +19,7 @@ from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
 from tests.support.waiting import wait_until
 from tests.support.factory import pod
-from tests.support.otlp_receiver import HttpReceiver
+from tests.support.otlp_receiver import points_of
 from tests.support.processes import stop_process
 from tests.support.strategies import messy_pods
 
@@ -27,24 +27,22 @@ _batch = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory):
+def pipeline(tmp_path_factory, module_http_receiver):
     """One real agent (subprocess-free, in this process) fed by the fake API server, exporting OTLP/HTTP."""
     from agent.run.agent import Agent
-    from agent.config import Config
+    from agent.config import otlp_settings
+    from tests.support.agents import agent_config
     from tests.support.fake_apiserver import FakeApiServer
 
     api = FakeApiServer(bookmark_interval=0.5).start()
-    receiver = HttpReceiver().start()
-    os.environ["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = receiver.endpoint + "/v1/metrics"
-    try:
-        agent = Agent(Config(node_name="node-a", kubeconfig=api.kubeconfig(tmp_path_factory.mktemp("kc") / "kc"),
-                             exporter="otlp", export_interval=0.2, read_timeout=5.0, watch_timeout=(30, 40))).start()
-    finally:
-        del os.environ["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"]
-    yield api, receiver, agent
+    otlp = otlp_settings({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": module_http_receiver.endpoint + "/v1/metrics"},
+                         "http/protobuf")
+    agent = Agent(agent_config(node_name="node-a", kubeconfig=api.kubeconfig(tmp_path_factory.mktemp("kc") / "kc"),
+                               exporter="otlp", otlp=otlp, export_interval=0.2, read_timeout=5.0,
+                               watch_timeout=(30, 40))).start()
+    yield api, module_http_receiver, agent
     agent.shutdown(final_export=False)
     api.stop()
-    receiver.stop()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -86,21 +84,20 @@ def _rss(proc: subprocess.Popen) -> float:
     return psutil.Process(proc.pid).memory_info().rss / 2**20
 
 
-def test_collector_down_for_a_while_then_back(apiserver, tmp_path):
+def test_collector_down_for_a_while_then_back(apiserver, tmp_path, http_receiver):
     """Shortened in CI (NRA_SOAK_SECONDS, default 20 s); the soak form runs minutes."""
     from tests.support.factory import pod
 
     outage = float(os.environ.get("NRA_SOAK_SECONDS", "20"))
-    receiver = HttpReceiver().start()
     for i in range(110):
         apiserver.create(pod(f"p{i}"))
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint}
     proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--node-name", "node-a", "--kubeconfig",
                              apiserver.kubeconfig(tmp_path / "kc"), "--export-interval", "0.5", "--debug-address", "off",
                              "--log-level", "ERROR"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        receiver.wait_for(lambda pts: sum(p.metric == "pod_or_vm_cpu_requests" for p in pts) == 110, timeout=30)
-        receiver.fail = True
+        http_receiver.wait_for(lambda pts: sum(p.metric == "pod_or_vm_cpu_requests" for p in pts) == 110, timeout=30)
+        http_receiver.fail = True
         time.sleep(2)
         before = _rss(proc)
         deadline = time.monotonic() + outage
@@ -111,16 +108,15 @@ def test_collector_down_for_a_while_then_back(apiserver, tmp_path):
             time.sleep(0.5)
         assert peak - before < 8, f"RSS grew {peak - before:.1f} MiB during a {outage:.0f} s Collector outage"
         apiserver.create(pod("during-outage"))
-        receiver.fail = False
+        http_receiver.fail = False
         back = time.monotonic()
-        receiver.wait_for(lambda pts: sum(p.metric == "pod_or_vm_cpu_requests" for p in pts) == 111, timeout=20)
+        http_receiver.wait_for(lambda pts: sum(p.metric == "pod_or_vm_cpu_requests" for p in pts) == 111, timeout=20)
         assert time.monotonic() - back < 10
     finally:
         stop_process(proc, 10.0)
-        receiver.stop()
 
 
-def test_churn_every_live_pod_is_exported_in_every_cycle(apiserver, make_agent, monkeypatch):
+def test_churn_every_live_pod_is_exported_in_every_cycle(apiserver, make_agent, monkeypatch, http_receiver):
     """Pods created and deleted with at most 110 live (NRA_CHURN_PODS, default 2,000 in CI; the soak form is 20,000).
 
     For every export: each pod that had been live for two intervals before it and stayed live after it is in it,
@@ -130,41 +126,35 @@ def test_churn_every_live_pod_is_exported_in_every_cycle(apiserver, make_agent, 
 
     total = int(os.environ.get("NRA_CHURN_PODS", "2000"))
     interval = 0.2
-    receiver = HttpReceiver().start()
-    try:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-        agent = make_agent(exporter="otlp", export_interval=interval)
-        wait_until(lambda: agent.state.synced)
-        born: dict[str, float] = {}
-        died: dict[str, float] = {}
-        live: list[str] = []
-        start = time.monotonic()
-        for i in range(total):
-            name = f"churn-{i}"
-            apiserver.create(pod(name))
-            born[name] = time.monotonic()
-            live.append(name)
-            if len(live) > 110:
-                victim = live.pop(0)
-                apiserver.delete("default", victim)
-                died[victim] = time.monotonic()
-            if i % 50 == 0:
-                time.sleep(0.05)  # spread the churn over several export cycles
-        receiver.wait_for(lambda pts: {p.attributes["k8s.pod.name"] for p in pts if p.metric == "pod_or_vm_cpu_requests"} == set(live),
-                          timeout=20)
-        checked = 0
-        margin = 2 * interval + 0.1
-        for sent_at, request in list(receiver.requests):
-            if sent_at < start:
-                continue
-            from tests.support.otlp_receiver import points_of
-
-            exported = {p.attributes["k8s.pod.name"] for p in points_of(request) if p.metric == "pod_or_vm_cpu_requests"}
-            must = {n for n, t in born.items() if t < sent_at - margin and died.get(n, float("inf")) > sent_at}
-            ghosts = {n for n, t in died.items() if t < sent_at - margin}
-            assert must <= exported, f"export at +{sent_at - start:.2f} s missed {sorted(must - exported)[:5]}"
-            assert not (ghosts & exported), f"export at +{sent_at - start:.2f} s carried deleted {sorted(ghosts & exported)[:5]}"
-            checked += 1
-        assert checked >= 5
-    finally:
-        receiver.stop()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", http_receiver.endpoint)
+    agent = make_agent(exporter="otlp", export_interval=interval)
+    wait_until(lambda: agent.state.synced)
+    born: dict[str, float] = {}
+    died: dict[str, float] = {}
+    live: list[str] = []
+    start = time.monotonic()
+    for i in range(total):
+        name = f"churn-{i}"
+        apiserver.create(pod(name))
+        born[name] = time.monotonic()
+        live.append(name)
+        if len(live) > 110:
+            victim = live.pop(0)
+            apiserver.delete("default", victim)
+            died[victim] = time.monotonic()
+        if i % 50 == 0:
+            time.sleep(0.05)  # spread the churn over several export cycles
+    http_receiver.wait_for(lambda pts: {p.attributes["k8s.pod.name"] for p in pts
+                                        if p.metric == "pod_or_vm_cpu_requests"} == set(live), timeout=20)
+    checked = 0
+    margin = 2 * interval + 0.1
+    for sent_at, request in list(http_receiver.requests):
+        if sent_at < start:
+            continue
+        exported = {p.attributes["k8s.pod.name"] for p in points_of(request) if p.metric == "pod_or_vm_cpu_requests"}
+        must = {n for n, t in born.items() if t < sent_at - margin and died.get(n, float("inf")) > sent_at}
+        ghosts = {n for n, t in died.items() if t < sent_at - margin}
+        assert must <= exported, f"export at +{sent_at - start:.2f} s missed {sorted(must - exported)[:5]}"
+        assert not (ghosts & exported), f"export at +{sent_at - start:.2f} s carried deleted {sorted(ghosts & exported)[:5]}"
+        checked += 1
+    assert checked >= 5

@@ -6,7 +6,7 @@ from agent.pipeline.events import ADDED, MODIFIED, PodChanged, PodDeleted, PodsL
 from agent.pipeline.handler import Handler
 from agent.decode.reader import POD
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from tests.support.factory import pod, vm_pod
 
 

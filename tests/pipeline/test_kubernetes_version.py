@@ -16,8 +16,9 @@ from agent.pipeline.events import ADDED, MODIFIED, PodChanged, PodsListed, Versi
 from agent.pipeline.handler import Handler
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import KubernetesInfo, NodeState
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from agent.source.backoff import Backoff
+from agent.config import ClusterAccess
 from agent.source.kube import KubeApi, load_configuration
 from agent.source.server_version import VERSION_RESOURCE, ServerVersionSource
 from tests.support.waiting import wait_until
@@ -94,7 +95,7 @@ def test_a_status_update_after_the_switch_does_not_reuse_a_value_of_the_old_rule
 @pytest.fixture
 def api(apiserver, tmp_path):
     """The agent's own HTTP client (the kubernetes package) against the fake API server."""
-    client = KubeApi(load_configuration(apiserver.kubeconfig(tmp_path / "kubeconfig")))
+    client = KubeApi(load_configuration(ClusterAccess(kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"))))
     yield client
     client.close()
 

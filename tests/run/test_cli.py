@@ -28,6 +28,7 @@ def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     (["--node-name", "n", "--kubeconfig", "/nonexistent/kubeconfig"], {}, "Kubernetes configuration"),
     (["--node-name", "n", "--replay", "/nonexistent/capture.json"], {}, "capture"),
     (["--node-name", "n", "--kubernetes-version", "latest"], {}, "--kubernetes-version: not a Kubernetes version"),
+    (["--node-name", "n"], {"KUBERNETES_VERSION": "latest"}, "KUBERNETES_VERSION: not a Kubernetes version"),
 ])
 def test_invalid_configuration_exits_2_with_one_line(args, env, words):
     result = run("run", *args, env=env)
@@ -134,17 +135,15 @@ def test_explain_bad_input_is_a_clear_error(text):
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_signal_flushes_a_final_export_and_exits_promptly(tmp_path, signame):
+def test_signal_flushes_a_final_export_and_exits_promptly(tmp_path, signame, http_receiver):
     from tests.support.fake_apiserver import FakeApiServer
-    from tests.support.otlp_receiver import HttpReceiver
 
     api = FakeApiServer().start()
-    receiver = HttpReceiver().start()
     try:
         api.create(pod("p", node="n1"))
         proc = subprocess.Popen([*AGENT, "run", "--node-name", "n1", "--kubeconfig", api.kubeconfig(tmp_path / "kc"),
                                  "--export-interval", "3600", "--debug-address", "127.0.0.1:0"],
-                                env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint},
+                                env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         from tests.support.waiting import wait_until
         wait_until(lambda: api.count(watch=True) >= 1, timeout=20)
@@ -155,12 +154,11 @@ def test_signal_flushes_a_final_export_and_exits_promptly(tmp_path, signame):
         proc.send_signal(getattr(signal, signame))
         assert proc.wait(15) == 0
         assert time.monotonic() - sent < 5  # well inside the DaemonSet's 30 s grace period
-        assert receiver.requests, "no final export on SIGTERM"
+        assert http_receiver.requests, "no final export on SIGTERM"
         from tests.support.otlp_receiver import points_of
-        assert {p.attributes.get("k8s.pod.name") for p in points_of(receiver.requests[-1][1])} >= {"p"}
+        assert {p.attributes.get("k8s.pod.name") for p in points_of(http_receiver.requests[-1][1])} >= {"p"}
     finally:
         api.stop()
-        receiver.stop()
 
 
 def test_explain_prints_the_node_comparisons_from_a_node_in_the_dump(tmp_path):

@@ -11,6 +11,7 @@ import re
 import socket
 import threading
 import time
+from typing import NamedTuple
 
 import pytest
 
@@ -18,6 +19,8 @@ from tests.support.agent_process import AgentProcess, otlp_env
 from tests.support.waiting import wait_until
 from tests.support.factory import node, pod
 from tests.support.fake_apiserver import FakeApiServer
+from tests.support.plain_http import plain_http_kubeconfig
+from tests.support.tcp_proxy import TcpProxy
 
 LIMIT = 10.0
 
@@ -63,68 +66,14 @@ class SilentServer:
             c.close()
 
 
-class HangingProxy:
-    """Forwards to the fake API server until ``hang()``: then every connection is cut and every new one is
-    accepted and never answered (an API server hung mid-watch, or a black hole behind a load balancer)."""
+class ThroughProxy(NamedTuple):
+    """The fake API server as the agent reaches it, through ``proxy``: what AgentProcess writes a kubeconfig for."""
 
-    def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self.hanging = False
-        self.held: list[socket.socket] = []
-        self._open: list[socket.socket] = []
-        self._lock = threading.Lock()
-        accept_each(self._listener, self._accepted)
+    fake: FakeApiServer
+    proxy: TcpProxy
 
-    def _accepted(self, client: socket.socket) -> None:
-        with self._lock:
-            if self.hanging:
-                self.held.append(client)
-                return
-            server = socket.create_connection(("127.0.0.1", self.upstream))
-            self._open += [client, server]
-        for a, b in ((client, server), (server, client)):
-            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        for s in (source, sink):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def hang(self) -> None:
-        with self._lock:
-            self.hanging = True
-            sockets, self._open = self._open, []
-        for s in sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def kubeconfig_of(self, fake: FakeApiServer):
-        proxy = self
-
-        class Via:
-            def kubeconfig(self, path):
-                fake.kubeconfig(path)
-                path.write_text(path.read_text().replace(f":{fake.port}", f":{proxy.port}"))
-                return str(path)
-
-        return Via()
-
-    def stop(self) -> None:
-        self._listener.close()
-        for s in self.held:
-            s.close()
+    def kubeconfig(self, path) -> str:
+        return plain_http_kubeconfig(path, self.proxy.port, token=self.fake.token)
 
 
 def slow_clients(port: int, count: int) -> list[socket.socket]:
@@ -144,7 +93,9 @@ def hung_world(tmp_path):
     fake.create(node("node-a"), kind="nodes")
     for i in range(20):
         fake.create(pod(f"web-{i}"))
-    proxy = HangingProxy(fake.port)
+    # Forwards until hold(): then every connection is cut and every new one is accepted and never answered
+    # (an API server hung mid-watch, or a black hole behind a load balancer).
+    proxy = TcpProxy(fake.port).start()
     collector = SilentServer()
     yield fake, proxy, collector
     collector.stop()
@@ -154,14 +105,14 @@ def hung_world(tmp_path):
 
 def test_sigterm_exits_within_10_s_in_the_worst_case(hung_world, tmp_path):
     fake, proxy, collector = hung_world
-    agent = AgentProcess(proxy.kubeconfig_of(fake), tmp_path / "agent", "node-a",
+    agent = AgentProcess(ThroughProxy(fake, proxy), tmp_path / "agent", "node-a",
                          otlp_env(f"http://127.0.0.1:{collector.port}"), interval=1.0,
                          args=["--export-timeout", "10"])
     agent.start()
     clients: list[socket.socket] = []
     try:
         wait_until(lambda: collector.accepted >= 1, timeout=10, message="an export hangs on the Collector")
-        proxy.hang()
+        proxy.hold()
         # Both reflectors back off once, then reconnect into the black hole: blocked before any header.
         wait_until(lambda: len(proxy.held) >= 2, timeout=15, message="the sources are stuck on the hung API server")
         clients = slow_clients(agent.port, 200)

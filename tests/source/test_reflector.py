@@ -5,11 +5,8 @@ from __future__ import annotations
 import time
 
 from tests.support.waiting import wait_until
+from tests.support.agents import pod_names
 from tests.support.factory import container, pod
-
-
-def names(agent) -> set[str]:
-    return {p.name for p in agent.state.pods()}
 
 
 def truth(apiserver, node="node-a") -> set[str]:
@@ -22,7 +19,7 @@ def test_initial_list_then_watch_is_node_scoped_and_from_watch_cache(apiserver, 
     apiserver.create(pod("b1", node="node-b"))
     agent = make_agent()
     wait_until(lambda: agent.state.synced and agent.state.node_listed and apiserver.count(watch=True) >= 1)
-    assert names(agent) == {"a1", "a2"}
+    assert pod_names(agent) == {"a1", "a2"}
     (_, first), (_, second) = apiserver.requests_to()[:2]
     assert first["fieldSelector"] == ["spec.nodeName=node-a"]
     assert first["resourceVersion"] == ["0"]
@@ -40,7 +37,7 @@ def test_add_modify_delete_and_phase_changes_follow_the_api(apiserver, make_agen
     wait_until(lambda: apiserver.count(watch=True) >= 1)
     p = apiserver.create(pod("job", containers=[container("c", "500m", "1Gi")]))
     apiserver.create(pod("elsewhere", node="node-b"))
-    wait_until(lambda: names(agent) == {"job"})
+    wait_until(lambda: pod_names(agent) == {"job"})
     p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "750m"
     apiserver.update(p)
     wait_until(lambda: agent.state.pods()[0].cpu == 750 * 10**6)  # nano-cores
@@ -48,7 +45,7 @@ def test_add_modify_delete_and_phase_changes_follow_the_api(apiserver, make_agen
     apiserver.update(p)
     wait_until(lambda: not agent.state.pods()[0].reported)
     apiserver.delete("default", "job")
-    wait_until(lambda: names(agent) == set())
+    wait_until(lambda: pod_names(agent) == set())
     assert apiserver.count(watch=False) == 1
 
 
@@ -70,7 +67,7 @@ def test_server_timeout_ends_watch_cleanly_and_no_event_is_missed(apiserver, mak
     for i in range(6):
         apiserver.create(pod(f"p{i}"))
         time.sleep(0.4)
-    wait_until(lambda: names(agent) == truth(apiserver))
+    wait_until(lambda: pod_names(agent) == truth(apiserver))
     assert apiserver.count(watch=True) >= 3
     assert apiserver.count(watch=False) == 1
 
@@ -79,7 +76,7 @@ def test_410_after_compaction_relists_and_leaves_no_ghosts(apiserver, make_agent
     for name in ("stays", "goes", "changes"):
         apiserver.create(pod(name))
     agent = make_agent()
-    wait_until(lambda: names(agent) == {"stays", "goes", "changes"})
+    wait_until(lambda: pod_names(agent) == {"stays", "goes", "changes"})
     apiserver.stop()
     apiserver.delete("default", "goes")
     changed = [p for p in apiserver.objects() if p["metadata"]["name"] == "changes"][0]
@@ -88,7 +85,7 @@ def test_410_after_compaction_relists_and_leaves_no_ghosts(apiserver, make_agent
     apiserver.create(pod("new"))
     apiserver.compact()
     apiserver.start()
-    wait_until(lambda: names(agent) == {"stays", "changes", "new"}, timeout=15)
+    wait_until(lambda: pod_names(agent) == {"stays", "changes", "new"}, timeout=15)
     assert [p.cpu for p in agent.state.pods() if p.name == "changes"] == [2 * 10**9]
     assert apiserver.count(watch=False) == 2
     assert agent.stats.snapshot().requests_failed.get(("pods", "expired")) == 1
@@ -101,7 +98,7 @@ def test_410_as_http_status_relists(apiserver, make_agent):
     apiserver.drop_watches()
     wait_until(lambda: apiserver.count(watch=False) == 2)
     apiserver.create(pod("after"))
-    wait_until(lambda: names(agent) == {"after"})
+    wait_until(lambda: pod_names(agent) == {"after"})
 
 
 def test_failing_api_server_sees_backoff_not_a_hot_loop(apiserver, make_agent):
@@ -115,7 +112,7 @@ def test_failing_api_server_sees_backoff_not_a_hot_loop(apiserver, make_agent):
     wait_until(lambda: agent.stats.snapshot().requests_failed.get(("pods", "http_500"), 0) >= 2, timeout=10)
     apiserver.clear_failures()
     apiserver.create(pod("recovered"))
-    wait_until(lambda: names(agent) == {"recovered"}, timeout=20)
+    wait_until(lambda: pod_names(agent) == {"recovered"}, timeout=20)
     assert agent.stats.snapshot().requests_failed[("pods", "http_500")] >= 2
 
 
@@ -129,7 +126,7 @@ def test_429_retry_after_is_honoured(apiserver, make_agent):
     times = [t for t, _ in apiserver.requests_to(since=start)][:3]
     assert times[1] - times[0] >= 1.9 and times[2] - times[1] >= 1.9
     apiserver.create(pod("ok"))
-    wait_until(lambda: names(agent) == {"ok"})
+    wait_until(lambda: pod_names(agent) == {"ok"})
 
 
 def test_outage_then_recovery_restores_truth(apiserver, make_agent):
@@ -140,7 +137,7 @@ def test_outage_then_recovery_restores_truth(apiserver, make_agent):
     apiserver.create(pod("before"))
     apiserver.create(pod("deleted-during"))
     agent = make_agent()
-    wait_until(lambda: names(agent) == {"before", "deleted-during"})
+    wait_until(lambda: pod_names(agent) == {"before", "deleted-during"})
     apiserver.stop()
     # While it is down, something on its port that drops every connection at once counts the agent's attempts.
     import socket
@@ -171,7 +168,7 @@ def test_outage_then_recovery_restores_truth(apiserver, make_agent):
     assert rate <= 3, f"{len(attempts)} connection attempts in {outage:.0f} s"
     apiserver.start()
     back = time.monotonic()
-    wait_until(lambda: names(agent) == truth(apiserver) == {"before", "during"}, timeout=45)
+    wait_until(lambda: pod_names(agent) == truth(apiserver) == {"before", "during"}, timeout=45)
     recovery = time.monotonic() - back
     # Backoff is capped at 30 s (jittered): recovery never takes longer than one capped wait.
     assert recovery < 31, recovery
@@ -191,7 +188,7 @@ def test_half_open_watch_is_ended_by_the_read_timeout(apiserver, make_agent):
     assert 2 <= hung <= 4, hung
     apiserver.hang_watches(False)
     apiserver.create(pod("after-hang"))
-    wait_until(lambda: names(agent) == {"after-hang"}, timeout=5)
+    wait_until(lambda: pod_names(agent) == {"after-hang"}, timeout=5)
 
 
 def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
@@ -208,13 +205,14 @@ def test_unauthorized_is_retried_with_backoff(apiserver, make_agent, tmp_path):
 def test_transport_uses_tcp_keepalive(apiserver, tmp_path):
     import socket
 
+    from agent.config import ClusterAccess
     from agent.source.kube import KubeApi, load_configuration
 
     import os
 
     import psutil
 
-    api = KubeApi(load_configuration(apiserver.kubeconfig(tmp_path / "kc")))
+    api = KubeApi(load_configuration(ClusterAccess(kubeconfig=apiserver.kubeconfig(tmp_path / "kc"))))
     try:
         # A watch holds its connection open; read the option off that very socket.
         stream = api.stream_lines("/api/v1/pods", {"watch": "true", "fieldSelector": "spec.nodeName=x",
@@ -236,36 +234,39 @@ def test_in_cluster_configuration_reads_the_service_account_folder(tmp_path):
     """Token and CA come from NRA_SERVICEACCOUNT_DIR when set (tests), else the kubelet's fixed folder."""
     import pytest
 
-    from agent.source.kube import SERVICEACCOUNT_DIR_ENV, KubeConfigError, load_configuration
+    from agent.config import SETTINGS, cluster_access
+    from agent.source.kube import KubeConfigError, load_configuration
 
     (tmp_path / "token").write_text("first-token")
     (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
-    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443",
-               SERVICEACCOUNT_DIR_ENV: str(tmp_path)}
-    configuration = load_configuration(environ=environ)
+    folder_variable = SETTINGS["serviceaccount_dir"].env[0]
+    environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", folder_variable: str(tmp_path)}
+    configuration = load_configuration(cluster_access(None, None, environ))
     assert configuration.host == "https://10.96.0.1:443"
     assert configuration.ssl_ca_cert == str(tmp_path / "ca.crt")
     assert configuration.get_api_key_with_prefix("BearerToken") == "bearer first-token"
-    with pytest.raises(KubeConfigError, match="token file"):
-        load_configuration(environ={**environ, SERVICEACCOUNT_DIR_ENV: str(tmp_path / "missing")})
+    with pytest.raises(KubeConfigError, match="in-cluster service account: .*token file"):
+        load_configuration(cluster_access(None, None, {**environ, folder_variable: str(tmp_path / "missing")}))
+    kubelets = cluster_access(None, None, {k: v for k, v in environ.items() if k != folder_variable})
+    assert kubelets.in_cluster.serviceaccount_dir == "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 def test_over_tls_the_agent_lists_and_watches_and_an_idle_agent_stops_at_once(tmp_path):
     """As against a real API server: HTTPS verified against the kubeconfig's CA. Its idle loops wait for seconds
     between looks at the stop event; shutdown tells each, so it still ends within a second."""
-    from agent.config import Config
     from agent.run.agent import Agent
+    from tests.support.agents import agent_config
     from tests.support.fake_apiserver import FakeApiServer
 
     apiserver = FakeApiServer(tls=True).start()
     try:
         apiserver.create(pod("a1"))
-        agent = Agent(Config(node_name="node-a", kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"),
-                             exporter="none", read_timeout=5.0, watch_timeout=(30, 40))).start()
+        agent = Agent(agent_config(node_name="node-a", kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"),
+                                   exporter="none", read_timeout=5.0, watch_timeout=(30, 40))).start()
         try:
             wait_until(lambda: agent.state.synced and agent.state.node_listed and apiserver.count(watch=True) >= 1)
             apiserver.create(pod("a2"))
-            wait_until(lambda: names(agent) == {"a1", "a2"})
+            wait_until(lambda: pod_names(agent) == {"a1", "a2"})
             assert apiserver.url.startswith("https://")
             assert agent.state.kubernetes.server_version == "v1.37.2"
             time.sleep(0.5)  # idle: every loop is waiting

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agent.pipeline.events import BOOKMARK, MODIFIED, RELIST
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from agent.source.backoff import Backoff
 from agent.source.kube import ApiError, LineTooLong, TransportError
 from agent.source.reflector import PodsOfNode, Reflector, ReflectorSettings, decide
@@ -60,16 +60,16 @@ class ScriptedApi:
             yield item
 
 
-def run(api: ScriptedApi, horizon: float = 120.0, backoff_jitter: float = 0.0):
-    """Run the pod reflector until virtual time passes ``horizon``; return (events, stats, clock)."""
+def run(api: ScriptedApi, horizon: float = 120.0, backoff_jitter: float = 0.0, stop: threading.Event | None = None):
+    """Run the pod reflector until virtual time passes ``horizon`` (or ``stop`` is set); return (events, stats,
+    clock, reflector)."""
     clock = VirtualClock(horizon)
     stats = RuntimeStats(clock=clock)
     queue = EventQueue(metrics=stats)
     reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=queue.put, metrics=stats,
-                          settings=ReflectorSettings(min_watch_timeout=300, max_watch_timeout=300),
+                          settings=ReflectorSettings(min_watch_timeout=300, max_watch_timeout=300, read_timeout=120.0),
                           backoff=Backoff(jitter=backoff_jitter, clock=clock), clock=clock, wait=clock.wait)
-    stop = threading.Event()
-    reflector.run(stop)
+    reflector.run(threading.Event() if stop is None else stop)
     events = []
     while (item := queue.get(timeout=0)) is not None:
         events.append(item.event)
@@ -227,9 +227,6 @@ def test_raw_watch_bytes_never_stop_the_source_and_every_good_event_arrives(item
 def test_a_line_cut_short_by_shutdown_is_not_reported_as_an_undecodable_event(caplog):
     """Shutdown interrupts the watch's read; what the read returned last may be half an event. That is not bad
     input from the API server: nothing is counted as skipped and nothing is logged, and the reflector stops."""
-    clock = VirtualClock(120.0)
-    stats = RuntimeStats(clock=clock)
-    queue = EventQueue(metrics=stats)
     stop = threading.Event()
     whole, cut = event("MODIFIED", "a", "11"), event("MODIFIED", "b", "12")[:40]
 
@@ -241,16 +238,9 @@ def test_a_line_cut_short_by_shutdown_is_not_reported_as_an_undecodable_event(ca
             yield cut
 
     api = InterruptedApi([pod_list("10", "a")], [])
-    reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=queue.put, metrics=stats,
-                          settings=ReflectorSettings(min_watch_timeout=300, max_watch_timeout=300),
-                          backoff=Backoff(jitter=0.0, clock=clock), clock=clock, wait=clock.wait)
     with caplog.at_level("WARNING"):
-        reflector.run(stop)
-    events = []
-    while (item := queue.get(timeout=0)) is not None:
-        events.append(item.event)
+        events, snapshot, _, _ = run(api, stop=stop)
     assert [e.pod.name for e in events if e.type == MODIFIED] == ["a"]
-    snapshot = stats.snapshot()
     assert not snapshot.skipped, snapshot.skipped
     assert not [r for r in caplog.records if "undecodable" in r.getMessage()]
     assert [c for c, _ in api.calls] == ["list", "watch"]

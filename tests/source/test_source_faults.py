@@ -12,12 +12,9 @@ import time
 import pytest
 
 from tests.support.waiting import wait_until
+from tests.support.agents import pod_names
 from tests.support.factory import pod
 from tests.support.http import get
-
-
-def names(agent) -> set[str]:
-    return {p.name for p in agent.state.pods()}
 
 
 @pytest.mark.parametrize("poison", [
@@ -31,7 +28,7 @@ def test_a_poison_watch_line_is_skipped_and_later_events_arrive(apiserver, make_
     wait_until(lambda: agent.state.synced and apiserver.count(watch=True) >= 1)
     apiserver.inject_raw(poison)
     apiserver.create(pod("after-poison"))
-    wait_until(lambda: "after-poison" in names(agent), message="events after the poison line arrive")
+    wait_until(lambda: "after-poison" in pod_names(agent), message="events after the poison line arrive")
     assert agent.stats.snapshot().skipped[("pods", "undecodable")] == 1
     assert apiserver.count(watch=False) == 1  # no relist loop: the watch went on
 
@@ -45,7 +42,7 @@ def test_a_list_keeps_every_good_item_around_bad_bytes_and_bad_json(apiserver, m
                                 '"status": {"phase": "Running"}}']
     agent = make_agent()
     wait_until(lambda: agent.state.synced)
-    got = names(agent)
+    got = pod_names(agent)
     assert {"good-1", "good-2"} <= got and len(got) == 3  # the pod with one bad byte is kept, read with U+FFFD
     assert agent.stats.snapshot().skipped[("pods", "undecodable")] == 2
 
@@ -57,7 +54,7 @@ def test_a_line_over_the_limit_ends_the_watch_relists_and_keeps_memory_bounded(a
     wait_until(lambda: agent.state.synced and apiserver.count(watch=True) >= 1)
     apiserver.inject_raw(b'{"type": "ADDED", "object": {"x": "' + b"a" * (MAX_LINE_BYTES + 1024) + b'"}}')
     apiserver.create(pod("after-huge"))
-    wait_until(lambda: "after-huge" in names(agent), timeout=20)
+    wait_until(lambda: "after-huge" in pod_names(agent), timeout=20)
     s = agent.stats.snapshot()
     assert s.requests_failed.get(("pods", "line_too_long")) == 1 and s.relists["pods"] == 2, (s.requests_failed, s.skipped, s.relists)
 
@@ -70,8 +67,8 @@ def test_pods_of_other_nodes_are_dropped_when_the_server_ignores_the_field_selec
     wait_until(lambda: agent.state.synced)
     apiserver.create(pod("theirs-later", node="node-b"))
     apiserver.create(pod("mine-later"))
-    wait_until(lambda: "mine-later" in names(agent))
-    assert names(agent) == {"mine", "mine-later"}
+    wait_until(lambda: "mine-later" in pod_names(agent))
+    assert pod_names(agent) == {"mine", "mine-later"}
     assert agent.stats.snapshot().skipped[("pods", "other_node")] == 2
 
 

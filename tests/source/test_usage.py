@@ -11,7 +11,7 @@ import pytest
 
 from agent.config import from_sources
 from agent.model.quantity import NANO
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from agent.source.host_usage import UsageSampler, set_procfs
 from tests.support.processes import stop_process
 

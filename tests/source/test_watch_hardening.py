@@ -20,10 +20,11 @@ import time
 import psutil
 import pytest
 
-from agent.pipeline.log_limit import RateLimitedLog
+from agent.telemetry.log_limit import RateLimitedLog
 from agent.pipeline.queue import EventQueue
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from agent.source.backoff import Backoff
+from agent.config import ClusterAccess
 from agent.source.kube import KEEPALIVE_COUNT, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KubeApi, load_configuration
 from agent.source.reflector import PodsOfNode, Reflector, ReflectorSettings
 from tests.support.factory import pod
@@ -82,12 +83,12 @@ def run_on_virtual_time(tmp_path, caplog, horizon: float = 120.0, real_limit: fl
     """
     server = OddServer(**answers)
     clock = VirtualClock(horizon=horizon)
-    api = KubeApi(load_configuration(server.kubeconfig(tmp_path / "kubeconfig")))
+    api = KubeApi(load_configuration(ClusterAccess(kubeconfig=server.kubeconfig(tmp_path / "kubeconfig"))))
     stats = RuntimeStats()
     queue = EventQueue(metrics=stats, maxsize=100_000)
     reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=queue.put, metrics=stats,
-                          settings=ReflectorSettings(read_timeout=5.0), backoff=Backoff(clock=clock), clock=clock,
-                          wait=clock.wait)
+                          settings=ReflectorSettings(read_timeout=5.0, min_watch_timeout=300, max_watch_timeout=600),
+                          backoff=Backoff(clock=clock), clock=clock, wait=clock.wait)
     stop = threading.Event()
     thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
     try:
@@ -158,10 +159,11 @@ def test_a_repeated_warning_is_one_line_per_interval_with_a_count(caplog):
 
 # -- TCP keepalive on the live watch's connection -----------------------------------------------------------------
 def test_the_watch_connection_has_tcp_keepalive(apiserver, tmp_path):
-    api = KubeApi(load_configuration(apiserver.kubeconfig(tmp_path / "kubeconfig")))
+    api = KubeApi(load_configuration(ClusterAccess(kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"))))
     stats = RuntimeStats()
     reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=EventQueue(metrics=stats).put,
-                          metrics=stats, settings=ReflectorSettings(read_timeout=120.0))
+                          metrics=stats,
+                          settings=ReflectorSettings(read_timeout=120.0, min_watch_timeout=300, max_watch_timeout=600))
     stop = threading.Event()
     thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
     thread.start()
@@ -191,32 +193,3 @@ def test_the_watch_connection_has_tcp_keepalive(apiserver, tmp_path):
         stop.set()
         api.close()
         thread.join(5)
-
-
-def test_a_chunked_body_cut_anywhere_reads_back_whole_and_a_broken_one_is_a_transport_error():
-    """The watch's own de-chunking: every way the socket may cut the body gives the same data; a body that stops
-    before its last chunk, or a size that is not hex, fails as urllib3's reading fails (a transport error)."""
-    import random
-
-    import pytest
-    import urllib3
-
-    from agent.source.kube import dechunk
-    from agent.source.reflector import decide
-
-    rng = random.Random(22)
-    payloads = [bytes([97 + i % 26]) * rng.randint(1, 20_000) for i in range(120)]
-    body = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in payloads) + b"0\r\n\r\n"
-
-    def reads(data: bytes, cuts: int):
-        points = sorted(rng.sample(range(1, len(data)), cuts))
-        parts = iter(data[a:b] for a, b in zip([0, *points], [*points, len(data)]))
-        return lambda size: next(parts, b"")
-
-    for cuts in (1, 7, 300, 3000):
-        assert b"".join(dechunk(reads(body, cuts))) == b"".join(payloads)
-    for broken in (body[:len(body) // 2], b"zz\r\nabc\r\n0\r\n\r\n", b"5;ext=1\r\nab"):
-        with pytest.raises(urllib3.exceptions.ProtocolError) as failed:
-            b"".join(dechunk(reads(broken, 3)))
-        assert decide(failed.value).reason == "transport"
-    assert b"".join(dechunk(reads(b"5;ext=1\r\nabcde\r\n0\r\n\r\n", 4))) == b"abcde"

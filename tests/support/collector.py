@@ -14,9 +14,7 @@ import json
 import os
 import subprocess
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from tests.support.cluster import free_ports
-from tests.support.http import http_get
+from tests.support.http import http_get, request as http_request
 from tests.support.processes import log_tail, stop_process
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO
@@ -84,15 +82,11 @@ def otlp_request(resource: Mapping[str, object], metrics: Sequence[metrics_pb2.M
         scope_metrics=[metrics_pb2.ScopeMetrics(scope={"name": scope}, metrics=list(metrics))])])
 
 
-def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5.0) -> int:
-    """POST a protobuf OTLP/HTTP request (as the SDK's HTTP exporter does); returns the HTTP status."""
-    req = urllib.request.Request(url, data=request.SerializeToString(), method="POST",
-                                 headers={"Content-Type": "application/x-protobuf"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
+def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5.0, token: str | None = None) -> int:
+    """POST a protobuf OTLP/HTTP request (as the SDK's HTTP exporter does), with ``token`` as its bearer token if
+    one is given; returns the HTTP status."""
+    headers = {"Content-Type": "application/x-protobuf"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    return http_request(url, "POST", timeout, data=request.SerializeToString(), headers=headers)[0]
 
 
 def pull_variant_config(directory: Path) -> Path:

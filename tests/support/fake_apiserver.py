@@ -1,7 +1,9 @@
 """A protocol-faithful stand-in for kube-apiserver's pod (and node) endpoints.
 
-No kube-apiserver can run on these machines, so this serves the documented
-API semantics over real HTTP on loopback (https://kubernetes.io/docs/reference/using-api/api-concepts/),
+The unit tests need answers in milliseconds and faults a real API server does not make on demand
+(``fail_next``, ``inject_raw``, ``hang_watches``; the cluster tests run the real kube-apiserver, see
+tests/support/cluster.py), so this serves the documented API semantics over real HTTP on loopback
+(https://kubernetes.io/docs/reference/using-api/api-concepts/),
 or over TLS as a real API server does (``tls=True``: a fresh CA and a serving certificate for 127.0.0.1 from
 the cluster tests' ``make_pki``; the kubeconfig trusts that CA):
 
@@ -37,9 +39,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.support.plain_http import QuietHandler, QuietHTTPServer, answer
+from tests.support.tcp_proxy import shut_down
 
 __all__ = ["FakeApiServer"]
 
@@ -126,10 +131,7 @@ class FakeApiServer:
         self.drop_watches()
         with self._lock:
             for s in list(self._open):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                shut_down(s)
 
     def _pki_of_server(self):
         import shutil
@@ -277,35 +279,12 @@ class FakeApiServer:
                        if t >= since and p == path and (watch is None or (q.get("watch") == ["true"]) == watch))
 
 
-class QuietHTTPServer(ThreadingHTTPServer):
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address) -> None:
-        # A client that hangs up (an agent stopping mid-watch) is not a server error.
-        import sys
-
-        import ssl
-
-        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, ssl.SSLError)):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(QuietHandler):
     server_ref: FakeApiServer
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def _send_json(self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()  # compact, as the API server writes
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        # compact, as the API server writes
+        answer(self, code, "application/json", json.dumps(body, separators=(",", ":")).encode(), headers)
 
     def do_GET(self) -> None:  # noqa: N802
         fake = self.server_ref
@@ -361,20 +340,13 @@ class _Handler(BaseHTTPRequestHandler):
                 cut = text.rindex("]")
                 raw = ", ".join(fake.raw_list_items)
                 data = (text[:cut] + (", " if items else "") + raw + text[cut:]).encode("utf-8", "surrogateescape")
-                return self._send_raw(200, data)
+                return answer(self, 200, "application/json", data)
             self._send_json(200, body)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
             with fake._lock:
                 fake._open.discard(self.connection)
-
-    def _send_raw(self, code: int, data: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _chunk(self, payload: bytes) -> None:
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
@@ -468,7 +440,4 @@ class _Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         """Close without the terminating chunk, as a dropped connection does."""
         self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        shut_down(self.connection)

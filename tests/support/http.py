@@ -6,12 +6,15 @@ from __future__ import annotations
 import socket
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 
 
-def request(url: str, method: str = "GET", timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+def request(url: str, method: str = "GET", timeout: float = 5.0, data: bytes | None = None,
+            headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=timeout) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=dict(headers or {}), method=method),
+                                    timeout=timeout) as r:
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()

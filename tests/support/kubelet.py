@@ -35,7 +35,7 @@ import psutil
 import pytest
 import yaml
 
-from agent.source.kube import SERVICEACCOUNT_DIR, SERVICEACCOUNT_DIR_ENV
+from agent.config import SETTINGS
 from tests.support.cluster import Cluster, free_ports
 from tests.support.kwok import wait_running
 from tests.support.processes import stop_process
@@ -45,6 +45,10 @@ from tests.support.image import container_argv, dockerfile_stages, expand, image
 
 __all__ = ["AgentContainer", "Deployment", "ImageConfig", "ServiceAccountVolume", "container_env", "daemon_pods",
            "deploy", "deployed", "image_config", "prepare_agent_pod", "start_agent_pod", "wait_for_daemon_pod"]
+
+# Where the kubelet projects the service-account token and CA, and the variable that moves it (the agent's table).
+SERVICEACCOUNT_DIR = SETTINGS["serviceaccount_dir"].default
+SERVICEACCOUNT_DIR_ENV = SETTINGS["serviceaccount_dir"].env[0]
 
 DOCKERFILE = ROOT / "Dockerfile"
 DAEMONSET_DIR = ROOT / "daemonset"

@@ -1,22 +1,29 @@
-"""In-test OTLP receivers (HTTP and gRPC) that decode with the official protobuf definitions."""
+"""In-test OTLP receivers (HTTP and gRPC) that decode with the official protobuf definitions.
+
+A pytest plugin too (tests/conftest.py registers it): ``http_receiver`` and ``grpc_receiver`` run one for a
+test; ``module_http_receiver`` one for a module whose agents outlive a test (the cluster tests' DaemonSet pods).
+Elsewhere ``with HttpReceiver() as receiver:`` starts one and stops it.
+"""
 
 from __future__ import annotations
 
 import gzip
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import grpc
+import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.support.fake_apiserver import QuietHTTPServer
+from tests.support.plain_http import QuietHandler, answer, serve
 
-__all__ = ["Point", "HttpReceiver", "GrpcReceiver", "points_of"]
+__all__ = ["Point", "HttpReceiver", "GrpcReceiver", "points_of", "http_receiver", "module_http_receiver",
+           "grpc_receiver"]
 
 
 def _any(v: AnyValue) -> Any:
@@ -62,6 +69,18 @@ class _Store:
         # "reject_some", "trickle" (answers one byte every `trickle_seconds`), "hang" (gRPC: never answers).
         self.mode: str | None = None
         self.trickle_seconds = 0.5
+        self.port = 0  # the loopback port start() listens on
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        """The receiver started (each kind's ``start``); leaving the block stops it."""
+        return self.start()  # type: ignore[attr-defined]
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()  # type: ignore[attr-defined]
 
     def add(self, req, encoding: str = "") -> None:
         with self.cond:
@@ -90,46 +109,27 @@ class HttpReceiver(_Store):
     def start(self) -> "HttpReceiver":
         store = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 encoding = self.headers.get("Content-Encoding", "")
                 if store.fail:
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
+                    return answer(self, 503, None, b"")
                 if encoding == "gzip":
                     body = gzip.decompress(body)
                 if self.path != "/v1/metrics" or self.headers.get("Content-Type") != "application/x-protobuf":
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
+                    return answer(self, 404, None, b"")
                 req = metrics_service_pb2.ExportMetricsServiceRequest()
                 req.ParseFromString(body)
                 store.add(req, encoding)
                 if store.mode is not None:
                     return self._misbehave(store.mode, len(points_of(req)))
-                data = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                answer(self, 200, "application/x-protobuf",
+                       metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString())
 
             def _misbehave(self, mode: str, points: int) -> None:
                 if mode == "redirect":
-                    self.send_response(302)
-                    self.send_header("Location", "/elsewhere")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
+                    return answer(self, 302, None, b"", {"Location": "/elsewhere"})
                 if mode == "html":
                     data = b"<html><body>Log in to the proxy</body></html>"
                     content_type = "text/html"
@@ -148,21 +148,11 @@ class HttpReceiver(_Store):
                             return
                         time.sleep(store.trickle_seconds)
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                answer(self, 200, content_type, data)
 
-        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve(Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -191,9 +181,23 @@ class GrpcReceiver(_Store):
         self.server.start()
         return self
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
     def stop(self) -> None:
         self.server.stop(0)
+
+
+@pytest.fixture
+def http_receiver() -> Iterator[HttpReceiver]:
+    with HttpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def module_http_receiver() -> Iterator[HttpReceiver]:
+    with HttpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def grpc_receiver() -> Iterator[GrpcReceiver]:
+    with GrpcReceiver() as receiver:
+        yield receiver

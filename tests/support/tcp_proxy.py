@@ -1,8 +1,9 @@
-"""A loopback TCP forwarder between the agent and the real API server: the network between them, made faulty.
+"""A loopback TCP forwarder between a client and its server (the agent and the API server, a Collector and
+Prometheus): the network between them, made faulty.
 
-TLS passes through untouched (the API server's certificate names 127.0.0.1), so the agent talks to the real
-server; the proxy only counts connection attempts, cuts established connections (a load balancer reset) and
-refuses new ones for a while (a partition).
+TLS passes through untouched (the API server's certificate names 127.0.0.1), so the client talks to the real
+server; the proxy only counts connection attempts, cuts established connections (a load balancer reset),
+refuses new ones for a while (a partition) or holds them, neither forwarded nor answered (a hung server).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import socket
 import threading
 import time
 
-__all__ = ["TcpProxy", "close_socket"]
+__all__ = ["TcpProxy", "close_socket", "shut_down"]
+
+# What the proxy does with a new connection.
+FORWARD, REFUSE, HOLD = "forward", "refuse", "hold"
 
 
 class TcpProxy:
@@ -21,10 +25,12 @@ class TcpProxy:
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
-        self._refusing = False
+        self._mode = FORWARD
         self._stopped = False
         #: monotonic times of every accepted connection (each is one attempt by a client)
         self.attempts: list[float] = []
+        #: the connections accepted while holding, never answered
+        self.held: list[socket.socket] = []
 
     def start(self) -> TcpProxy:
         threading.Thread(target=self._accept, name="tcp-proxy", daemon=True).start()
@@ -43,18 +49,31 @@ class TcpProxy:
 
     def refuse(self) -> None:
         """Cut everything and close each new connection as soon as it is accepted, until ``accept()``."""
-        with self._lock:
-            self._refusing = True
-        self.cut()
+        self._switch(REFUSE)
+
+    def hold(self) -> None:
+        """Cut everything and keep each new connection open, neither forwarded nor answered, until ``accept()``."""
+        self._switch(HOLD)
 
     def accept(self) -> None:
+        """Forward new connections again; the held ones are closed."""
+        self._switch(FORWARD)
+
+    def _switch(self, mode: str) -> None:
         with self._lock:
-            self._refusing = False
+            self._mode = mode
+            if mode == FORWARD:
+                ended, self.held = self.held, []
+            else:
+                ended, self._open = list(self._open), set()
+        for s in ended:
+            close_socket(s)
 
     def stop(self) -> None:
         self._stopped = True
         close_socket(self._listener)
         self.cut()
+        self.accept()  # closes the held connections
 
     def _accept(self) -> None:
         while not self._stopped:
@@ -64,11 +83,13 @@ class TcpProxy:
                 return
             with self._lock:
                 self.attempts.append(time.monotonic())
-                refusing = self._refusing
-            if refusing:
+                mode = self._mode
+                if mode == HOLD:
+                    self.held.append(client)
+            if mode == REFUSE:
                 close_socket(client)
-                continue
-            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+            elif mode == FORWARD:
+                threading.Thread(target=self._connect, args=(client,), daemon=True).start()
 
     def _connect(self, client: socket.socket) -> None:
         try:
@@ -78,7 +99,7 @@ class TcpProxy:
             close_socket(client)
             return
         with self._lock:
-            if self._refusing:
+            if self._mode != FORWARD:  # switched while connecting: as if cut at once
                 close_socket(client)
                 close_socket(server)
                 return
@@ -100,9 +121,14 @@ class TcpProxy:
             close_socket(sink)
 
 
-def close_socket(s: socket.socket) -> None:
+def shut_down(s: socket.socket) -> None:
+    """End both directions of a connection (its reader sees the end at once), if it is not gone already."""
     try:
         s.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+
+
+def close_socket(s: socket.socket) -> None:
+    shut_down(s)
     s.close()

@@ -15,10 +15,7 @@ subject): it sends what a rogue or a second agent version would, with the token 
 
 from __future__ import annotations
 
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,11 +25,11 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from components.kubernetes import etcd_bin, kubernetes_bin
 from tests.support.repo import REPO
 from tests.support.cluster import NEWEST, Cluster, free_ports
-from tests.support.collector import SCRAPE_CONFIG, Prometheus
+from tests.support.collector import SCRAPE_CONFIG, Prometheus, post_otlp
 from tests.support.kwok import Kwok
 
 __all__ = ["AGENT_NAMESPACE", "AGENT_SERVICE_ACCOUNT", "AUDIENCE", "Pusher", "TrustCluster", "collector_env",
-           "label_sets", "remote_write_prometheus", "series_count", "trust_cluster", "wait_for", "POD"]
+           "remote_write_prometheus", "series_count", "trust_cluster", "POD"]
 
 AUTHORIZATION_CONFIG = REPO / "daemonset" / "apiserver" / "authorization-config.yaml"
 AGENT_NAMESPACE = "node-requests-agent"
@@ -143,35 +140,13 @@ class Pusher:
         self.token = token
 
     def post(self, url: str, request: ExportMetricsServiceRequest, timeout: float = 10.0) -> int:
-        headers = {"Content-Type": "application/x-protobuf"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(url, data=request.SerializeToString(), method="POST", headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-
-
-def wait_for(probe, timeout: float, interval: float = 0.2):
-    """The first truthy result of ``probe`` within ``timeout`` seconds, else None."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(interval)
-    return None
+        return post_otlp(url, request, timeout, token=self.token)
 
 
 def series_count(prom, selector: str = '{__name__=~".+"}') -> int:
     rows = prom.query(f"count({selector})")
     return int(float(rows[0]["value"][1])) if rows else 0
 
-
-def label_sets(prom, selector: str) -> list[Mapping[str, str]]:
-    return [r["metric"] for r in prom.query(selector)]
 
 
 # A pod's point attributes as the agent sends them, for test pushes.

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from agent.pipeline.health import HealthLimits, liveness, readiness
-from agent.pipeline.stats import StatsSnapshot
+from agent.telemetry.health import HealthLimits, liveness, readiness
+from agent.telemetry.stats import StatsSnapshot
 from tests.support.waiting import wait_until
 from tests.support.factory import node, pod
 from tests.support.http import get

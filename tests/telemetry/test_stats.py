@@ -10,7 +10,7 @@ from agent.pipeline.handler import Handler
 from agent.decode.reader import POD
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import NodeState
-from agent.pipeline.stats import RuntimeStats
+from agent.telemetry.stats import RuntimeStats
 from tests.support.waiting import wait_until
 from tests.support.factory import pod
 
@@ -163,3 +163,29 @@ def test_events_queued_behind_the_wake_up_are_still_handled_before_the_handler_e
     assert not thread.is_alive() and time.monotonic() - started < 1.0  # drained without waiting a poll
     assert len(state) == 3 and stats.snapshot().queue_depth == 0
     assert queue.join(0)
+
+
+def test_every_watched_resource_is_counted_alike():
+    """The Node watch's LIST duration and freshness are reported as the pods' are (they were dropped: only pods
+    counted), and a source that never progressed ages from its start without claiming an event."""
+    from agent.model.node import NODES
+    from agent.model.pod import PODS
+    from agent.pipeline.interfaces import source_loop
+    from tests.support.virtual_time import VirtualClock
+
+    clock = VirtualClock()
+    stats = RuntimeStats(clock=clock)
+    stats.heartbeat(source_loop(PODS))
+    stats.heartbeat(source_loop(NODES))
+    clock.advance(2.0)
+    stats.relisted(0.25, NODES)
+    clock.advance(3.0)
+    s = stats.snapshot()
+    assert dict(s.list_duration_seconds) == {NODES: 0.25}
+    assert dict(s.last_event_age_seconds) == {NODES: 3.0}
+    assert dict(s.source_progress_age) == {PODS: 5.0, NODES: 3.0}
+    stats.progressed(PODS)
+    clock.advance(1.0)
+    s = stats.snapshot()
+    assert dict(s.last_event_age_seconds) == {NODES: 4.0, PODS: 1.0}
+    assert dict(s.source_progress_age) == {PODS: 1.0, NODES: 4.0}

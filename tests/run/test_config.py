@@ -1,0 +1,132 @@
+"""One table of settings (agent.config.SETTINGS): the defaults, the environment, the help and the docs agree with it,
+and nothing but config.py reads the environment."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import msgspec
+import pytest
+
+from agent.config import (SETTINGS, Address, ClusterAccess, Config, ConfigError, InCluster, cluster_access,
+                          from_sources, parse_address)
+from tests.support.cli import run
+from tests.support.repo import REPO
+
+PACKAGE = REPO / "agent"
+ENVIRONMENT = [name for setting in SETTINGS.values() for name in setting.env]
+
+
+def test_code_built_and_resolved_configurations_share_their_defaults():
+    """Config's field defaults and from_sources' are the table's: one place to change a default."""
+    resolved = from_sources({"node_name": "n", "exporter": "none"}, {})
+    assert msgspec.structs.replace(resolved, cluster=None) == Config(node_name="n", exporter="none")
+    assert resolved.read_timeout == SETTINGS["read_timeout"].default == 120.0
+    assert resolved.watch_timeout == SETTINGS["watch_timeout"].default == (300, 600)
+    assert (resolved.export_interval, resolved.export_timeout) == (15.0, 10.0)
+    assert resolved.debug_address == Address(host="", port=9808)
+
+
+def test_the_otlp_exporter_always_has_its_settings():
+    with pytest.raises(ConfigError, match="OTLP settings"):
+        Config(node_name="n", exporter="otlp")
+    otlp = from_sources({"node_name": "n"}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318"}).otlp
+    assert otlp is not None and otlp.endpoint == "https://c:4318/v1/metrics"
+
+
+def test_the_kubernetes_version_comes_from_the_flag_or_the_environment():
+    base = {"node_name": "n", "exporter": "none"}
+    assert str(from_sources(base, {"KUBERNETES_VERSION": "1.36"}).kubernetes_version) == "1.36"
+    assert str(from_sources({**base, "kubernetes_version": "1.37"}, {"KUBERNETES_VERSION": "1.36"}).kubernetes_version) == "1.37"
+    assert from_sources(base, {"KUBERNETES_VERSION": " "}).kubernetes_version is None
+    with pytest.raises(ConfigError, match="^KUBERNETES_VERSION: not a Kubernetes version"):
+        from_sources(base, {"KUBERNETES_VERSION": "latest"})
+
+
+def test_the_debug_address_is_parsed_once():
+    base = {"node_name": "n", "exporter": "none"}
+    assert from_sources(base, {"DEBUG_ADDRESS": "[::1]:9000"}).debug_address == Address(host="::1", port=9000)
+    assert str(parse_address("[::1]:9000")) == "[::1]:9000" and str(parse_address(":0")) == ":0"
+    assert from_sources({**base, "once": True, "replay": "sample"}, {}).debug_address is None
+    assert from_sources(base, {"DEBUG_ADDRESS": "OFF"}).debug_address is None
+    with pytest.raises(ConfigError, match="--debug-address must be HOST:PORT"):
+        from_sources(base, {"DEBUG_ADDRESS": "9808"})
+
+
+def test_cluster_access_is_resolved_from_flags_and_environment(tmp_path):
+    pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", "KUBECONFIG": "/k/a"}
+    assert cluster_access(None, None, pod).in_cluster == InCluster(
+        host="10.96.0.1", port="443", serviceaccount_dir=SETTINGS["serviceaccount_dir"].default)
+    assert cluster_access(None, None, {**pod, "NRA_SERVICEACCOUNT_DIR": str(tmp_path)}).in_cluster.serviceaccount_dir \
+        == str(tmp_path)
+    # A flag decides against the service account; KUBECONFIG still names the files when --kubeconfig does not.
+    assert cluster_access("/k/flag", None, pod) == ClusterAccess(kubeconfig="/k/flag")
+    assert cluster_access(None, "ctx", pod) == ClusterAccess(kubeconfig="/k/a", context="ctx")
+    outside = cluster_access(None, None, {"KUBECONFIG": "/k/a:/k/b"})
+    assert outside.in_cluster is None
+    assert outside.described() == "kubeconfig /k/a, /k/b (in-cluster skipped: KUBERNETES_SERVICE_HOST is not set)"
+    assert from_sources({"node_name": "n", "exporter": "none", "replay": "sample"}, pod).cluster is None
+
+
+def test_malloc_arena_max_set_leaves_the_arenas_to_glibc():
+    base = {"node_name": "n", "exporter": "none"}
+    assert from_sources(base, {}).malloc_arenas == 2
+    assert from_sources(base, {"MALLOC_ARENA_MAX": "4"}).malloc_arenas is None
+
+
+def test_only_config_and_cli_read_the_environment():
+    """Everything else gets its settings handed down, resolved, from the Config."""
+    readers = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.relative_to(PACKAGE).as_posix() in ("config.py", "cli.py"):
+            continue
+        found = re.findall(r"\bos\.environ\b|\bgetenv\b|\bos\.environb\b|\bfrom os import environ\b", path.read_text())
+        if found:
+            readers[path.relative_to(PACKAGE).as_posix()] = found
+    assert not readers, readers
+
+
+def test_config_reads_variables_only_through_the_table():
+    """A variable named in code rather than in SETTINGS would be missing from the help and the docs."""
+    tree = ast.parse((PACKAGE / "config.py").read_text())
+    named = [node.args[0].value for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+             and isinstance(node.func.value, ast.Name) and node.func.value.id == "env"
+             and node.args and isinstance(node.args[0], ast.Constant)]
+    assert not named, f"config.py reads {named} outside SETTINGS"
+
+
+def test_run_help_lists_every_environment_variable_with_its_flag():
+    result = run("run", "--help")
+    assert result.returncode == 0, result.stderr
+    options, environment = result.stdout.split("\nenvironment", 1)
+    listed = set(re.findall(r"\b[A-Z][A-Z0-9_]{2,}\b", environment))
+    assert set(ENVIRONMENT) <= listed, set(ENVIRONMENT) - listed
+    options = " ".join(options.split())  # argparse wraps the help where it likes
+    for setting in SETTINGS.values():
+        if setting.flag and setting.env:
+            assert re.search(rf"^  {setting.env[0]}( \(ms\))? \({setting.flag}\)$", environment, re.MULTILINE)
+            assert f"env {setting.env[0]}" in options
+
+
+def _docs_rows() -> list[list[str]]:
+    lines = (REPO / "docs" / "configuration.md").read_text().splitlines()
+    start = lines.index("| flag | environment | default | meaning |")
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))])
+    return rows
+
+
+def test_the_configuration_docs_list_every_setting_as_the_table_has_it():
+    documented = {}
+    for flag_cell, env_cell, default_cell, _ in _docs_rows():
+        flag = next(iter(re.findall(r"`(--[a-z-]+)", flag_cell)), None)
+        env = tuple(re.findall(r"`([A-Z][A-Z0-9_]+)`", env_cell))
+        documented[(flag, env)] = default_cell.replace("`", "")
+    expected = {(s.flag, s.env): "(required)" if s.required else s.shown
+                for s in SETTINGS.values() if s.flag or s.env}
+    assert documented == expected
