@@ -15,7 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from agent.report.views import pod_report, summary_report, totals_report
+from agent.report.views import pod_report, summary_report, totals_report, verdict_report
+from agent.model.autoscaler_settings import AutoscalerSettings
+from agent.model.pdb import PdbRecord
+from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.node import NodeRecord
 from agent.model.pod import PodRecord
@@ -27,7 +30,7 @@ from agent.pipeline.events import DELETED
 from agent.source.documents import DumpError, changes, objects_in
 
 __all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
-           "explain_json", "rules_line", "HOW_TO_DUMP"]
+           "explain_json", "rules_line", "verdicts", "HOW_TO_DUMP"]
 
 HOW_TO_DUMP = "kubectl get nodes,pods -A -o json | node-requests-agent explain"
 
@@ -137,6 +140,14 @@ def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: 
     return order(view, sort)
 
 
+def verdicts(view: ClusterView, pdbs: Iterable[PdbRecord] | None, settings: AutoscalerSettings,
+             now: float) -> dict[str, Verdict]:
+    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` None: not known."""
+    known = None if pdbs is None else tuple(pdbs)
+    return {g.name: scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings,
+                                       now=now) for g in view.nodes}
+
+
 def _cluster_report(view: ClusterView) -> dict[str, Any]:
     totals = cluster_totals(view)
     out: dict[str, Any] = {"nodes": totals.nodes, "nodes_without_allocatable": list(totals.nodes_without_allocatable),
@@ -152,13 +163,17 @@ def _cluster_report(view: ClusterView) -> dict[str, Any]:
     return out
 
 
-def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None = None) -> dict[str, Any]:
-    """``pods`` (each with its ``node``), ``nodes`` (per-node comparisons), ``unscheduled``, ``cluster``,
-    ``totals`` over the pods shown; ``node`` too when exactly one node is in the answer."""
+def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None = None,
+                   verdicts: dict[str, Verdict] | None = None) -> dict[str, Any]:
+    """``pods`` (each with its ``node``), ``nodes`` (per-node comparisons, each with the ``autoscaler``'s verdict
+    when ``verdicts`` has it), ``unscheduled``, ``cluster``, ``totals`` over the pods shown; ``node`` and
+    ``autoscaler`` at the top too when exactly one node is in the answer."""
     groups, unscheduled = sections(view, shown)
     pods = [pod_report(v) | {"node": g.name} for g, values in groups for v in values]
     rows_unscheduled = [pod_report(v) | {"node": None} for v in unscheduled]
-    nodes = [summary_report(g.summary) for g, _ in groups]
+    verdicts = verdicts or {}
+    nodes = [summary_report(g.summary) | ({"autoscaler": verdict_report(verdicts[g.name])} if g.name in verdicts else {})
+             for g, _ in groups]
     report: dict[str, Any] = {
         "pods": pods + rows_unscheduled,
         "totals": totals_report([v for _, values in groups for v in values] + unscheduled),
@@ -168,8 +183,11 @@ def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None =
     }
     if len(nodes) == 1:
         report["node"] = nodes[0]
+        if "autoscaler" in nodes[0]:
+            report["autoscaler"] = nodes[0]["autoscaler"]
     return report
 
 
-def explain_json(view: ClusterView, rules: Rules, shown: Callable[[PodValue], bool] | None = None) -> str:
-    return json.dumps({"kubernetes_rules": rules.name, **explain_report(view, shown)}, indent=2)
+def explain_json(view: ClusterView, rules: Rules, shown: Callable[[PodValue], bool] | None = None,
+                 verdicts: dict[str, Verdict] | None = None) -> str:
+    return json.dumps({"kubernetes_rules": rules.name, **explain_report(view, shown, verdicts)}, indent=2)

@@ -1,0 +1,117 @@
+"""The text answer to "why is this node not scaled down?": the cluster-autoscaler's verdict on one node.
+
+Utilization by resource against the threshold, the state, every pod that would block the node's removal with its
+reason, the pods the autoscaler's release counts differently, whether PDBs were known, and what the verdict cannot
+see. ``explain --node`` prints it whole; the demo prints its first lines and the blockers in brief. Pure rendering
+of a ``Verdict``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+
+from agent.model.scale_down import (NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, UNDERUTILIZED, Verdict)
+from agent.model.units import cores, memory
+from agent.report.columns import Column, clip, fit, row
+from agent.report.views import CANNOT_SEE
+
+__all__ = ["verdict_lines", "headline", "ratio_text", "DETAILS"]
+
+UTILIZATION_COLUMNS = (Column("  RESOURCE"), Column("UTILIZATION", right=True), Column("THRESHOLD", right=True),
+                       Column(""))
+BLOCKER_COLUMNS = (Column("  POD", shrink_to=20, shrink_first=1), Column("REASON"), Column("DETAIL", shrink_to=10))
+DIFFERING_COLUMNS = (Column("  POD", shrink_to=20), Column("AUTOSCALER", right=True), Column("SCHEDULER", right=True),
+                     Column("WHY", shrink_to=10))
+
+
+def ratio_text(ratio: float | None) -> str:
+    """A ratio as a percentage with one decimal where it has one (49.6% is not 50%, and the threshold is strict)."""
+    if ratio is None:
+        return "-"
+    text = f"{ratio * 100:.1f}"
+    return (text[:-2] if text.endswith(".0") else text) + "%"
+
+
+def headline(v: Verdict) -> str:
+    """One line: the state and the comparison that decided it."""
+    u = v.utilization
+    which = f"{u.resource} {ratio_text(u.value)}" if u.value is not None else ""
+    threshold = ("GPU threshold " if u.resource == "gpu" else "threshold ") + ratio_text(v.threshold)
+    n = len(v.blockers)
+    blocked = f"{n} pod{'s' if n != 1 else ''} would block its removal"
+    if v.state == UNDERUTILIZED:
+        tail = f"but {blocked}" if n else "nothing on it blocks its removal (see what the verdict cannot see)"
+        return f"AUTOSCALER  underutilized ({which} < {threshold}): a scale-down candidate, {tail}"
+    if v.state == NOT_UNDERUTILIZED:
+        tail = f"; once below it, {blocked}" if n else ""
+        return f"AUTOSCALER  not underutilized ({which} >= {threshold}): not a scale-down candidate{tail}"
+    if v.state == SCALE_DOWN_DISABLED:
+        return ("AUTOSCALER  scale-down disabled by the node's annotation "
+                f"cluster-autoscaler.kubernetes.io/scale-down-disabled=true ({which or 'utilization unknown'})")
+    return "AUTOSCALER  unknown: no Node object, so no allocatable to judge utilization against"
+
+
+def _utilization_rows(v: Verdict) -> list[list[str]]:
+    u = v.utilization
+    rows = []
+    for resource in ("cpu", "memory", "gpu"):
+        value = getattr(u, resource)
+        if value is None and resource == "gpu":
+            continue
+        deciding = resource == u.resource and u.value is not None
+        rows.append([f"  {resource}", ratio_text(value), ratio_text(v.threshold) if deciding else "",
+                     "<- the node's utilization" if deciding else ""])
+    return rows
+
+
+def _reasons(v: Verdict) -> str:
+    counts = Counter(b.reason for b in v.blockers)
+    return ", ".join(f"{reason} {n}" for reason, n in counts.most_common())
+
+
+DETAILS = ("line", "brief", "full")
+
+
+def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full", blockers_shown: int = 3) -> list[str]:
+    """The verdict, at one of DETAILS: ``line`` (the headline and the blockers by reason: a node among many),
+    ``brief`` (also the first ``blockers_shown`` blockers: the demo), ``full`` (utilization by resource, every
+    blocker, the pods counted differently, problems, what the verdict cannot see: ``explain --node``)."""
+    lines = [clip(headline(v), width)]
+    if detail == "full":
+        utilization = _utilization_rows(v)
+        widths = fit(UTILIZATION_COLUMNS, utilization, None)
+        lines.append(row(UTILIZATION_COLUMNS, widths, [c.title for c in UTILIZATION_COLUMNS]))
+        lines.extend(row(UTILIZATION_COLUMNS, widths, r) for r in utilization)
+    if not v.blockers:
+        lines.append("  BLOCKING  no pod blocks the node's removal")
+    else:
+        lines.append(clip(f"  BLOCKING  {len(v.blockers)} pod{'s' if len(v.blockers) != 1 else ''}: {_reasons(v)}",
+                          width))
+    if v.blockers and detail != "line":
+        shown = v.blockers if detail == "full" else v.blockers[:blockers_shown]
+        rows = [[f"  {b.namespace}/{b.name}", b.reason, b.detail] for b in shown]
+        widths = fit(BLOCKER_COLUMNS, rows, width)
+        lines.append(row(BLOCKER_COLUMNS, widths, [c.title for c in BLOCKER_COLUMNS]))
+        lines.extend(row(BLOCKER_COLUMNS, widths, r) for r in rows)
+        if len(shown) < len(v.blockers):
+            lines.append(clip(f"  (first {len(shown)} of {len(v.blockers)}; `node-requests-agent explain --node "
+                              f"{v.node}` shows every one)", width))
+    if not v.pdbs_known and detail != "line":
+        lines.append(clip("  PDBS  not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget "
+                          "covers it", width))
+    if detail != "full":
+        return lines
+    if v.differing:
+        lines.append(clip(f"  DIFFERING  {len(v.differing)} pod{'s' if len(v.differing) != 1 else ''} counted "
+                          f"differently by cluster-autoscaler {v.release} than by the scheduler (cpu / memory)",
+                          width))
+        rows = [[f"  {d.namespace}/{d.name}", f"{cores(d.cpu)} / {memory(d.memory)}",
+                 f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", d.why] for d in v.differing]
+        widths = fit(DIFFERING_COLUMNS, rows, width)
+        lines.append(row(DIFFERING_COLUMNS, widths, [c.title for c in DIFFERING_COLUMNS]))
+        lines.extend(row(DIFFERING_COLUMNS, widths, r) for r in rows)
+    lines.extend(clip(f"  problem: {p}", width) for p in v.problems)
+    said = "  CANNOT SEE  " + "; ".join(CANNOT_SEE)
+    lines.extend(textwrap.wrap(said, width, subsequent_indent=" " * 14) if width else [said])
+    return lines
