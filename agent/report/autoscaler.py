@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from collections import Counter
 
-from agent.model.scale_down import (NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, UNDERUTILIZED, Verdict)
+from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, Blocker, Verdict
 from agent.model.units import cores, memory
 from agent.report.columns import Column, clip, fit, row
 from agent.report.views import CANNOT_SEE
@@ -33,23 +33,28 @@ def ratio_text(ratio: float | None) -> str:
     return (text[:-2] if text.endswith(".0") else text) + "%"
 
 
+def _relation(value: float, threshold: float) -> str:
+    """The comparison as it came out (a release from 1.37 counts a node at its threshold as underutilized)."""
+    return "<" if value < threshold else ">" if value > threshold else "="
+
+
 def headline(v: Verdict) -> str:
     """One line: the state and the comparison that decided it."""
     u = v.utilization
-    which = f"{u.resource} {ratio_text(u.value)}" if u.value is not None else ""
     threshold = ("GPU threshold " if u.resource == "gpu" else "threshold ") + ratio_text(v.threshold)
+    which = "" if u.value is None else f"{u.resource} {ratio_text(u.value)} {_relation(u.value, v.threshold)} {threshold}"
     n = len(v.blockers)
-    blocked = f"{n} pod{'s' if n != 1 else ''} would block its removal"
+    pods = f"{n} pod{'s' if n != 1 else ''}"
     if v.state == UNDERUTILIZED:
-        tail = f"but {blocked}" if n else "nothing on it blocks its removal (see what the verdict cannot see)"
-        return f"AUTOSCALER  underutilized ({which} < {threshold}): a scale-down candidate, {tail}"
+        tail = f"but {pods} block{'s' if n == 1 else ''} its removal" if n else "and nothing blocks its removal"
+        return f"AUTOSCALER  underutilized: {which}, a scale-down candidate {tail}"
     if v.state == NOT_UNDERUTILIZED:
-        tail = f"; once below it, {blocked}" if n else ""
-        return f"AUTOSCALER  not underutilized ({which} >= {threshold}): not a scale-down candidate{tail}"
+        tail = f"; {pods} would also block its removal" if n else ""
+        return f"AUTOSCALER  not underutilized: {which}{tail}"
     if v.state == SCALE_DOWN_DISABLED:
-        return ("AUTOSCALER  scale-down disabled by the node's annotation "
-                f"cluster-autoscaler.kubernetes.io/scale-down-disabled=true ({which or 'utilization unknown'})")
-    return "AUTOSCALER  unknown: no Node object, so no allocatable to judge utilization against"
+        return ("AUTOSCALER  scale-down disabled by the Node's annotation "
+                "cluster-autoscaler.kubernetes.io/scale-down-disabled=true" + (f" ({which})" if which else ""))
+    return "AUTOSCALER  unknown: no Node object (or no usable allocatable) to judge utilization against"
 
 
 def _utilization_rows(v: Verdict) -> list[list[str]]:
@@ -65,18 +70,34 @@ def _utilization_rows(v: Verdict) -> list[list[str]]:
     return rows
 
 
+_REASON_ORDER = {reason: i for i, reason in enumerate(REASONS)}
+
+
+def _blocker_rows(blockers: list[Blocker], width: int | None) -> list[str]:
+    """POD, REASON and DETAIL; a detail too long for the terminal goes on under itself rather than being cut."""
+    rows = [[f"  {b.namespace}/{b.name}", b.reason, b.detail] for b in blockers]
+    widths = fit(BLOCKER_COLUMNS, rows, width)
+    lines = [row(BLOCKER_COLUMNS, widths, [c.title for c in BLOCKER_COLUMNS])]
+    for pod, reason, detail in rows:
+        wrap = width is not None and widths[2] > 0
+        parts = textwrap.wrap(detail, widths[2], break_on_hyphens=False) if wrap else [detail]
+        lines.append(row(BLOCKER_COLUMNS, widths, [pod, reason, parts[0] if parts else ""]))
+        lines.extend(row(BLOCKER_COLUMNS, widths, ["", "", more]) for more in parts[1:])
+    return lines
+
+
 def _reasons(v: Verdict) -> str:
     counts = Counter(b.reason for b in v.blockers)
-    return ", ".join(f"{reason} {n}" for reason, n in counts.most_common())
+    return ", ".join(f"{reason} {counts[reason]}" for reason in sorted(counts, key=lambda r: _REASON_ORDER.get(r, 99)))
 
 
 DETAILS = ("line", "brief", "full")
 
 
-def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full", blockers_shown: int = 3) -> list[str]:
+def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full") -> list[str]:
     """The verdict, at one of DETAILS: ``line`` (the headline and the blockers by reason: a node among many),
-    ``brief`` (also the first ``blockers_shown`` blockers: the demo), ``full`` (utilization by resource, every
-    blocker, the pods counted differently, problems, what the verdict cannot see: ``explain --node``)."""
+    ``brief`` (also one blocking pod per reason: the demo), ``full`` (utilization by resource, every blocker, the
+    pods counted differently, problems, what the verdict cannot see: ``explain --node``)."""
     lines = [clip(headline(v), width)]
     if detail == "full":
         utilization = _utilization_rows(v)
@@ -89,14 +110,16 @@ def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full", blo
         lines.append(clip(f"  BLOCKING  {len(v.blockers)} pod{'s' if len(v.blockers) != 1 else ''}: {_reasons(v)}",
                           width))
     if v.blockers and detail != "line":
-        shown = v.blockers if detail == "full" else v.blockers[:blockers_shown]
-        rows = [[f"  {b.namespace}/{b.name}", b.reason, b.detail] for b in shown]
-        widths = fit(BLOCKER_COLUMNS, rows, width)
-        lines.append(row(BLOCKER_COLUMNS, widths, [c.title for c in BLOCKER_COLUMNS]))
-        lines.extend(row(BLOCKER_COLUMNS, widths, r) for r in rows)
-        if len(shown) < len(v.blockers):
-            lines.append(clip(f"  (first {len(shown)} of {len(v.blockers)}; `node-requests-agent explain --node "
-                              f"{v.node}` shows every one)", width))
+        ordered = sorted(v.blockers, key=lambda b: (_REASON_ORDER.get(b.reason, len(REASONS)), b.namespace, b.name))
+        if detail == "brief":  # one pod per reason: what there is to read, in a few lines
+            firsts: dict[str, Blocker] = {}
+            for b in ordered:
+                firsts.setdefault(b.reason, b)
+            ordered = list(firsts.values())
+        lines.extend(_blocker_rows(ordered, width))
+        if len(ordered) < len(v.blockers):
+            lines.append(clip(f"  (one pod per reason; `node-requests-agent explain --node {v.node}` shows all "
+                              f"{len(v.blockers)})", width))
     if not v.pdbs_known and detail != "line":
         lines.append(clip("  PDBS  not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget "
                           "covers it", width))
