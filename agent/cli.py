@@ -76,7 +76,13 @@ def _environment_help() -> str:
 def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     import argparse
 
-    parser = argparse.ArgumentParser(
+    class OneLineErrors(argparse.ArgumentParser):
+        """Bad usage is one line and exit 2, like every other configuration error (subcommands inherit it)."""
+
+        def error(self, message: str) -> None:  # type: ignore[override]
+            self.exit(EXIT_CONFIG, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    parser = OneLineErrors(
         prog=prog,
         description="Per-node agent: exports what each pod costs the cluster-autoscaler "
                     "(NeonVM usage, else effective requests) as OpenTelemetry metrics.")
