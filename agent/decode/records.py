@@ -9,13 +9,17 @@ from __future__ import annotations
 import sys
 import sysconfig
 
-from agent.decode.spec import Condition, Container, ContainerStatus, Node, OwnerReference, Pod, PodStatus, Quantities, \
-    Resources, Spec
+from agent.decode.spec import Condition, Container, ContainerStatus, Node, OwnerReference, Pdb, Pod, PodStatus, \
+    Quantities, Resources, Selector, Spec
 from agent.model.fields import NO_REQUESTS, DecodeError, Requests
 from agent.model.node import NodeRecord
+from agent.model.pdb import LabelSelector, PdbRecord, Requirement
 from agent.model.pod import NEONVM_API_VERSION, ContainerRequests, PodRecord, StatusRequests
 
-__all__ = ["pod_of", "node_of"]
+__all__ = ["pod_of", "node_of", "pdb_of"]
+
+#: metav1.LabelSelectorOperator; a selector with any other operator selects nothing (LabelSelectorAsSelector fails).
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 _EMPTY_SPEC, _EMPTY_STATUS = Spec(), PodStatus()
 
@@ -167,3 +171,35 @@ def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
                       capacity=_node_quantities(status.capacity if status else None),
                       allocatable=_node_quantities(status.allocatable if status else None),
                       problems=problems)
+
+
+def _selector(raw: Selector, problems: list[str]) -> LabelSelector:
+    """The selector as written; a requirement the API server's own conversion refuses is kept (the model's
+    ``selects`` refuses it the same way) and noted as a problem."""
+    requirements = []
+    for i, r in enumerate(raw.match_expressions or ()):
+        where = f"spec.selector.matchExpressions[{i}]"
+        operator, values = r.operator or "", tuple(r.values or ())
+        if operator not in _OPERATORS:
+            problems.append(f"{where}.operator {operator!r} is not In, NotIn, Exists or DoesNotExist: the PDB "
+                            f"covers no pod")
+        elif (operator in ("In", "NotIn")) != bool(values):
+            problems.append(f"{where}: {operator} {'needs' if values == () else 'takes no'} values: the PDB covers "
+                            f"no pod")
+        requirements.append(Requirement(key=r.key or "", operator=operator, values=values))
+    return LabelSelector(match_labels=dict(raw.match_labels or {}), match_expressions=tuple(requirements))
+
+
+def pdb_of(p: Pdb, problems: tuple[str, ...] = ()) -> PdbRecord:
+    """The record of one PodDisruptionBudget; DecodeError for one with no name."""
+    meta = p.metadata
+    if meta is None or not meta.name:
+        raise DecodeError("PodDisruptionBudget has no metadata.name")
+    namespace = meta.namespace or ""
+    noted = list(problems)
+    raw = p.spec.selector if p.spec is not None else None
+    selector = None if raw is None else _selector(raw, noted)
+    allowed = p.status.disruptions_allowed if p.status is not None else None
+    return PdbRecord(uid=meta.uid or f"{namespace}/{meta.name}", namespace=_shared(namespace), name=meta.name,
+                     resource_version=meta.resource_version or "", selector=selector,
+                     disruptions_allowed=allowed or 0, problems=tuple(noted))

@@ -21,7 +21,7 @@ import msgspec
 
 from agent.model.pod import OVERCOMMIT_ANNOTATION, USAGE_ANNOTATION, VM_NAME_LABEL
 
-__all__ = ["Pod", "Node", "PodEvent", "NodeEvent", "Quantities"]
+__all__ = ["Pod", "Node", "Pdb", "PodEvent", "NodeEvent", "PdbEvent", "Quantities"]
 
 #: A resource map as the API server writes it (cpu, memory, pods, hugepages-*, ...): quantity strings.
 Quantities = dict[str, str]
@@ -119,6 +119,40 @@ class Node(_S):
     status: NodeStatus | None = None
 
 
+class PdbMeta(_S):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class Requirement(_S):
+    key: str | None = None
+    operator: str | None = None
+    values: list[str] | None = None
+
+
+class Selector(_S):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[Requirement] | None = None
+
+
+class PdbSpec(_S):
+    selector: Selector | None = None
+
+
+class PdbStatus(_S):
+    disruptions_allowed: int | None = None
+
+
+class Pdb(_S):
+    """A policy/v1 PodDisruptionBudget: which pods it covers, and whether it allows a disruption now."""
+
+    metadata: PdbMeta | None = None
+    spec: PdbSpec | None = None
+    status: PdbStatus | None = None
+
+
 class PodEvent(_S):
     type: str
     object: Pod
@@ -127,3 +161,8 @@ class PodEvent(_S):
 class NodeEvent(_S):
     type: str
     object: Node
+
+
+class PdbEvent(_S):
+    type: str
+    object: Pdb

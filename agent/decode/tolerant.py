@@ -45,6 +45,26 @@ def _boolean(value: Any, path: str, problems: list[str]) -> bool | None:
     return None
 
 
+def _integer(value: Any, path: str, problems: list[str]) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    problems.append(f"{path} is not an integer")
+    return None
+
+
+def _strings(value: Any, path: str, problems: list[str]) -> list[str] | None:
+    if not isinstance(value, list):
+        problems.append(f"{path} is not a list")
+        return None
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            problems.append(f"{path}[{i}] is not a string")
+    return out
+
+
 def _quantities(value: Any, path: str, problems: list[str]) -> dict[str, str] | None:
     if not isinstance(value, dict):
         problems.append(f"{path} is not an object")
@@ -78,6 +98,10 @@ def _reader(t: mi.Type) -> _Read:
         return _string
     if isinstance(t, mi.BoolType):
         return _boolean
+    if isinstance(t, mi.IntType):
+        return _integer
+    if isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StrType):
+        return _strings
     if isinstance(t, mi.DictType) and isinstance(t.value_type, mi.StrType):
         return _quantities
     if isinstance(t, mi.StructType):
