@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from agent.config import ClusterAccess, ConfigError, kubernetes_version
+from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.rules import NEWEST
 
 __all__ = ["explain", "list_live", "EXIT_CONFIG", "EXIT_FAILED"]
@@ -24,8 +25,9 @@ class _Failed(Exception):
         self.code = code
 
 
-def explain(args: argparse.Namespace, cluster: ClusterAccess) -> int:
-    """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node."""
+def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
+    """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node;
+    ``autoscaler``: the autoscaler's settings the verdicts follow (resolved by the CLI from flags and environment)."""
     import shutil
 
     from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line

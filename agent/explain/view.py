@@ -21,11 +21,12 @@ from agent.model.pdb import PdbRecord
 from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.node import NodeRecord
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
 from agent.model.valuation import PodValue, evaluate
-from agent.decode.reader import NODE, POD, Skipped
+from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.pipeline.events import DELETED
 from agent.source.documents import DumpError, changes, objects_in
 
@@ -43,6 +44,9 @@ class Dump(NamedTuple):
     pods: list[PodRecord]
     nodes: list[NodeRecord]
     skipped: list[Skipped]  # objects that could not be identified, with why
+    # The PodDisruptionBudgets; None when the dump holds none (not even an empty PodDisruptionBudgetList): then
+    # they are unknown, as for an agent without the PDB watch.
+    pdbs: list[PdbRecord] | None = None
 
 
 def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool) -> None:
@@ -57,15 +61,20 @@ def read_dump(documents: Iterable[Any]) -> Dump:
     """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped."""
     pods: dict[str, PodRecord] = {}
     nodes: dict[str, NodeRecord] = {}
+    pdbs: dict[str, PdbRecord] | None = None
     skipped: list[Skipped] = []
     for change in changes(documents):
         node_records, bad_nodes = NODE.decode_all(change.nodes)
         pod_records, bad_pods = POD.decode_all(change.pods)
-        skipped += bad_nodes + bad_pods
+        pdb_records, bad_pdbs = PDB.decode_all(change.pdbs)
+        skipped += bad_nodes + bad_pods + bad_pdbs
         deleted = change.type == DELETED
         _apply(nodes, ((n.name, n) for n in node_records), deleted)
         _apply(pods, ((p.uid, p) for p in pod_records), deleted)
-    return Dump(list(pods.values()), list(nodes.values()), skipped)
+        if change.pdbs or change.pdbs_only:
+            pdbs = {} if pdbs is None else pdbs
+            _apply(pdbs, ((p.uid, p) for p in pdb_records), deleted)
+    return Dump(list(pods.values()), list(nodes.values()), skipped, None if pdbs is None else list(pdbs.values()))
 
 
 def nodes_only(documents: list[Any], where: str) -> list[NodeRecord]:
