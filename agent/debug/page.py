@@ -99,7 +99,7 @@ def _verdict_section(v: ScaleDownVerdict) -> str:
     e = html.escape
     u = v.utilization
     util_rows = "".join(
-        f"<tr><td>{r}</td><td class=n>{ratio_text(value)}</td>"
+        f"<tr><td>{r}</td><td class=n>{ratio_text(value, v.threshold)}</td>"
         f"<td class=n>{ratio_text(v.threshold) if r == u.resource and u.value is not None else ''}</td></tr>"
         for r in ("cpu", "memory", "gpu") if (value := getattr(u, r)) is not None or r != "gpu")
     if v.blockers:

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+import msgspec
+
 from agent.report.views import pod_report, summary_report, totals_report, verdict_report
 from agent.model.autoscaler_settings import AutoscalerSettings
 from agent.model.pdb import PdbRecord
@@ -149,12 +151,16 @@ def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: 
     return order(view, sort)
 
 
-def verdicts(view: ClusterView, pdbs: Iterable[PdbRecord] | None, settings: AutoscalerSettings,
-             now: float) -> dict[str, Verdict]:
-    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` None: not known."""
+def verdicts(view: ClusterView, pdbs: Iterable[PdbRecord] | None, settings: AutoscalerSettings, now: float,
+             problems: tuple[str, ...] = ()) -> dict[str, Verdict]:
+    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` None: not known;
+    ``problems`` (why the PDBs could not be read) are added to each."""
     known = None if pdbs is None else tuple(pdbs)
-    return {g.name: scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings,
-                                       now=now) for g in view.nodes}
+    out = {}
+    for g in view.nodes:
+        v = scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings, now=now)
+        out[g.name] = msgspec.structs.replace(v, problems=(*v.problems, *problems)) if problems else v
+    return out
 
 
 def _cluster_report(view: ClusterView) -> dict[str, Any]:

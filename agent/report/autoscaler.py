@@ -12,25 +12,29 @@ import textwrap
 from collections import Counter
 
 from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, Blocker, Verdict
-from agent.model.units import cores, memory
+from agent.model.units import cores, memory, percent
 from agent.report.columns import Column, clip, fit, row
 from agent.report.views import CANNOT_SEE
 
 __all__ = ["verdict_lines", "headline", "ratio_text", "DETAILS"]
 
-UTILIZATION_COLUMNS = (Column("  RESOURCE"), Column("UTILIZATION", right=True), Column("THRESHOLD", right=True),
-                       Column(""))
 BLOCKER_COLUMNS = (Column("  POD", shrink_to=20, shrink_first=1), Column("REASON"), Column("DETAIL", shrink_to=10))
 DIFFERING_COLUMNS = (Column("  POD", shrink_to=20), Column("AUTOSCALER", right=True), Column("SCHEDULER", right=True),
                      Column("WHY", shrink_to=10))
 
 
-def ratio_text(ratio: float | None) -> str:
-    """A ratio as a percentage with one decimal where it has one (49.6% is not 50%, and the threshold is strict)."""
+def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
+    """A ratio as a whole percentage, as everywhere else (``percent``); with more digits where that would hide its
+    side of ``threshold`` (49.6% is not 50%, and the comparison is strict before 1.37)."""
     if ratio is None:
         return "-"
-    text = f"{ratio * 100:.1f}"
-    return (text[:-2] if text.endswith(".0") else text) + "%"
+    if threshold is None or ratio == threshold or percent(ratio) != percent(threshold):
+        return percent(ratio)
+    for digits in range(1, 7):
+        text = f"{ratio * 100:.{digits}f}"
+        if float(text) != round(threshold * 100, digits):
+            return text + "%"
+    return f"{ratio * 100!r}%"
 
 
 def _relation(value: float, threshold: float) -> str:
@@ -42,7 +46,8 @@ def headline(v: Verdict) -> str:
     """One line: the state and the comparison that decided it."""
     u = v.utilization
     threshold = ("GPU threshold " if u.resource == "gpu" else "threshold ") + ratio_text(v.threshold)
-    which = "" if u.value is None else f"{u.resource} {ratio_text(u.value)} {_relation(u.value, v.threshold)} {threshold}"
+    which = ("" if u.value is None else
+             f"{u.resource} {ratio_text(u.value, v.threshold)} {_relation(u.value, v.threshold)} {threshold}")
     n = len(v.blockers)
     pods = f"{n} pod{'s' if n != 1 else ''}"
     if v.state == UNDERUTILIZED:
@@ -57,17 +62,16 @@ def headline(v: Verdict) -> str:
     return "AUTOSCALER  unknown: no Node object (or no usable allocatable) to judge utilization against"
 
 
-def _utilization_rows(v: Verdict) -> list[list[str]]:
+def _utilization_line(v: Verdict) -> str:
+    """Every resource's utilization, the deciding one first, the threshold, and whose arithmetic."""
     u = v.utilization
-    rows = []
-    for resource in ("cpu", "memory", "gpu"):
-        value = getattr(u, resource)
-        if value is None and resource == "gpu":
-            continue
-        deciding = resource == u.resource and u.value is not None
-        rows.append([f"  {resource}", ratio_text(value), ratio_text(v.threshold) if deciding else "",
-                     "<- the node's utilization" if deciding else ""])
-    return rows
+    known = [(r, getattr(u, r)) for r in ("gpu", "cpu", "memory") if getattr(u, r) is not None]
+    known.sort(key=lambda item: item[0] != u.resource)  # the one that gave the node's utilization first
+    parts = [f"{r} {ratio_text(value, v.threshold)}" + (" (decides)" if r == u.resource and u.value is not None else "")
+             for r, value in known] or ["unknown"]
+    threshold = ("GPU threshold " if u.resource == "gpu" else "threshold ") + ratio_text(v.threshold)
+    release = f"; as cluster-autoscaler {v.release} computes it" if v.release else ""
+    return f"  UTILIZATION  {', '.join(parts)}; {threshold}{release}"
 
 
 _REASON_ORDER = {reason: i for i, reason in enumerate(REASONS)}
@@ -100,10 +104,7 @@ def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full") -> 
     pods counted differently, problems, what the verdict cannot see: ``explain --node``)."""
     lines = [clip(headline(v), width)]
     if detail == "full":
-        utilization = _utilization_rows(v)
-        widths = fit(UTILIZATION_COLUMNS, utilization, None)
-        lines.append(row(UTILIZATION_COLUMNS, widths, [c.title for c in UTILIZATION_COLUMNS]))
-        lines.extend(row(UTILIZATION_COLUMNS, widths, r) for r in utilization)
+        lines.append(clip(_utilization_line(v), width))
     if not v.blockers:
         lines.append("  BLOCKING  no pod blocks the node's removal")
     else:

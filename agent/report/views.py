@@ -119,13 +119,13 @@ def verdict_report(v: Verdict) -> dict[str, Any]:
                         "resource": u.resource or None},
         "threshold": v.threshold,
         "blockers": [{"namespace": b.namespace, "name": b.name, "uid": b.uid, "reason": b.reason, "detail": b.detail}
-                     for b in v.blockers],
+                     for b in sorted(v.blockers, key=lambda b: (b.namespace, b.name, b.uid))],
         "blocking_pods": counts,
         "differing": [{"namespace": d.namespace, "name": d.name, "uid": d.uid,
                        "cpu_cores": to_float(d.cpu), "memory_bytes": to_bytes(d.memory),
                        "scheduler_cpu_cores": to_float(d.scheduler_cpu),
                        "scheduler_memory_bytes": to_bytes(d.scheduler_memory), "why": d.why}
-                      for d in v.differing],
+                      for d in sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))],
         "pdbs_known": v.pdbs_known,
         "release": v.release,
         "problems": list(v.problems),
