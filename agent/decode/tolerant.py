@@ -80,6 +80,22 @@ def _quantities(value: Any, path: str, problems: list[str]) -> dict[str, str] | 
     return out
 
 
+def _labels(value: Any, path: str, problems: list[str]) -> dict[str, str] | None:
+    """A label map: strings, numbers as YAML writes them, null (absent, as the fast path reads it)."""
+    if not isinstance(value, dict):
+        problems.append(f"{path} is not an object")
+        return None
+    out = {}
+    for key, text in value.items():
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            text = str(text)
+        if isinstance(text, str):
+            out[str(key)] = text
+        elif text is not None:
+            problems.append(f"{path}.{key} is not a string")
+    return out
+
+
 def _list_of(read_item: _Read, empty: Callable[[], Any]) -> _Read:
     def read(value: Any, path: str, problems: list[str]) -> list | None:
         if not isinstance(value, list):
@@ -104,6 +120,9 @@ def _reader(t: mi.Type) -> _Read:
         return _strings
     if isinstance(t, mi.DictType) and isinstance(t.value_type, mi.StrType):
         return _quantities
+    if (isinstance(t, mi.DictType) and isinstance(t.value_type, mi.UnionType)
+            and {type(m) for m in t.value_type.types} == {mi.StrType, mi.NoneType}):
+        return _labels
     if isinstance(t, mi.StructType):
         return _struct_reader(t.cls)
     if isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StructType):

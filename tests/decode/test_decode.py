@@ -198,7 +198,7 @@ def test_every_declared_field_has_a_tolerant_reading(cls):
     lists read as absent, objects as empty objects."""
     fields = msgspec.inspect.type_info(cls).fields
     problems: list[str] = []
-    # A number is wrong for every field but an integer one, which gets text.
+    # A number is wrong everywhere but in an integer field, where a string is.
     filled = fill(cls, {f.encode_name: "12345" if _kind(f.type) == "IntType" else 12345 for f in fields}, problems)
     assert problems == [f"{f.encode_name} is not {_WHAT[_kind(f.type)]}" for f in fields]
     for f in fields:

@@ -103,5 +103,5 @@ def test_a_malformed_pdb_is_kept_and_said_once_per_change(caplog):
         handler.handle(PdbsListed(pdbs=(PDB.record(bad), PDB.record(pdb("fine")))))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1, lines
-    assert "team/bad" in lines[0] and "'Equals' is not In, NotIn, Exists or DoesNotExist" in lines[0]
+    assert "team/bad" in lines[0] and "unknown operator 'Equals'" in lines[0]
     assert names(state) == {"bad", "fine"}  # kept: the rest of the node is still reported
