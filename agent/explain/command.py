@@ -45,7 +45,7 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
             if args.file != "-" or args.node_file:
                 raise _Failed("--live reads the cluster: give no input file or --node-file")
             from_server = version is None
-            pods, nodes, skipped, server_version = list_live(args, cluster, ask_version=from_server)
+            pods, nodes, skipped, server_version, pdbs = list_live(args, cluster, ask_version=from_server)
             version = version or server_version
         else:
             if args.kubeconfig or args.context:
@@ -53,7 +53,7 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
             documents = read_documents(load_capture(args.file))
             where = "standard input" if args.file == "-" else args.file
             dump = pods_dump(documents, where)
-            pods, nodes, skipped = dump.pods, dump.nodes, dump.skipped
+            pods, nodes, skipped, pdbs = dump.pods, dump.nodes, dump.skipped, dump.pdbs
             if args.node_file is not None:
                 with open(args.node_file, encoding="utf-8") as f:
                     nodes = nodes + nodes_only(read_documents(f.read()), args.node_file)
@@ -77,7 +77,8 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
 
 
 def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: bool = False):
-    """One LIST of pods and one of Nodes through the agent's own source code; the API server's version if asked."""
+    """One LIST of pods, one of Nodes and one of PDBs through the agent's own source code; the API server's version
+    if asked. PDBs the cluster refuses to list are None (unknown), said on stderr."""
     from agent.model.rules import VersionError
     from agent.source.cluster_list import list_cluster
     from agent.source.kube import TRANSPORT_ERRORS, ApiError, KubeApi, KubeConfigError, load_configuration
@@ -89,7 +90,9 @@ def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: boo
         raise _Failed(f"{exc}; pass --kubeconfig FILE (or --context), or explain a dump: "
                       "kubectl get nodes,pods -A -o json | node-requests-agent explain") from None
     try:
-        pods, nodes, skipped = list_cluster(api, args.node)
+        listed = list_cluster(api, args.node)
+        if listed.pdbs_error:
+            print(f"node-requests-agent explain: {listed.pdbs_error}", file=sys.stderr)
         version = None
         if ask_version:
             try:
@@ -97,7 +100,7 @@ def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: boo
             except (ApiError, *TRANSPORT_ERRORS, VersionError) as exc:
                 print(f"node-requests-agent explain: cannot read the API server's version ({exc}); using the {NEWEST} "
                       "rules", file=sys.stderr)
-        return pods, nodes, skipped, version
+        return listed.pods, listed.nodes, listed.skipped, version, listed.pdbs
     except (ApiError, *TRANSPORT_ERRORS, ValueError) as exc:
         raise _Failed(f"cannot list pods and nodes from the cluster: {exc}", EXIT_FAILED) from None
     finally:

@@ -52,7 +52,7 @@ def test_every_route(running):
     assert node["cpu_cores"]["pod_or_vm"] == 1.25 and node["memory_bytes"]["pod_or_vm"] == 256 * 2**20 + 4 * 2**30
     assert node["pods_by_source"] == {"pod_requests": 1, "vm_usage": 1} and node["node_present"] is False
     runtime = json.loads(get(port, "/debug/runtime")[2])
-    assert runtime["synced"] is True and runtime["relists"] == {"pods": 1, "nodes": 1}
+    assert runtime["synced"] is True and runtime["relists"] == {"pods": 1, "nodes": 1, "poddisruptionbudgets": 1}
     assert runtime["queue_duration"]["count"] == runtime["events_handled"]
     assert runtime["queue_duration"]["buckets"][-1] == {"le": "+Inf", "count": runtime["events_handled"]}
     # Every field of the snapshot is in the view, pair keys as "resource/reason".

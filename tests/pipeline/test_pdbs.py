@@ -105,3 +105,95 @@ def test_a_malformed_pdb_is_kept_and_said_once_per_change(caplog):
     assert len(lines) == 1, lines
     assert "team/bad" in lines[0] and "unknown operator 'Equals'" in lines[0]
     assert names(state) == {"bad", "fine"}  # kept: the rest of the node is still reported
+
+
+# -- the verdict the snapshot gives (model.scale_down on what the state holds) ----------------------------------
+
+NOW = 1_800_000_000.0
+
+
+def owned(name: str, namespace: str, labels: dict[str, str], kind: str = "ReplicaSet") -> dict:
+    from tests.support.factory import pod
+
+    p = pod(name, namespace=namespace, labels=labels,
+            owner_references=[{"apiVersion": "apps/v1", "kind": kind, "name": f"{name}-owner", "uid": f"u-{name}",
+                               "controller": True}])
+    p["metadata"]["creationTimestamp"] = "2027-01-15T08:00:00Z"  # 1,800,000,000 s is 2027-01-15T08:00:00Z
+    return p
+
+
+def verdict_of(state: NodeState):
+    return state.snapshot().verdict(NOW + 60)
+
+
+def reasons(verdict) -> dict[str, str]:
+    return {b.name: b.reason for b in verdict.blockers}
+
+
+def node_state(**kwargs) -> tuple[NodeState, Handler]:
+    from agent.decode.reader import NODE, POD
+    from agent.pipeline.events import NodeListed, PodsListed
+    from tests.support.factory import node
+
+    state = NodeState("node-a", **kwargs)
+    handler = handler_for(state)
+    handler.handle(NodeListed(node=NODE.record(node("node-a"))))
+    handler.handle(PodsListed(pods=(POD.record(owned("dns", "kube-system", {"k8s-app": "kube-dns"})),
+                                    POD.record(owned("db", "team", {"app": "db"})))))
+    return state, handler
+
+
+def test_without_listed_pdbs_a_kube_system_pod_blocks_unless_a_pdb_covers_it():
+    state, _ = node_state()
+    verdict = verdict_of(state)
+    assert verdict.pdbs_known is False
+    assert reasons(verdict) == {"dns": "kube_system_pdb_unknown"}
+
+
+def test_the_verdict_follows_the_pdbs_of_the_pods_namespaces():
+    state, handler = node_state()
+    # A PDB elsewhere with the same labels covers nothing here.
+    handler.handle(PdbsListed(pdbs=(PDB.record(pdb("dns", namespace="other", match_labels={"k8s-app": "kube-dns"},
+                                                   disruptions_allowed=0)),)))
+    verdict = verdict_of(state)
+    assert verdict.pdbs_known is True and reasons(verdict) == {"dns": "unmovable_kube_system"}
+    handler.handle(PdbChanged(type=ADDED, pdb=PDB.record(pdb("dns", namespace="kube-system",
+                                                             match_labels={"k8s-app": "kube-dns"},
+                                                             disruptions_allowed=1))))
+    handler.handle(PdbChanged(type=ADDED, pdb=PDB.record(pdb("db", namespace="team", match_labels={"app": "db"},
+                                                             disruptions_allowed=0))))
+    assert reasons(verdict_of(state)) == {"db": "not_enough_pdb"}
+    handler.handle(PdbChanged(type=MODIFIED, pdb=PDB.record(pdb("db", namespace="team", match_labels={"app": "db"},
+                                                              disruptions_allowed=1))))
+    assert reasons(verdict_of(state)) == {}
+
+
+def test_a_malformed_pdb_is_a_problem_of_the_verdict_and_the_rest_of_the_node_is_reported():
+    state, handler = node_state()
+    bad = pdb("db", namespace="team", match_expressions=[{"key": "app", "operator": "Equals", "values": ["db"]}])
+    handler.handle(PdbsListed(pdbs=(PDB.record(bad), PDB.record(pdb("unrelated", namespace="elsewhere",
+                                                                    match_expressions=[{"key": "x", "operator": "Bad"}])))))
+    verdict = verdict_of(state)
+    assert reasons(verdict) == {"dns": "unmovable_kube_system"}  # the bad selector covers no pod
+    (said,) = [p for p in verdict.problems if "PodDisruptionBudget" in p]
+    assert "team/db" in said and "unknown operator 'Equals'" in said  # the other namespace's is not this node's
+    assert verdict.state == "underutilized" and verdict.utilization.value is not None
+
+
+def test_over_the_maximum_the_verdict_says_the_pdbs_are_unknown_and_why():
+    state, handler = node_state(max_pdbs=1)
+    handler.handle(PdbsListed(pdbs=(PDB.record(pdb("a")),), more=4))
+    verdict = verdict_of(state)
+    assert verdict.pdbs_known is False and reasons(verdict) == {"dns": "kube_system_pdb_unknown"}
+    assert any("holds 5 PodDisruptionBudgets" in p and "--max-pdbs 1" in p for p in verdict.problems)
+
+
+def test_the_verdict_follows_the_autoscalers_settings_of_the_state():
+    from agent.model.autoscaler_settings import parse_autoscaler_args
+
+    settings = parse_autoscaler_args(["--skip-nodes-with-system-pods=false", "--scale-down-utilization-threshold=0"],
+                                     release="1.31")
+    state, _ = node_state(autoscaler=settings)
+    verdict = verdict_of(state)
+    assert verdict.release == "1.31" and verdict.threshold == 0.0
+    assert reasons(verdict) == {} and verdict.state == "not_underutilized"
