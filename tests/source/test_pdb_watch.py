@@ -100,3 +100,13 @@ def test_a_refused_pdb_list_is_retried_with_backoff_and_the_pods_are_still_repor
     wait_until(lambda: agent.stats.snapshot().requests_failed.get((PDBS, "unauthorized"), 0) >= 2, timeout=10)
     assert agent.state.snapshot().pdbs is None
     assert apiserver.count(path=PATH) < 10  # backoff, not a hot loop
+    # Never progressing, the source makes the agent unready after two read timeouts (5 s here), naming it.
+    from agent.telemetry.health import HealthLimits, readiness
+
+    limits = HealthLimits.for_config(read_timeout=5.0, export_interval=None, export_timeout=10.0)
+    def unready() -> dict[str, str] | None:
+        verdict = readiness({}, agent.stats.snapshot(), limits)
+        return None if verdict.ok else verdict.checks
+
+    checks = wait_until(unready, timeout=20, message="not ready, naming the PDB source")
+    assert checks[f"{PDBS} current"].startswith("stale") and checks["pods current"] == "ok"
