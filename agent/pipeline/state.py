@@ -69,8 +69,12 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
             pdbs = tuple(p for p in pdbs if p.namespace in namespaces)
         verdict = scale_down_verdict(node_name=self.node_name, node=self.node, pods=self.pods, pdbs=pdbs,
                                      settings=self.autoscaler, now=now)
-        if self.pdbs_problem:
-            verdict = msgspec.structs.replace(verdict, problems=(*verdict.problems, self.pdbs_problem))
+        # What is wrong with the PDBs that could cover this node's pods (a malformed selector covers no pod), and
+        # why they are not known at all: said with the verdict they shape.
+        found = [f"PodDisruptionBudget {p.namespace}/{p.name}: {problem}" for p in pdbs or () for problem in p.problems]
+        found += [self.pdbs_problem] if self.pdbs_problem else []
+        if found:
+            verdict = msgspec.structs.replace(verdict, problems=(*verdict.problems, *found))
         return verdict
 
 
