@@ -146,8 +146,8 @@ def refresh_seconds(query: str) -> int:
 
 def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: Verdict, now: float,
                 refresh: int = REFRESH_SECONDS) -> str:
-    """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated"), ``refresh`` the seconds
-    between reloads (already clamped by ``refresh_seconds``)."""
+    """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated", and when the autoscaler's
+    verdict is judged), ``refresh`` the seconds between reloads (already clamped by ``refresh_seconds``)."""
     e = html.escape
     pods = sorted((p for p in node.pods if p.reported), key=lambda p: (-p.cpu, -p.memory, p.namespace, p.name))
     totals = pod_totals(pods)
