@@ -13,7 +13,7 @@ from collections import Counter
 
 from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, Blocker, Verdict
 from agent.model.units import cores, memory, percent
-from agent.report.columns import Column, clip, fit, row
+from agent.report.columns import Column, fit, row
 from agent.report.views import CANNOT_SEE
 
 __all__ = ["verdict_lines", "headline", "ratio_text", "DETAILS"]
@@ -77,17 +77,33 @@ def _utilization_line(v: Verdict) -> str:
 _REASON_ORDER = {reason: i for i, reason in enumerate(REASONS)}
 
 
-def _blocker_rows(blockers: list[Blocker], width: int | None) -> list[str]:
-    """POD, REASON and DETAIL; a detail too long for the terminal goes on under itself rather than being cut."""
-    rows = [[f"  {b.namespace}/{b.name}", b.reason, b.detail] for b in blockers]
-    widths = fit(BLOCKER_COLUMNS, rows, width)
-    lines = [row(BLOCKER_COLUMNS, widths, [c.title for c in BLOCKER_COLUMNS])]
-    for pod, reason, detail in rows:
-        wrap = width is not None and widths[2] > 0
-        parts = textwrap.wrap(detail, widths[2], break_on_hyphens=False) if wrap else [detail]
-        lines.append(row(BLOCKER_COLUMNS, widths, [pod, reason, parts[0] if parts else ""]))
-        lines.extend(row(BLOCKER_COLUMNS, widths, ["", "", more]) for more in parts[1:])
+def _say(text: str, width: int | None) -> list[str]:
+    """A line of prose, wrapped to the terminal under its own first word (never cut: every word is the answer)."""
+    if width is None or len(text) <= width:
+        return [text]
+    body = text.lstrip(" ")
+    indent = len(text) - len(body)
+    first = body.split("  ", 1)[0] if "  " in body else ""
+    hang = indent + (len(first) + 2 if first and first.isupper() else 2)
+    return textwrap.wrap(text, width, subsequent_indent=" " * min(hang, width // 2), break_on_hyphens=False,
+                         drop_whitespace=True) or [text]
+
+
+def _table(columns: tuple[Column, ...], rows: list[list[str]], width: int | None) -> list[str]:
+    """A header and ``rows``; a last cell too long for the terminal goes on under itself rather than being cut."""
+    widths = fit(columns, rows, width)
+    lines = [row(columns, widths, [c.title for c in columns])]
+    blank = [""] * (len(columns) - 1)
+    for cells in rows:
+        wrap = width is not None and widths[-1] > 0
+        parts = textwrap.wrap(cells[-1], widths[-1], break_on_hyphens=False) if wrap else [cells[-1]]
+        lines.append(row(columns, widths, [*cells[:-1], parts[0] if parts else ""]))
+        lines.extend(row(columns, widths, [*blank, more]) for more in parts[1:])
     return lines
+
+
+def _blocker_rows(blockers: list[Blocker], width: int | None) -> list[str]:
+    return _table(BLOCKER_COLUMNS, [[f"  {b.namespace}/{b.name}", b.reason, b.detail] for b in blockers], width)
 
 
 def _reasons(v: Verdict) -> str:
@@ -102,13 +118,13 @@ def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full") -> 
     """The verdict, at one of DETAILS: ``line`` (the headline and the blockers by reason: a node among many),
     ``brief`` (also one blocking pod per reason: the demo), ``full`` (utilization by resource, every blocker, the
     pods counted differently, problems, what the verdict cannot see: ``explain --node``)."""
-    lines = [clip(headline(v), width)]
+    lines = _say(headline(v), width)
     if detail == "full":
-        lines.append(clip(_utilization_line(v), width))
+        lines.extend(_say(_utilization_line(v), width))
     if not v.blockers:
         lines.append("  BLOCKING  no pod blocks the node's removal")
     else:
-        lines.append(clip(f"  BLOCKING  {len(v.blockers)} pod{'s' if len(v.blockers) != 1 else ''}: {_reasons(v)}",
+        lines.extend(_say(f"  BLOCKING  {len(v.blockers)} pod{'s' if len(v.blockers) != 1 else ''}: {_reasons(v)}",
                           width))
     if v.blockers and detail != "line":
         ordered = sorted(v.blockers, key=lambda b: (_REASON_ORDER.get(b.reason, len(REASONS)), b.namespace, b.name))
@@ -119,23 +135,22 @@ def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full") -> 
             ordered = list(firsts.values())
         lines.extend(_blocker_rows(ordered, width))
         if len(ordered) < len(v.blockers):
-            lines.append(clip(f"  (one pod per reason; `node-requests-agent explain --node {v.node}` shows all "
+            lines.extend(_say(f"  (one pod per reason; `node-requests-agent explain --node {v.node}` shows all "
                               f"{len(v.blockers)})", width))
     if not v.pdbs_known and detail != "line":
-        lines.append(clip("  PDBS  not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget "
+        lines.extend(_say("  PDBS  not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget "
                           "covers it", width))
     if detail != "full":
         return lines
     if v.differing:
-        lines.append(clip(f"  DIFFERING  {len(v.differing)} pod{'s' if len(v.differing) != 1 else ''} counted "
+        lines.extend(_say(f"  DIFFERING  {len(v.differing)} pod{'s' if len(v.differing) != 1 else ''} counted "
                           f"differently by cluster-autoscaler {v.release} than by the scheduler (cpu / memory)",
                           width))
         rows = [[f"  {d.namespace}/{d.name}", f"{cores(d.cpu)} / {memory(d.memory)}",
-                 f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", d.why] for d in v.differing]
-        widths = fit(DIFFERING_COLUMNS, rows, width)
-        lines.append(row(DIFFERING_COLUMNS, widths, [c.title for c in DIFFERING_COLUMNS]))
-        lines.extend(row(DIFFERING_COLUMNS, widths, r) for r in rows)
-    lines.extend(clip(f"  problem: {p}", width) for p in v.problems)
-    said = "  CANNOT SEE  " + "; ".join(CANNOT_SEE)
-    lines.extend(textwrap.wrap(said, width, subsequent_indent=" " * 14) if width else [said])
+                 f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", d.why]
+                for d in sorted(v.differing, key=lambda d: (d.namespace, d.name))]
+        lines.extend(_table(DIFFERING_COLUMNS, rows, width))
+    for problem in v.problems:
+        lines.extend(_say(f"  problem: {problem}", width))
+    lines.extend(_say("  CANNOT SEE  " + "; ".join(CANNOT_SEE), width))
     return lines

@@ -180,3 +180,23 @@ def test_live_lists_the_pdbs_and_agrees_with_the_dump(apiserver, tmp_path):
     live = json.loads(result.stdout)["autoscaler"]
     assert live == verdict()
     assert apiserver.requests_to("/apis/policy/v1/poddisruptionbudgets")
+
+
+def test_a_pod_the_autoscalers_release_counts_differently_is_shown_with_both_values_and_why():
+    """cluster-autoscaler before 1.33 ignores pod-level resources: 100m by its containers, 1 core for the scheduler."""
+    level = pod("pod-level", containers=[container("c", "100m", "128Mi")], pod_requests={"cpu": "1", "memory": "1Gi"})
+    text = json.dumps({"kind": "List", "items": [node("node-a", "4", "16Gi"), level]})
+    v = verdict("--autoscaler-release", "1.31", text=text)
+    (d,) = v["differing"]
+    assert (d["name"], d["cpu_cores"], d["memory_bytes"], d["scheduler_cpu_cores"], d["scheduler_memory_bytes"]) == (
+        "pod-level", 0.1, 128 * 2**20, 1.0, 2**30)
+    assert "pod-level" in d["why"] and "1.31" in d["why"]
+    assert v["utilization"]["cpu"] == pytest.approx(0.1 / 4)  # the autoscaler's number, not the scheduler's
+    assert verdict(text=text)["differing"] == []  # 1.36 counts pod-level resources as the scheduler does
+    out = run("explain", "--node", "node-a", "--autoscaler-release", "1.31", input=text, env={"COLUMNS": "100"}).stdout
+    assert "DIFFERING  1 pod counted differently by cluster-autoscaler 1.31" in out
+    lines = out.splitlines()
+    answer = lines[lines.index(next(l for l in lines if l.startswith("AUTOSCALER"))):
+                   lines.index(next(l for l in lines if l.startswith("POD ")))]
+    assert "100m / 128Mi" in "\n".join(answer) and "pod-level" in "\n".join(answer)
+    assert not any("…" in line for line in answer) and max(len(line) for line in answer) <= 100  # wrapped, not cut
