@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agent import __version__
-from agent.config import SETTINGS, ConfigError, Setting, cluster_access, from_sources
+from agent.config import (AUTOSCALER_FLAGS, SETTINGS, ConfigError, Setting, autoscaler_settings, cluster_access,
+                          from_sources)
 from agent.model.rules import NEWEST
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ def _flag_form(setting: Setting) -> dict[str, object]:
     """argparse's arguments for a setting's flag; every flag defaults to unset, so the environment can decide."""
     if setting.kind == "switch":
         return {"action": "store_true"}
+    if setting.kind == "autoscaler" and isinstance(setting.default, bool):
+        # As the autoscaler's own flags: --ignore-daemonsets-utilization alone means true.
+        return {"nargs": "?", "const": "true", "metavar": setting.metavar}
     form: dict[str, object] = {"action": "append"} if setting.kind == "repeated" else {}
     if setting.kind == "seconds":
         form.update(type=float, metavar="SECONDS")
@@ -76,7 +80,13 @@ def _environment_help() -> str:
 def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     import argparse
 
-    parser = argparse.ArgumentParser(
+    class OneLineErrors(argparse.ArgumentParser):
+        """Bad usage is one line and exit 2, like every other configuration error (subcommands inherit it)."""
+
+        def error(self, message: str) -> None:  # type: ignore[override]
+            self.exit(EXIT_CONFIG, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    parser = OneLineErrors(
         prog=prog,
         description="Per-node agent: exports what each pod costs the cluster-autoscaler "
                     "(NeonVM usage, else effective requests) as OpenTelemetry metrics.")
@@ -117,6 +127,10 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     explain.add_argument("--kubernetes-version", metavar="X.Y",
                          help=f"count requests with this Kubernetes release's rules (default: with --live the API "
                               f"server's own version, else {NEWEST}, the newest supported)")
+    # The autoscaler's settings, as `run` takes them (and NRA_AUTOSCALER_ARGS / NRA_AUTOSCALER_RELEASE too).
+    for name in ("autoscaler_release", *AUTOSCALER_FLAGS):
+        setting = SETTINGS[name]
+        explain.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
     return parser
 
 
@@ -143,7 +157,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "explain":
             from agent.explain.command import explain
 
-            return explain(args, cluster_access(args.kubeconfig, args.context, os.environ))
+            try:
+                autoscaler = autoscaler_settings(vars(args), os.environ)
+            except ConfigError as exc:
+                print(f"node-requests-agent explain: {exc}", file=sys.stderr)
+                return EXIT_CONFIG
+            return explain(args, cluster_access(args.kubeconfig, args.context, os.environ), autoscaler=autoscaler)
         flags = vars(args)
     try:
         config = from_sources(flags, os.environ)

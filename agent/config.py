@@ -20,11 +20,14 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from agent.model.autoscaler_settings import (DEFAULT_AUTOSCALER, AutoscalerArgError, AutoscalerSettings,
+                                             parse_autoscaler_args)
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
 __all__ = ["Address", "ClusterAccess", "Config", "ConfigError", "DEBUG_VIEWS", "EXPORTERS", "InCluster", "LOG_FORMATS",
-           "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "cluster_access",
-           "from_sources", "kubernetes_version", "otlp_settings", "parse_address"]
+           "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "AUTOSCALER_FLAGS",
+           "autoscaler_settings", "cluster_access", "from_sources", "kubernetes_version", "otlp_settings",
+           "parse_address"]
 
 T = TypeVar("T")
 
@@ -66,7 +69,9 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     shown: str = ""  # the default as a person reads it ("15 s"); "" when there is nothing to show
     required: bool = False
     millis: bool = False  # the variable is in milliseconds, the flag in seconds (OpenTelemetry's convention)
-    kind: str = "text"  # the flag's form: "text", "seconds", "switch" (no value) or "repeated"
+    # The flag's form: "text", "seconds", "switch" (no value), "repeated", or "autoscaler": one of the
+    # cluster-autoscaler's own flags, written as its Deployment writes it (``--name=value``; a bare boolean is true).
+    kind: str = "text"
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
 
@@ -177,6 +182,62 @@ SETTINGS: dict[str, Setting[Any]] = {
         default=None, flag="--kubernetes-version", env=("KUBERNETES_VERSION",), metavar="X.Y",
         shown="the API server's /version, re-read after every relist (with --replay the newest supported)",
         help="count requests with this Kubernetes release's rules"),
+    # The cluster-autoscaler's settings that decide a node's verdict (docs/configuration.md#the-autoscalers-settings).
+    # Its own flags, with its own names and defaults (model.autoscaler_settings), so a line copied from its
+    # Deployment's args works here unchanged; the environment takes the whole args line at once.
+    "autoscaler_args": Setting(
+        default="", env=("NRA_AUTOSCALER_ARGS",), shown="the autoscaler's defaults",
+        help="the autoscaler's args as its Deployment has them, space-separated --name=value words (its other "
+             "flags are ignored); the flags below win over it"),
+    "autoscaler_release": Setting(
+        default=DEFAULT_AUTOSCALER.release, flag="--autoscaler-release", env=("NRA_AUTOSCALER_RELEASE",),
+        metavar="1.MINOR|neon", shown=DEFAULT_AUTOSCALER.release,
+        help="the cluster-autoscaler release whose request arithmetic decides: before 1.33 it ignores in-place "
+             "resize status and pod-level resources; neon is neon's patched 1.31.1"),
+    "scale_down_utilization_threshold": Setting(
+        default=DEFAULT_AUTOSCALER.scale_down_utilization_threshold, kind="autoscaler", metavar="RATIO",
+        flag="--scale-down-utilization-threshold", shown=str(DEFAULT_AUTOSCALER.scale_down_utilization_threshold),
+        help="the autoscaler's: a node below this utilization (0 to 1) is a scale-down candidate"),
+    "scale_down_gpu_utilization_threshold": Setting(
+        default=DEFAULT_AUTOSCALER.scale_down_gpu_utilization_threshold, kind="autoscaler", metavar="RATIO",
+        flag="--scale-down-gpu-utilization-threshold",
+        shown=str(DEFAULT_AUTOSCALER.scale_down_gpu_utilization_threshold),
+        help="the autoscaler's: the same for a GPU node, judged by its GPU alone"),
+    "ignore_daemonsets_utilization": Setting(
+        default=DEFAULT_AUTOSCALER.ignore_daemonsets_utilization, kind="autoscaler", metavar="BOOL",
+        flag="--ignore-daemonsets-utilization", shown=str(DEFAULT_AUTOSCALER.ignore_daemonsets_utilization).lower(),
+        help="the autoscaler's: DaemonSet pods leave both the sum and the allocatable"),
+    "ignore_mirror_pods_utilization": Setting(
+        default=DEFAULT_AUTOSCALER.ignore_mirror_pods_utilization, kind="autoscaler", metavar="BOOL",
+        flag="--ignore-mirror-pods-utilization", shown=str(DEFAULT_AUTOSCALER.ignore_mirror_pods_utilization).lower(),
+        help="the autoscaler's: mirror (static) pods leave both the sum and the allocatable"),
+    "skip_nodes_with_local_storage": Setting(
+        default=DEFAULT_AUTOSCALER.skip_nodes_with_local_storage, kind="autoscaler", metavar="BOOL",
+        flag="--skip-nodes-with-local-storage", shown=str(DEFAULT_AUTOSCALER.skip_nodes_with_local_storage).lower(),
+        help="the autoscaler's: a pod with hostPath or disk-backed emptyDir volumes blocks removal"),
+    "skip_nodes_with_system_pods": Setting(
+        default=DEFAULT_AUTOSCALER.skip_nodes_with_system_pods, kind="autoscaler", metavar="BOOL",
+        flag="--skip-nodes-with-system-pods", shown=str(DEFAULT_AUTOSCALER.skip_nodes_with_system_pods).lower(),
+        help="the autoscaler's: a kube-system pod no PodDisruptionBudget covers blocks removal"),
+    "skip_nodes_with_custom_controller_pods": Setting(
+        default=DEFAULT_AUTOSCALER.skip_nodes_with_custom_controller_pods, kind="autoscaler", metavar="BOOL",
+        flag="--skip-nodes-with-custom-controller-pods",
+        shown=str(DEFAULT_AUTOSCALER.skip_nodes_with_custom_controller_pods).lower(),
+        help="the autoscaler's: a pod whose controller is not a ReplicationController, Job, ReplicaSet or "
+             "StatefulSet blocks removal"),
+    "blocking_system_pod_distruption_timeout": Setting(
+        default=DEFAULT_AUTOSCALER.blocking_system_pod_distruption_timeout, kind="autoscaler", metavar="DURATION",
+        flag="--blocking-system-pod-distruption-timeout", shown="1h",
+        help="the autoscaler's (its spelling): a kube-system pod older than this stops blocking (1.33 and later)"),
+    "watch_pdbs": Setting(
+        default=True, flag="--watch-pdbs", env=("NRA_WATCH_PDBS",), metavar="BOOL", shown="true",
+        help="list and watch the cluster's PodDisruptionBudgets (one cluster-wide watch; needs RBAC list/watch "
+             "on policy poddisruptionbudgets); false: kube-system pods are reported as blocking unless a PDB "
+             "covers them"),
+    "max_pdbs": Setting(
+        default=10000, flag="--max-pdbs", env=("NRA_MAX_PDBS",), metavar="N", shown="10000",
+        help="the most PodDisruptionBudgets the agent keeps; beyond it PDBs are reported as unknown (a problem) "
+             "until the cluster holds this many again"),
     "malloc_arenas": Setting(
         default=2, env=("MALLOC_ARENA_MAX",), shown="2, set by the agent",
         help="glibc's limit on malloc arenas: when set, glibc applies it and the agent leaves it alone"),
@@ -247,6 +308,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     malloc_arenas: int | None = _default("malloc_arenas")  # None: MALLOC_ARENA_MAX is set, glibc applies it
     # OTEL_RESOURCE_ATTRIBUTES, parsed here so the SDK never reads the environment; the agent's own attributes win.
     resource_attributes: tuple[tuple[str, str], ...] = ()
+    autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER
+    watch_pdbs: bool = _default("watch_pdbs")
+    max_pdbs: int = _default("max_pdbs")
 
     def __post_init__(self) -> None:
         if self.exporter == "otlp" and self.otlp is None:
@@ -374,6 +438,64 @@ def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str
     return ClusterAccess(kubeconfig=files, context=context or None, in_cluster=in_cluster, skipped=skipped)
 
 
+#: The SETTINGS keys of the cluster-autoscaler's own flags (their values go to parse_autoscaler_args as words).
+AUTOSCALER_FLAGS = tuple(name for name, setting in SETTINGS.items() if setting.kind == "autoscaler")
+
+
+def autoscaler_settings(args: Mapping[str, object], env: Mapping[str, str]) -> AutoscalerSettings:
+    """The autoscaler's settings: NRA_AUTOSCALER_ARGS' words, then the flags (a later word wins, as in the
+    autoscaler's own flag parsing), and the release; a bad value is a ConfigError naming where it came from."""
+    import shlex
+
+    variable = SETTINGS["autoscaler_args"].env[0]
+    given_release = _given("autoscaler_release", args, env)
+    release = str(given_release[0]).strip() if given_release is not None else None
+    try:
+        words = shlex.split(_text("autoscaler_args", args, env))
+    except ValueError as exc:  # an unbalanced quote
+        raise ConfigError(f"{variable}: {exc}") from None
+    flags = []
+    for name in AUTOSCALER_FLAGS:
+        value = args.get(SETTINGS[name].dest)
+        if value is not None:
+            flags.append(f"{SETTINGS[name].flag}={value}")
+    if not words and not flags and release is None:
+        return DEFAULT_AUTOSCALER
+    try:
+        parse_autoscaler_args(words)  # alone first, so its error names the variable
+    except AutoscalerArgError as exc:
+        raise ConfigError(f"{variable}: {exc}") from None
+    try:
+        return parse_autoscaler_args([*words, *flags], release=release)
+    except AutoscalerArgError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _boolean(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> bool:
+    given = _given(name, args, env)
+    if given is None:
+        return _default(name)
+    value, source = given
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{source} must be true or false, got {value!r}")
+    return text == "true"
+
+
+def _count(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> int:
+    given = _given(name, args, env)
+    if given is None:
+        return _default(name)
+    value, source = given
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = -1
+    if number < 1:
+        raise ConfigError(f"{source} must be a positive whole number, got {value!r}")
+    return number
+
+
 def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     """Merge parsed flags (None where not given) with the environment and SETTINGS' defaults."""
     node = _text("node_name", args, env)
@@ -444,4 +566,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         kubernetes_version=kubernetes_version(*version) if version is not None else None,
         malloc_arenas=None if _given("malloc_arenas", args, env) else _default("malloc_arenas"),
         resource_attributes=resource_attributes,
+        autoscaler=autoscaler_settings(args, env),
+        watch_pdbs=_boolean("watch_pdbs", args, env),
+        max_pdbs=_count("max_pdbs", args, env),
     )

@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|churn|idle|versus|export|startup|all|cluster-scale]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale]
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -16,7 +16,7 @@ if __name__ == "__main__" and not __package__:
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
     sys.path.insert(0, str(_BENCH.parent))
 
-from bench import churn, export, idle, list_decode, memory, startup, stream, throughput, versus  # noqa: E402
+from bench import churn, export, idle, list_decode, memory, pdb_memory, startup, stream, throughput, versus  # noqa: E402
 from bench.common import machine  # noqa: E402
 
 
@@ -28,7 +28,7 @@ def cluster_scale() -> None:
 
 
 BENCHMARKS = {"throughput": throughput.main, "stream": stream.main, "list": list_decode.main, "memory": memory.main,
-              "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
+              "pdbs": pdb_memory.main, "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
               "startup": startup.main}
 #: Not part of "all": it builds and runs a control plane and takes about an hour (NRA_SCALE_QUICK=1: minutes).
 SEPARATE = {"cluster-scale": cluster_scale}

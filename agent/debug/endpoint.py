@@ -21,12 +21,12 @@ import ipaddress
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agent.config import VIEWS_LOCAL, Address
 from agent.telemetry.health import HealthLimits, liveness, readiness
-from agent.report.views import pods_report, runtime_report, summary_report
+from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
 from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.telemetry.stats import StatsReader
 from agent.debug.http_server import HttpServer, Request, Response, listen_socket
@@ -85,11 +85,14 @@ class DebugServer:
         max_clients: int = 512,
         views: str = VIEWS_LOCAL,
         hosts: Iterable[str] = (),
+        wall: Callable[[], float] = time.time,
     ) -> None:
         """Binds at once, so a port in use is an OSError here, before the agent starts.
 
-        ``views`` is one of config's DEBUG_VIEWS: local (loopback peers only) or any (every peer).
+        ``views`` is one of config's DEBUG_VIEWS: local (loopback peers only) or any (every peer). ``wall`` is the
+        Unix time: when the page says it was rendered, and when the autoscaler's verdict is judged.
         """
+        self.wall = wall
         self.state = state
         self.stats = stats
         self.limits = limits
@@ -145,14 +148,15 @@ class DebugServer:
         if path == "/debug/pods":
             return self._json(200, {"node": self.state.node_name, **pods_report(self.state.snapshot().pods)})
         if path == "/debug/node":
-            return self._json(200, summary_report(self.state.snapshot().summary()))
+            node = self.state.snapshot()
+            return self._json(200, {**summary_report(node.summary()), "autoscaler": verdict_report(node.verdict(self.wall()))})
         if path == "/debug/runtime":
             return self._json(200, runtime_report(self.stats.snapshot(), self.state.snapshot()))
         if path == "/metrics":
             # prometheus_client (~1.4 MiB RSS) loads on the first scrape: an agent that only pushes OTLP never pays it.
             from agent.export.prometheus.exposition import CONTENT_TYPE, render_metrics
 
-            return 200, CONTENT_TYPE, render_metrics(self.state.snapshot(), self.stats.snapshot())
+            return 200, CONTENT_TYPE, render_metrics(self.state.snapshot(), self.stats.snapshot(), self.wall())
         if path in ("/", "/index.html"):
             # The page's module loads on the first visit: html.escape's module brings the 2,231-entry entity
             # table (0.5 MiB RSS) that an agent nobody looks at never needs.
@@ -172,4 +176,4 @@ class DebugServer:
         node = self.state.snapshot()
         snapshot = self.stats.snapshot()
         return render_page(node, snapshot, liveness(snapshot, self.limits),
-                           readiness(self.ready_conditions(node), snapshot, self.limits), time.time(), refresh)
+                           readiness(self.ready_conditions(node), snapshot, self.limits), self.wall(), refresh)

@@ -1,6 +1,9 @@
 """The debug endpoint's page, for a person who port-forwarded: a pure function of the snapshots.
 
-Node comparison (every quantity, with its share of allocatable for cpu and
+The cluster-autoscaler's verdict first (state, utilization by resource against
+the threshold, every pod that would block the node's removal, pods its release
+counts differently, whether PDBs are known, what the verdict cannot see), then
+the node comparison (every quantity, with its share of allocatable for cpu and
 memory), what the cluster-autoscaler sees, every reported pod (sortable by any
 column), agent health. It refreshes itself every few seconds (``?refresh=N``
 changes the period, clamped to 1-3600 s so a link cannot make a browser reload
@@ -15,7 +18,10 @@ import html
 import time
 
 from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
+from agent.model.scale_down import UNDERUTILIZED, Verdict as ScaleDownVerdict
 from agent.model.units import cores, memory, percent
+from agent.report.autoscaler import headline, ratio_text
+from agent.report.views import CANNOT_SEE
 from agent.telemetry.health import Verdict
 from agent.pipeline.state import NodeSnapshot
 from agent.telemetry.stats import StatsSnapshot
@@ -32,6 +38,8 @@ th{background:#f3f3f3}#pods th{cursor:pointer;user-select:none}
 #pods th[aria-sort=ascending]::after{content:" \\25B2"}#pods th[aria-sort=descending]::after{content:" \\25BC"}
 td.problems{white-space:normal;min-width:14em}.scroll{overflow-x:auto;max-width:100%}.scroll table{margin-top:0}.n{text-align:right}.muted{color:#666}
 .healthy{color:#176f2c}.degraded{color:#a11}
+.verdict{display:flex;gap:1.5em;flex-wrap:wrap;align-items:flex-start}.verdict table{margin:.3em 0 .6em}
+#verdict-state{font-weight:600;margin:.3em 0}#verdict-state.candidate{color:#176f2c}#autoscaler-blockers td.detail{white-space:normal;min-width:18em}
 #bar{display:flex;gap:1em;align-items:center;margin:-.5em 0 1em}button{font:inherit;padding:.2em .8em}"""
 
 # Refresh (unless paused), the age of the data, and sorting the pod table.
@@ -86,6 +94,40 @@ def _rows(cells: dict[str, str]) -> str:
     return "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in cells.items())
 
 
+def _verdict_section(v: ScaleDownVerdict) -> str:
+    """The verdict on one screen: state, utilization against the threshold, blockers, differing pods, PDBs."""
+    e = html.escape
+    u = v.utilization
+    util_rows = "".join(
+        f"<tr><td>{r}</td><td class=n>{ratio_text(value, v.threshold)}</td>"
+        f"<td class=n>{ratio_text(v.threshold) if r == u.resource and u.value is not None else ''}</td></tr>"
+        for r in ("cpu", "memory", "gpu") if (value := getattr(u, r)) is not None or r != "gpu")
+    if v.blockers:
+        blockers = ("<table id=autoscaler-blockers><tr><th>blocking pod</th><th>reason</th><th>detail</th></tr>"
+                    + "".join(f"<tr><td>{e(b.namespace)}/{e(b.name)}</td><td>{e(b.reason)}</td>"
+                              f"<td class=detail>{e(b.detail)}</td></tr>" for b in v.blockers) + "</table>")
+    else:
+        blockers = "<p id=autoscaler-blockers>No pod blocks the node's removal.</p>"
+    differing = ""
+    if v.differing:
+        differing = (f"<table id=autoscaler-differing><tr><th>pod counted differently by cluster-autoscaler "
+                     f"{e(v.release)}</th><th>autoscaler</th><th>scheduler</th><th>why</th></tr>"
+                     + "".join(f"<tr><td>{e(d.namespace)}/{e(d.name)}</td>"
+                               f"<td class=n>{e(cores(d.cpu))} / {e(memory(d.memory))}</td>"
+                               f"<td class=n>{e(cores(d.scheduler_cpu))} / {e(memory(d.scheduler_memory))}</td>"
+                               f"<td class=detail>{e(d.why)}</td></tr>" for d in v.differing) + "</table>")
+    pdbs = ("PodDisruptionBudgets known." if v.pdbs_known else
+            "PodDisruptionBudgets not known (no PDB watch): a kube-system pod is shown as blocking unless a PDB covers it.")
+    problems = "".join(f"<li>{e(p)}</li>" for p in v.problems)
+    candidate = " class=candidate" if v.state == UNDERUTILIZED and not v.blockers else ""
+    return f"""<h2>Cluster-autoscaler's verdict <small class=muted>release {e(v.release or '-')}</small></h2>
+<p id=verdict-state data-state="{e(v.state)}"{candidate}>{e(headline(v).removeprefix("AUTOSCALER  "))}</p>
+<div class=verdict><table id=autoscaler-utilization><tr><th>resource</th><th>utilization</th><th>threshold</th></tr>{util_rows}</table>
+{blockers}{differing}</div>
+<p class=muted id=autoscaler-notes><span id=autoscaler-pdbs data-known="{str(v.pdbs_known).lower()}">{pdbs}</span>
+The verdict cannot see: {e("; ".join(CANNOT_SEE))}.</p>{f"<ul id=autoscaler-problems>{problems}</ul>" if problems else ""}"""
+
+
 def refresh_seconds(query: str) -> int:
     """The page's refresh period from its query (``refresh=N``), clamped to REFRESH_RANGE; the default otherwise."""
     low, high = REFRESH_RANGE
@@ -104,8 +146,8 @@ def refresh_seconds(query: str) -> int:
 
 def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: Verdict, now: float,
                 refresh: int = REFRESH_SECONDS) -> str:
-    """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated"), ``refresh`` the seconds
-    between reloads (already clamped by ``refresh_seconds``)."""
+    """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated", and when the autoscaler's
+    verdict is judged), ``refresh`` the seconds between reloads (already clamped by ``refresh_seconds``)."""
     e = html.escape
     pods = sorted((p for p in node.pods if p.reported), key=lambda p: (-p.cpu, -p.memory, p.namespace, p.name))
     totals = pod_totals(pods)
@@ -140,6 +182,7 @@ def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: 
 <h1>Node {e(node.node_name)} <small class={status} id=status>{status}</small></h1>
 <div id=bar><span>updated <time id=updated datetime="{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}" data-time="{now:.3f}">{stamp}</time>
 <span id=age class=muted></span></span><span id=refresh-state class=muted></span><button id=pause type=button>Pause auto-refresh</button></div>
+{_verdict_section(node.verdict(now))}
 <h2>Node comparison</h2>
 <table id=comparison><tr><th>quantity</th><th>CPU</th><th>CPU of allocatable</th><th>memory</th><th>memory of allocatable</th></tr>{comparison}</table>
 <h2>What the cluster-autoscaler sees</h2>

@@ -18,9 +18,10 @@ from agent.decode import records, spec
 from agent.decode.tolerant import fill
 from agent.model.fields import DecodeError
 from agent.model.node import NODES, NodeRecord
+from agent.model.pdb import PDBS, PdbRecord
 from agent.model.pod import PODS, PodRecord
 
-__all__ = ["ObjectKind", "POD", "NODE", "Skipped", "Unparsable", "loads", "WATCH_OBJECT_EVENTS"]
+__all__ = ["ObjectKind", "POD", "NODE", "PDB", "Skipped", "Unparsable", "loads", "WATCH_OBJECT_EVENTS"]
 
 R = TypeVar("R")
 _BYTES = (bytes, bytearray, memoryview)
@@ -140,3 +141,4 @@ class ObjectKind(Generic[R]):
 POD: ObjectKind[PodRecord] = ObjectKind(resource=PODS, struct=spec.Pod, event=spec.PodEvent, build=records.pod_of)
 NODE: ObjectKind[NodeRecord] = ObjectKind(resource=NODES, struct=spec.Node, event=spec.NodeEvent,
                                           build=records.node_of)
+PDB: ObjectKind[PdbRecord] = ObjectKind(resource=PDBS, struct=spec.Pdb, event=spec.PdbEvent, build=records.pdb_of)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+from datetime import datetime
 
-from agent.decode.spec import Condition, Container, ContainerStatus, Node, OwnerReference, Pod, PodStatus, Quantities, \
-    Resources, Spec
+from agent.decode.spec import Annotations, Condition, Container, ContainerStatus, Labels, Meta, Node, OwnerReference, \
+    Pdb, Pod, PodStatus, Quantities, Resources, Spec
 from agent.model.fields import NO_REQUESTS, DecodeError, Requests
-from agent.model.node import NodeRecord
-from agent.model.pod import NEONVM_API_VERSION, ContainerRequests, PodRecord, StatusRequests
+from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
+from agent.model.quantity import QuantityError, parse_quantity
+from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
+from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, VM_NAME_LABEL, ContainerRequests, Controller,
+                             EvictionFacts, PodRecord, StatusRequests)
 
-__all__ = ["pod_of", "node_of"]
+__all__ = ["pod_of", "node_of", "pdb_of"]
 
 _EMPTY_SPEC, _EMPTY_STATUS = Spec(), PodStatus()
 
@@ -53,6 +57,23 @@ def _requests(raw: Quantities | None) -> Requests:
 def _present(raw: Quantities | None) -> Requests | None:
     """A status resource map; None when absent or empty (the API server stores an empty map as nil)."""
     return _requests(raw) if raw else None
+
+
+def _is_gpu(resource: str) -> bool:
+    """utils/gpu IsGPUResource: a known vendor's GPU resource, or any nvidia.com/ one."""
+    return resource in GPU_RESOURCES or resource.startswith("nvidia.com/")
+
+
+def _gpu_requests(items: list[Container] | None, init: bool) -> list[tuple[str, str, str]]:
+    """(kind, resource, quantity) of each GPU request: only for the rare request map with more than cpu and memory."""
+    out: list[tuple[str, str, str]] = []
+    for c in items or ():
+        raw = c.resources.requests if c.resources is not None else None
+        if not raw or len(raw) <= ("cpu" in raw) + ("memory" in raw):
+            continue
+        kind = ("sidecar" if c.restart_policy == "Always" else "init") if init else "container"
+        out.extend((kind, _shared(r), q) for r, q in raw.items() if _is_gpu(r))
+    return out
 
 
 def _containers(items: list[Container] | None, init: bool) -> tuple[ContainerRequests, ...]:
@@ -117,6 +138,74 @@ def _migration_role(refs: list[OwnerReference] | None) -> str:
     return ""
 
 
+def _time(text: str | None, where: str, problems: list[str]) -> float | None:
+    """An RFC 3339 time (metav1.Time) as seconds since the epoch; unreadable: None and a problem."""
+    if text is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        if parsed.tzinfo is None:
+            raise ValueError("no time zone")
+        return parsed.timestamp()
+    except (ValueError, OverflowError):
+        problems.append(f"{where} {text[:40]!r} is not an RFC 3339 time: read as absent")
+        return None
+
+
+def _controller(refs: list[OwnerReference] | None) -> Controller | None:
+    """metav1.GetControllerOf: the first reference with controller: true."""
+    for ref in refs or ():
+        if ref.controller is True:
+            return Controller(_shared(ref.kind or ""), _shared(ref.api_version or ""), ref.name or "")
+    return None
+
+
+def _labels(labels: Labels | None) -> tuple[str, ...]:
+    if not labels:
+        return ()
+    out: list[str] = []
+    for key in sorted(labels):
+        value = labels[key]
+        if value is not None:
+            out += (_shared(key), _shared(value))
+    return tuple(out)
+
+
+def _local_volumes(spec: Spec) -> tuple[str, ...]:
+    """Names of hostPath volumes and of emptyDir volumes not in memory (drain.HasBlockingLocalStorage)."""
+    out = []
+    for i, v in enumerate(spec.volumes or ()):
+        if v.host_path is not None or (v.empty_dir is not None and v.empty_dir.medium != "Memory"):
+            out.append(v.name if v.name is not None else f"#{i}")
+    return tuple(out)
+
+
+def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
+              problems: list[str]) -> EvictionFacts:
+    if meta is None:
+        return NO_EVICTION_FACTS
+    gpu = _gpu_requests(spec.containers, False) + _gpu_requests(spec.init_containers, True) \
+        if spec.containers or spec.init_containers else ()
+    if annotations is None:
+        safe = local = daemonset = mirror = None
+    else:
+        safe, local, daemonset, mirror = (annotations.safe_to_evict, annotations.safe_to_evict_local_volumes,
+                                          annotations.daemonset_pod, annotations.mirror)
+    return EvictionFacts(
+        controller=_controller(meta.owner_references),
+        labels=_labels(meta.labels),
+        local_volumes=_local_volumes(spec) if spec.volumes else (),
+        safe_to_evict=safe,
+        safe_to_evict_local_volumes=local,
+        daemonset_pod=daemonset,
+        mirror=mirror is not None,
+        created=_time(meta.creation_timestamp, "metadata.creationTimestamp", problems),
+        deleted=_time(meta.deletion_timestamp, "metadata.deletionTimestamp", problems),
+        termination_grace=spec.termination_grace_period_seconds,
+        gpu=tuple(gpu),
+    )
+
+
 def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
     """The record of one pod; DecodeError for a pod nobody could track (no uid and no name)."""
     meta, spec, status = p.metadata, p.spec or _EMPTY_SPEC, p.status or _EMPTY_STATUS
@@ -131,6 +220,10 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
             raise DecodeError("pod has neither metadata.uid nor metadata.name")
         # Dumps and hand-written fixtures may lack a uid; the name still identifies the pod within one node.
         uid = f"{namespace}/{name}"
+    found: list[str] = []
+    eviction = _eviction(meta, annotations, spec, found)
+    if found:
+        problems = (*problems, *found)
     return PodRecord(
         uid=uid,
         namespace=namespace,
@@ -148,9 +241,10 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         usage_annotation=annotations.usage if annotations is not None else None,
         overcommit_annotation=(None if annotations is None or annotations.overcommit is None
                                else _shared(annotations.overcommit)),
-        vm_name=(labels.vm_name or None) if labels is not None else None,
+        vm_name=(labels.get(VM_NAME_LABEL) or None) if labels is not None else None,
         migration_role=_migration_role(refs),
         problems=problems,
+        eviction=eviction,
     )
 
 
@@ -158,12 +252,71 @@ def _node_quantities(raw: Quantities | None) -> dict[str, str]:
     return {k: raw[k] for k in ("cpu", "memory", "pods") if k in raw} if raw else {}
 
 
+def _gpu(allocatable: Quantities | None) -> tuple[str | None, str | None]:
+    """The GPU resource with non-zero allocatable and that quantity (DetectNodeGPUResourceName: known vendors first)."""
+    if not allocatable:
+        return None, None
+    found = [r for r in GPU_RESOURCES if r in allocatable]
+    found += sorted(r for r in allocatable if r.startswith("nvidia.com/") and r not in GPU_RESOURCES)
+    for resource in found:
+        try:
+            if parse_quantity(allocatable[resource]) != 0:
+                return resource, allocatable[resource]
+        except QuantityError:
+            return resource, allocatable[resource]  # the model reports it unreadable
+    return None, None
+
+
 def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
     """The record of one Node; DecodeError for a Node with no name."""
     meta, status = n.metadata, n.status
     if meta is None or not meta.name:
         raise DecodeError("node has no metadata.name")
+    gpu_label = None
+    if meta.labels is not None:
+        values = (meta.labels.gke, meta.labels.aws, meta.labels.azure)
+        gpu_label = next((f"{key}={value}" for key, value in zip(GPU_LABELS, values) if value is not None), None)
+    gpu_resource, gpu_allocatable = _gpu(status.allocatable if status else None)
     return NodeRecord(name=meta.name, uid=meta.uid or "", resource_version=meta.resource_version or "",
                       capacity=_node_quantities(status.capacity if status else None),
                       allocatable=_node_quantities(status.allocatable if status else None),
-                      problems=problems)
+                      problems=problems,
+                      scale_down_disabled=meta.annotations.scale_down_disabled if meta.annotations else None,
+                      gpu_label=gpu_label, gpu_resource=gpu_resource, gpu_allocatable=gpu_allocatable)
+
+
+def pdb_of(d: Pdb, problems: tuple[str, ...] = ()) -> PdbRecord:
+    """The record of one policy/v1 PodDisruptionBudget; DecodeError for one with no name and no uid.
+
+    A requirement with an unknown operator, or values where its operator takes none (or none where it needs
+    some), is a problem: LabelSelectorAsSelector refuses the selector, and the PDB covers no pod
+    (agent.model.pdb.selects reads it so).
+    """
+    meta = d.metadata
+    name = (meta.name or "") if meta else ""
+    namespace = (meta.namespace or "") if meta else ""
+    uid = (meta.uid or "") if meta else ""
+    if not uid:
+        if not name:
+            raise DecodeError("poddisruptionbudget has neither metadata.uid nor metadata.name")
+        uid = f"{namespace}/{name}"
+    found = list(problems)
+    selector = None
+    raw = d.spec.selector if d.spec is not None else None
+    if raw is not None:
+        requirements = []
+        for i, r in enumerate(raw.match_expressions or ()):
+            requirement = Requirement(key=r.key or "", operator=r.operator or "", values=tuple(r.values or ()))
+            if requirement.operator not in OPERATORS:
+                found.append(f"spec.selector.matchExpressions[{i}]: unknown operator {requirement.operator[:40]!r}: "
+                             "the PDB covers no pod")
+            elif (requirement.operator in ("In", "NotIn")) != bool(requirement.values):
+                found.append(f"spec.selector.matchExpressions[{i}]: {requirement.operator} with "
+                             f"{'no' if not requirement.values else ''} values: the PDB covers no pod")
+            requirements.append(requirement)
+        labels = {k: v for k, v in (raw.match_labels or {}).items() if v is not None}
+        selector = LabelSelector(match_labels=labels, match_expressions=tuple(requirements))
+    allowed = d.status.disruptions_allowed if d.status is not None else None
+    return PdbRecord(uid=uid, namespace=namespace, name=name,
+                     resource_version=(meta.resource_version or "") if meta else "", selector=selector,
+                     disruptions_allowed=allowed or 0, problems=tuple(found))

@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import msgspec
 
-from agent.model.pod import OVERCOMMIT_ANNOTATION, USAGE_ANNOTATION, VM_NAME_LABEL
+from agent.model.node import GPU_LABELS, SCALE_DOWN_DISABLED_ANNOTATION
+from agent.model.pod import (DAEMONSET_POD_ANNOTATION, MIRROR_ANNOTATION, OVERCOMMIT_ANNOTATION,
+                             SAFE_TO_EVICT_ANNOTATION, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION, USAGE_ANNOTATION)
 
-__all__ = ["Pod", "Node", "PodEvent", "NodeEvent", "Quantities"]
+__all__ = ["Pod", "Node", "Pdb", "PodEvent", "NodeEvent", "PdbEvent", "Quantities", "Labels"]
 
 #: A resource map as the API server writes it (cpu, memory, pods, hugepages-*, ...): quantity strings.
 Quantities = dict[str, str]
+#: metadata.labels: every label (PDB selectors may name any of them); a null value (which the API server never
+#: sends) reads as absent.
+Labels = dict[str, str | None]
 
 
 class _S(msgspec.Struct, rename="camel", gc=False):
@@ -36,15 +41,17 @@ class Annotations(_S):
     # (last-applied configurations) of which two values matter.
     usage: str | None = msgspec.field(default=None, name=USAGE_ANNOTATION)
     overcommit: str | None = msgspec.field(default=None, name=OVERCOMMIT_ANNOTATION)
-
-
-class Labels(_S):
-    vm_name: str | None = msgspec.field(default=None, name=VM_NAME_LABEL)
+    # The cluster-autoscaler's drain rules read these.
+    safe_to_evict: str | None = msgspec.field(default=None, name=SAFE_TO_EVICT_ANNOTATION)
+    safe_to_evict_local_volumes: str | None = msgspec.field(default=None, name=SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION)
+    daemonset_pod: str | None = msgspec.field(default=None, name=DAEMONSET_POD_ANNOTATION)
+    mirror: str | None = msgspec.field(default=None, name=MIRROR_ANNOTATION)
 
 
 class OwnerReference(_S):
     api_version: str | None = None
     kind: str | None = None
+    name: str | None = None
     controller: bool | None = None
 
 
@@ -56,6 +63,9 @@ class Meta(_S):
     annotations: Annotations | None = None
     labels: Labels | None = None
     owner_references: list[OwnerReference] | None = None
+    # RFC 3339 times, read as seconds since the epoch by records.
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
 
 
 class Resources(_S):
@@ -68,12 +78,30 @@ class Container(_S):
     restart_policy: str | None = None
 
 
+class EmptyDir(_S):
+    medium: str | None = None
+
+
+class HostPath(_S):
+    path: str | None = None
+
+
+class Volume(_S):
+    """Only what says whether a volume is local storage (hostPath, emptyDir)."""
+
+    name: str | None = None
+    host_path: HostPath | None = None
+    empty_dir: EmptyDir | None = None
+
+
 class Spec(_S):
     node_name: str | None = None
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
     resources: Resources | None = None
     overhead: Quantities | None = None
+    volumes: list[Volume] | None = None
+    termination_grace_period_seconds: int | None = None
 
 
 class ContainerStatus(_S):
@@ -103,10 +131,24 @@ class Pod(_S):
     status: PodStatus | None = None
 
 
+class NodeAnnotations(_S):
+    scale_down_disabled: str | None = msgspec.field(default=None, name=SCALE_DOWN_DISABLED_ANNOTATION)
+
+
+class NodeLabels(_S):
+    """The cloud providers' GPU labels (agent.model.node.GPU_LABELS), one field each."""
+
+    gke: str | None = msgspec.field(default=None, name=GPU_LABELS[0])
+    aws: str | None = msgspec.field(default=None, name=GPU_LABELS[1])
+    azure: str | None = msgspec.field(default=None, name=GPU_LABELS[2])
+
+
 class NodeMeta(_S):
     name: str | None = None
     uid: str | None = None
     resource_version: str | None = None
+    annotations: NodeAnnotations | None = None
+    labels: NodeLabels | None = None
 
 
 class NodeStatus(_S):
@@ -119,6 +161,40 @@ class Node(_S):
     status: NodeStatus | None = None
 
 
+class PdbMeta(_S):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class Requirement(_S):
+    key: str | None = None
+    operator: str | None = None
+    values: list[str] | None = None
+
+
+class Selector(_S):
+    match_labels: Labels | None = None
+    match_expressions: list[Requirement] | None = None
+
+
+class PdbSpec(_S):
+    selector: Selector | None = None
+
+
+class PdbStatus(_S):
+    disruptions_allowed: int | None = None
+
+
+class Pdb(_S):
+    """A policy/v1 PodDisruptionBudget: which pods it covers, and whether it allows a disruption now."""
+
+    metadata: PdbMeta | None = None
+    spec: PdbSpec | None = None
+    status: PdbStatus | None = None
+
+
 class PodEvent(_S):
     type: str
     object: Pod
@@ -127,3 +203,8 @@ class PodEvent(_S):
 class NodeEvent(_S):
     type: str
     object: Node
+
+
+class PdbEvent(_S):
+    type: str
+    object: Pdb

@@ -45,6 +45,26 @@ def _boolean(value: Any, path: str, problems: list[str]) -> bool | None:
     return None
 
 
+def _integer(value: Any, path: str, problems: list[str]) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    problems.append(f"{path} is not an integer")
+    return None
+
+
+def _strings(value: Any, path: str, problems: list[str]) -> list[str] | None:
+    if not isinstance(value, list):
+        problems.append(f"{path} is not a list")
+        return None
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            problems.append(f"{path}[{i}] is not a string")
+    return out
+
+
 def _quantities(value: Any, path: str, problems: list[str]) -> dict[str, str] | None:
     if not isinstance(value, dict):
         problems.append(f"{path} is not an object")
@@ -57,6 +77,22 @@ def _quantities(value: Any, path: str, problems: list[str]) -> dict[str, str] | 
             out[str(key)] = quantity
         else:
             problems.append(f"{path}.{key} is not a quantity string")
+    return out
+
+
+def _labels(value: Any, path: str, problems: list[str]) -> dict[str, str] | None:
+    """A label map: strings, numbers as YAML writes them, null (absent, as the fast path reads it)."""
+    if not isinstance(value, dict):
+        problems.append(f"{path} is not an object")
+        return None
+    out = {}
+    for key, text in value.items():
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            text = str(text)
+        if isinstance(text, str):
+            out[str(key)] = text
+        elif text is not None:
+            problems.append(f"{path}.{key} is not a string")
     return out
 
 
@@ -78,8 +114,15 @@ def _reader(t: mi.Type) -> _Read:
         return _string
     if isinstance(t, mi.BoolType):
         return _boolean
+    if isinstance(t, mi.IntType):
+        return _integer
+    if isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StrType):
+        return _strings
     if isinstance(t, mi.DictType) and isinstance(t.value_type, mi.StrType):
         return _quantities
+    if (isinstance(t, mi.DictType) and isinstance(t.value_type, mi.UnionType)
+            and {type(m) for m in t.value_type.types} == {mi.StrType, mi.NoneType}):
+        return _labels
     if isinstance(t, mi.StructType):
         return _struct_reader(t.cls)
     if isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StructType):

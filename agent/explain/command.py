@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from agent.config import ClusterAccess, ConfigError, kubernetes_version
+from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.rules import NEWEST
 
 __all__ = ["explain", "list_live", "EXIT_CONFIG", "EXIT_FAILED"]
@@ -24,11 +25,13 @@ class _Failed(Exception):
         self.code = code
 
 
-def explain(args: argparse.Namespace, cluster: ClusterAccess) -> int:
-    """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node."""
+def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
+    """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node;
+    ``autoscaler``: the autoscaler's settings the verdicts follow (resolved by the CLI from flags and environment)."""
     import shutil
+    import time
 
-    from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line
+    from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line, verdicts
     from agent.report.cluster_table import cluster_table
     from agent.report.columns import clip
     from agent.model.cluster import pod_filter
@@ -37,13 +40,15 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess) -> int:
     from agent.source.replay import load_capture
 
     from_server = False
+    pdbs_problem = ""
     try:
         version = kubernetes_version(args.kubernetes_version)
         if args.live:
             if args.file != "-" or args.node_file:
                 raise _Failed("--live reads the cluster: give no input file or --node-file")
             from_server = version is None
-            pods, nodes, skipped, server_version = list_live(args, cluster, ask_version=from_server)
+            listed, server_version = list_live(args, cluster, ask_version=from_server)
+            pods, nodes, skipped, pdbs, pdbs_problem = listed
             version = version or server_version
         else:
             if args.kubeconfig or args.context:
@@ -51,12 +56,14 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess) -> int:
             documents = read_documents(load_capture(args.file))
             where = "standard input" if args.file == "-" else args.file
             dump = pods_dump(documents, where)
-            pods, nodes, skipped = dump.pods, dump.nodes, dump.skipped
+            pods, nodes, skipped, pdbs = dump.pods, dump.nodes, dump.skipped, dump.pdbs
             if args.node_file is not None:
                 with open(args.node_file, encoding="utf-8") as f:
                     nodes = nodes + nodes_only(read_documents(f.read()), args.node_file)
         rules, warning = (NEWEST, None) if version is None else rules_for(version)
         view = explain_view(pods, nodes, rules, args.node, args.sort)
+        # The verdict at this moment (a kube-system pod stops blocking after the autoscaler's timeout).
+        judged = verdicts(view, pdbs, autoscaler, time.time(), (pdbs_problem,) if pdbs_problem else ())
     except (OSError, UnicodeDecodeError, DumpError, _Failed, ConfigError) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
         return getattr(exc, "code", EXIT_CONFIG)
@@ -64,18 +71,21 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess) -> int:
         print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
     if warning:
         print(f"node-requests-agent explain: {warning}", file=sys.stderr)
+    if pdbs_problem:
+        print(f"node-requests-agent explain: {pdbs_problem}", file=sys.stderr)
     shown = pod_filter(args.namespace, args.source, args.problems)
     if args.output == "json":
-        print(explain_json(view, rules, shown))
+        print(explain_json(view, rules, shown, judged))
     else:
         width = shutil.get_terminal_size((120, 24)).columns
         print(clip(rules_line(rules, version, from_server), None if args.output == "wide" else width))
-        print(cluster_table(view, shown, width=width, wide=args.output == "wide"))
+        print(cluster_table(view, shown, width=width, wide=args.output == "wide", verdicts=judged))
     return 0
 
 
 def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: bool = False):
-    """One LIST of pods and one of Nodes through the agent's own source code; the API server's version if asked."""
+    """One LIST of pods, one of Nodes and one of PDBs through the agent's own source code (``Listed``); the API
+    server's version if asked."""
     from agent.model.rules import VersionError
     from agent.source.cluster_list import list_cluster
     from agent.source.kube import TRANSPORT_ERRORS, ApiError, KubeApi, KubeConfigError, load_configuration
@@ -87,7 +97,7 @@ def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: boo
         raise _Failed(f"{exc}; pass --kubeconfig FILE (or --context), or explain a dump: "
                       "kubectl get nodes,pods -A -o json | node-requests-agent explain") from None
     try:
-        pods, nodes, skipped = list_cluster(api, args.node)
+        listed = list_cluster(api, args.node)
         version = None
         if ask_version:
             try:
@@ -95,7 +105,7 @@ def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: boo
             except (ApiError, *TRANSPORT_ERRORS, VersionError) as exc:
                 print(f"node-requests-agent explain: cannot read the API server's version ({exc}); using the {NEWEST} "
                       "rules", file=sys.stderr)
-        return pods, nodes, skipped, version
+        return listed, version
     except (ApiError, *TRANSPORT_ERRORS, ValueError) as exc:
         raise _Failed(f"cannot list pods and nodes from the cluster: {exc}", EXIT_FAILED) from None
     finally:

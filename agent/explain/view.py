@@ -15,19 +15,25 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from agent.report.views import pod_report, summary_report, totals_report
+import msgspec
+
+from agent.report.views import pod_report, summary_report, totals_report, verdict_report
+from agent.model.autoscaler_settings import AutoscalerSettings
+from agent.model.pdb import PdbRecord
+from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.node import NodeRecord
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
 from agent.model.valuation import PodValue, evaluate
-from agent.decode.reader import NODE, POD, Skipped
+from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.pipeline.events import DELETED
 from agent.source.documents import DumpError, changes, objects_in
 
 __all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
-           "explain_json", "rules_line", "HOW_TO_DUMP"]
+           "explain_json", "rules_line", "verdicts", "HOW_TO_DUMP"]
 
 HOW_TO_DUMP = "kubectl get nodes,pods -A -o json | node-requests-agent explain"
 
@@ -40,6 +46,9 @@ class Dump(NamedTuple):
     pods: list[PodRecord]
     nodes: list[NodeRecord]
     skipped: list[Skipped]  # objects that could not be identified, with why
+    # The PodDisruptionBudgets; None when the dump holds none (not even an empty PodDisruptionBudgetList): then
+    # they are unknown, as for an agent without the PDB watch.
+    pdbs: list[PdbRecord] | None = None
 
 
 def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool) -> None:
@@ -54,15 +63,20 @@ def read_dump(documents: Iterable[Any]) -> Dump:
     """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped."""
     pods: dict[str, PodRecord] = {}
     nodes: dict[str, NodeRecord] = {}
+    pdbs: dict[str, PdbRecord] | None = None
     skipped: list[Skipped] = []
     for change in changes(documents):
         node_records, bad_nodes = NODE.decode_all(change.nodes)
         pod_records, bad_pods = POD.decode_all(change.pods)
-        skipped += bad_nodes + bad_pods
+        pdb_records, bad_pdbs = PDB.decode_all(change.pdbs)
+        skipped += bad_nodes + bad_pods + bad_pdbs
         deleted = change.type == DELETED
         _apply(nodes, ((n.name, n) for n in node_records), deleted)
         _apply(pods, ((p.uid, p) for p in pod_records), deleted)
-    return Dump(list(pods.values()), list(nodes.values()), skipped)
+        if change.pdbs or change.pdbs_only:
+            pdbs = {} if pdbs is None else pdbs
+            _apply(pdbs, ((p.uid, p) for p in pdb_records), deleted)
+    return Dump(list(pods.values()), list(nodes.values()), skipped, None if pdbs is None else list(pdbs.values()))
 
 
 def nodes_only(documents: list[Any], where: str) -> list[NodeRecord]:
@@ -137,6 +151,18 @@ def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: 
     return order(view, sort)
 
 
+def verdicts(view: ClusterView, pdbs: Iterable[PdbRecord] | None, settings: AutoscalerSettings, now: float,
+             problems: tuple[str, ...] = ()) -> dict[str, Verdict]:
+    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` None: not known;
+    ``problems`` (why the PDBs could not be read) are added to each."""
+    known = None if pdbs is None else tuple(pdbs)
+    out = {}
+    for g in view.nodes:
+        v = scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings, now=now)
+        out[g.name] = msgspec.structs.replace(v, problems=(*v.problems, *problems)) if problems else v
+    return out
+
+
 def _cluster_report(view: ClusterView) -> dict[str, Any]:
     totals = cluster_totals(view)
     out: dict[str, Any] = {"nodes": totals.nodes, "nodes_without_allocatable": list(totals.nodes_without_allocatable),
@@ -152,13 +178,17 @@ def _cluster_report(view: ClusterView) -> dict[str, Any]:
     return out
 
 
-def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None = None) -> dict[str, Any]:
-    """``pods`` (each with its ``node``), ``nodes`` (per-node comparisons), ``unscheduled``, ``cluster``,
-    ``totals`` over the pods shown; ``node`` too when exactly one node is in the answer."""
+def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None = None,
+                   verdicts: dict[str, Verdict] | None = None) -> dict[str, Any]:
+    """``pods`` (each with its ``node``), ``nodes`` (per-node comparisons, each with the ``autoscaler``'s verdict
+    when ``verdicts`` has it), ``unscheduled``, ``cluster``, ``totals`` over the pods shown; ``node`` and
+    ``autoscaler`` at the top too when exactly one node is in the answer."""
     groups, unscheduled = sections(view, shown)
     pods = [pod_report(v) | {"node": g.name} for g, values in groups for v in values]
     rows_unscheduled = [pod_report(v) | {"node": None} for v in unscheduled]
-    nodes = [summary_report(g.summary) for g, _ in groups]
+    verdicts = verdicts or {}
+    nodes = [summary_report(g.summary) | ({"autoscaler": verdict_report(verdicts[g.name])} if g.name in verdicts else {})
+             for g, _ in groups]
     report: dict[str, Any] = {
         "pods": pods + rows_unscheduled,
         "totals": totals_report([v for _, values in groups for v in values] + unscheduled),
@@ -168,8 +198,11 @@ def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None =
     }
     if len(nodes) == 1:
         report["node"] = nodes[0]
+        if "autoscaler" in nodes[0]:
+            report["autoscaler"] = nodes[0]["autoscaler"]
     return report
 
 
-def explain_json(view: ClusterView, rules: Rules, shown: Callable[[PodValue], bool] | None = None) -> str:
-    return json.dumps({"kubernetes_rules": rules.name, **explain_report(view, shown)}, indent=2)
+def explain_json(view: ClusterView, rules: Rules, shown: Callable[[PodValue], bool] | None = None,
+                 verdicts: dict[str, Verdict] | None = None) -> str:
+    return json.dumps({"kubernetes_rules": rules.name, **explain_report(view, shown, verdicts)}, indent=2)

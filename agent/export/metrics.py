@@ -10,10 +10,13 @@ from typing import NamedTuple
 
 from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary
+from agent.model.scale_down import REASONS, STATES, UNDERUTILIZED, Verdict
 from agent.model.valuation import PodValue
 
-__all__ = ["Gauge", "Point", "GAUGES", "state_points", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
-           "NODE_CPU", "NODE_MEM", "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS"]
+__all__ = ["Gauge", "Point", "GAUGES", "state_points", "verdict_points", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
+           "NODE_CPU", "NODE_MEM", "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS",
+           "POD_BLOCKING", "AUTOSCALER_UTILIZATION", "AUTOSCALER_NODE_UTILIZATION", "AUTOSCALER_THRESHOLD",
+           "AUTOSCALER_STATE", "AUTOSCALER_CANDIDATE", "AUTOSCALER_BLOCKING_PODS", "AUTOSCALER_RESOURCES"]
 
 POD_CPU = "pod_or_vm_cpu_requests"
 POD_MEM = "pod_or_vm_mem_requests"
@@ -28,6 +31,16 @@ NODE_RATIO = "node_requests_node_ratio"
 NODE_PODS_BY_PHASE = "node_requests_node_pods_by_phase"
 NODE_PODS_BY_SOURCE = "node_requests_node_pods_by_source"
 NODE_POD_SLOTS = "node_requests_node_pod_slots"
+# The cluster-autoscaler's verdict on the node (model/scale_down.py): every label bounded (resources, STATES,
+# REASONS); the per-pod series exists only for a pod that blocks, so it is bounded by the node's pods.
+POD_BLOCKING = "pod_autoscaler_blocking"
+AUTOSCALER_UTILIZATION = "node_requests_node_autoscaler_utilization"
+AUTOSCALER_NODE_UTILIZATION = "node_requests_node_autoscaler_node_utilization"
+AUTOSCALER_THRESHOLD = "node_requests_node_autoscaler_threshold"
+AUTOSCALER_STATE = "node_requests_node_autoscaler_state"
+AUTOSCALER_CANDIDATE = "node_requests_node_autoscaler_scale_down_candidate"
+AUTOSCALER_BLOCKING_PODS = "node_requests_node_autoscaler_blocking_pods"
+AUTOSCALER_RESOURCES = ("cpu", "memory", "gpu")
 
 
 class Gauge(NamedTuple):
@@ -46,6 +59,13 @@ GAUGES: dict[str, Gauge] = {
     NODE_PODS_BY_PHASE: Gauge("{pod}", "Pods bound to the node, by phase"),
     NODE_PODS_BY_SOURCE: Gauge("{pod}", "Reported pods, by the source of their value"),
     NODE_POD_SLOTS: Gauge("{pod}", "Pod capacity and allocatable pod count of the node"),
+    POD_BLOCKING: Gauge("1", "1 for a pod that would block the cluster-autoscaler from removing its node, by reason (no series for a pod that does not block)"),
+    AUTOSCALER_UTILIZATION: Gauge("1", "The cluster-autoscaler's utilization of the node by resource: pod values over allocatable, as its simulator computes it"),
+    AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu and memory, or the GPU's), labelled with the resource that gave it"),
+    AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold on a GPU node)"),
+    AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the others"),
+    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is underutilized and no pod blocks its removal (what the verdict cannot see aside)"),
+    AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason always present)"),
 }
 
 
@@ -60,11 +80,35 @@ def _bytes(nanos: int) -> float:
     return float(to_bytes(nanos))
 
 
-def state_points(pods: Iterable[PodValue], summary: NodeSummary | None) -> Iterator[Point]:
+def verdict_points(verdict: Verdict) -> Iterator[Point]:
+    """The verdict's points: states and reasons always all present (an alert sees a count drop to 0), utilization
+    only where known, one per-pod point per blocking pod (a pod that stops blocking has no series at all)."""
+    utilization = verdict.utilization
+    for resource in AUTOSCALER_RESOURCES:
+        if (value := getattr(utilization, resource)) is not None:
+            yield Point(AUTOSCALER_UTILIZATION, {"resource": resource}, value)
+    if utilization.value is not None:
+        yield Point(AUTOSCALER_NODE_UTILIZATION, {"resource": utilization.resource}, utilization.value)
+    yield Point(AUTOSCALER_THRESHOLD, {}, verdict.threshold)
+    for state in STATES:
+        yield Point(AUTOSCALER_STATE, {"state": state}, 1 if verdict.state == state else 0)
+    yield Point(AUTOSCALER_CANDIDATE, {}, 1 if verdict.state == UNDERUTILIZED and not verdict.blockers else 0)
+    counts = dict.fromkeys(REASONS, 0)
+    for blocker in verdict.blockers:
+        counts[blocker.reason] = counts.get(blocker.reason, 0) + 1
+        yield Point(POD_BLOCKING, {"k8s.namespace.name": blocker.namespace, "k8s.pod.name": blocker.name,
+                                   "k8s.pod.uid": blocker.uid, "reason": blocker.reason}, 1)
+    for reason, n in counts.items():
+        yield Point(AUTOSCALER_BLOCKING_PODS, {"reason": reason}, n)
+
+
+def state_points(pods: Iterable[PodValue], summary: NodeSummary | None,
+                 verdict: Verdict | None = None) -> Iterator[Point]:
     """Every product data point for the current state.
 
     Terminal pods and unknown node quantities (the Node not read yet or
     deleted, /proc unreadable) yield nothing, so those series are absent, never zero.
+    ``verdict`` is computed once per export by the caller, which holds the clock.
     """
     for pod in pods:
         if not pod.reported:
@@ -77,6 +121,8 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None) -> Itera
             vm = {**attrs, "neon.vm.name": pod.vm.name, "neon.vm.migration.role": pod.vm.migration_role or "none"}
             yield Point(VM_CPU, vm, to_float(pod.vm.cpu))
             yield Point(VM_MEM, vm, _bytes(pod.vm.memory))
+    if verdict is not None:
+        yield from verdict_points(verdict)
     if summary is None:
         return
     for quantity, value in summary.cpu.quantities().items():

@@ -5,10 +5,16 @@ from __future__ import annotations
 from typing import NamedTuple
 
 
-__all__ = ["NodeRecord", "NODES"]
+__all__ = ["NodeRecord", "NODES", "SCALE_DOWN_DISABLED_ANNOTATION", "GPU_LABELS", "GPU_RESOURCES"]
 
 # The watched resource's name, as the agent's own metrics label it.
 NODES = "nodes"
+SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+# The cloud providers' GPU node labels the cluster-autoscaler reads (GPULabel() of GKE, AWS, Azure).
+GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator", "kubernetes.azure.com/accelerator")
+# GPU extended resources, in the order the autoscaler looks for them (utils/gpu GPUVendorResourceNames; any other
+# nvidia.com/* resource counts too).
+GPU_RESOURCES = ("nvidia.com/gpu", "habana.ai/gaudi", "gpu.intel.com/xe", "amd.com/gpu", "microsoft.com/directx")
 
 
 class NodeRecord(NamedTuple):
@@ -19,3 +25,10 @@ class NodeRecord(NamedTuple):
     capacity: dict[str, str]
     allocatable: dict[str, str]
     problems: tuple[str, ...] = ()
+    # The annotation cluster-autoscaler.kubernetes.io/scale-down-disabled as written (only "true" disables).
+    scale_down_disabled: str | None = None
+    # The first GPU label of GPU_LABELS the node carries, and its value.
+    gpu_label: str | None = None
+    # The GPU resource with non-zero allocatable (the autoscaler's DetectNodeGPUResourceName), and that quantity.
+    gpu_resource: str | None = None
+    gpu_allocatable: str | None = None

@@ -8,10 +8,12 @@ from collections.abc import Mapping
 
 import msgspec
 
-__all__ = ["PDBS", "Requirement", "LabelSelector", "PdbRecord", "selects"]
+__all__ = ["PDBS", "Requirement", "LabelSelector", "PdbRecord", "selects", "OPERATORS"]
 
 # The watched resource's name, as the agent's own metrics label it.
 PDBS = "poddisruptionbudgets"
+#: metav1.LabelSelectorOperator values; any other is refused at decode time (a problem) and matches nothing.
+OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
 
 class Requirement(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,6 +42,32 @@ class PdbRecord(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[str, ...] = ()
 
 
+def _holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
+    value = labels.get(requirement.key)
+    operator = requirement.operator
+    if (operator in ("In", "NotIn")) != bool(requirement.values):
+        return False  # In/NotIn need values, Exists/DoesNotExist take none: LabelSelectorAsSelector refuses it
+    if operator == "In":
+        return value is not None and value in requirement.values
+    if operator == "NotIn":
+        return value is None or value not in requirement.values  # a pod without the key is not in the set
+    if operator == "Exists":
+        return value is not None
+    if operator == "DoesNotExist":
+        return value is None
+    return False  # an unknown operator: LabelSelectorAsSelector fails, and such a PDB covers no pod
+
+
 def selects(pdb: PdbRecord, namespace: str, labels: Mapping[str, str]) -> bool:
-    """Whether ``pdb`` covers a pod of ``namespace`` with ``labels`` (metav1.LabelSelectorAsSelector semantics)."""
-    raise NotImplementedError  # issue 31: model helper
+    """Whether ``pdb`` covers a pod of ``namespace`` with ``labels`` (metav1.LabelSelectorAsSelector semantics).
+
+    PDBs only cover pods of their own namespace; no selector covers nothing; an empty selector covers every pod of
+    the namespace; matchLabels and every matchExpressions entry must all hold.
+    """
+    selector = pdb.selector
+    if selector is None or pdb.namespace != namespace:
+        return False
+    for key, value in selector.match_labels.items():
+        if labels.get(key) != value:
+            return False
+    return all(_holds(requirement, labels) for requirement in selector.match_expressions)

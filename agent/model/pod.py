@@ -14,6 +14,9 @@ from agent.model.fields import Requests
 
 __all__ = [
     "ContainerRequests",
+    "Controller",
+    "EvictionFacts",
+    "NO_EVICTION_FACTS",
     "StatusRequests",
     "PodRecord",
     "USAGE_ANNOTATION",
@@ -33,6 +36,11 @@ VM_NAME_LABEL = "vm.neon.tech/name"
 # The owner references of a NeonVM runner pod (VirtualMachine, VirtualMachineMigration) use this group.
 NEONVM_API_VERSION = "vm.neon.tech/v1"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# The annotations and the kubelet's mark the cluster-autoscaler's drain rules read (utils/drain, utils/pod).
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+DAEMONSET_POD_ANNOTATION = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 # Only these resources feed the exported values; the rest of a request map is
 # dropped at decode time so it costs no memory.
@@ -67,6 +75,54 @@ class StatusRequests(NamedTuple):
     requests: Requests | None
 
 
+class Controller(NamedTuple):
+    """The ownerReference with ``controller: true`` (metav1.GetControllerOf); a reference without it is no owner."""
+
+    kind: str
+    api_version: str
+    name: str
+
+
+class EvictionFacts(NamedTuple):
+    """What the cluster-autoscaler's drain rules read of a pod, and nothing its value depends on.
+
+    Kept apart from the requests so a change here (a label, a deletion) never re-evaluates the pod's value. The
+    defaults describe a bare pod, so records built without them stay valid.
+    """
+
+    controller: Controller | None = None
+    # Every label, flat and immutable: (key1, value1, key2, value2, ...), sorted by key (PDB selectors read them).
+    labels: tuple[str, ...] = ()
+    # Names of the volumes the autoscaler calls local storage: hostPath, and emptyDir whose medium is not Memory.
+    local_volumes: tuple[str, ...] = ()
+    # The annotations as written (None when absent): the rules compare them to exact strings.
+    safe_to_evict: str | None = None
+    safe_to_evict_local_volumes: str | None = None
+    daemonset_pod: str | None = None
+    mirror: bool = False
+    # metadata.creationTimestamp and metadata.deletionTimestamp as seconds since the epoch (None: absent or
+    # unreadable, the latter noted in PodRecord.problems).
+    created: float | None = None
+    deleted: float | None = None
+    # spec.terminationGracePeriodSeconds (the autoscaler's IsPodLongTerminating reads it; None: the default, 30 s).
+    termination_grace: int | None = None
+    # GPU requests, per container that has one: (container kind "container"/"init"/"sidecar", resource, quantity).
+    gpu: tuple[tuple[str, str, str], ...] = ()
+
+    def label(self, key: str) -> str | None:
+        labels = self.labels
+        for i in range(0, len(labels), 2):
+            if labels[i] == key:
+                return labels[i + 1]
+        return None
+
+    def label_map(self) -> dict[str, str]:
+        return dict(zip(self.labels[::2], self.labels[1::2]))
+
+
+NO_EVICTION_FACTS = EvictionFacts()
+
+
 class PodRecord(NamedTuple):
     """One pod as the agent keeps it. A NamedTuple: built once per watch event."""
 
@@ -92,6 +148,8 @@ class PodRecord(NamedTuple):
     # "source" or "target" while a NeonVM live migration owns the pod, else "".
     migration_role: str = ""
     problems: tuple[str, ...] = ()
+    # What the autoscaler's drain rules read; not part of value_inputs (the value does not depend on it).
+    eviction: EvictionFacts = NO_EVICTION_FACTS
 
     @property
     def value_inputs(self) -> tuple:

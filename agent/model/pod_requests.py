@@ -43,7 +43,8 @@ from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
 
-__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests", "statuses_repeat_spec"]
+__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests", "statuses_repeat_spec",
+           "aggregate"]
 
 # Resource name -> nano-units (see agent.model.quantity). A resource nobody
 # requests is absent, not zero, exactly as in Kubernetes' ResourceList.
@@ -158,6 +159,10 @@ def _aggregate(containers: Iterable[tuple[str, Mapping[str, int] | None]]) -> Re
             _max(init_peak, peak)
     _max(total, init_peak)
     return total
+
+
+#: The KEP-753 formula over (kind, requests) in pod order, for any resource (the autoscaler's GPU sums use it too).
+aggregate = _aggregate
 
 
 class _StatusValues(NamedTuple):
@@ -309,7 +314,7 @@ _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
 
 
 def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resources | None = None,
-                 use_status: bool = True) -> RequestsResult:
+                 use_status: bool = True, pod_level: bool = True) -> RequestsResult:
     """Effective cpu and memory requests of ``pod`` under ``rules``, in nano-units, and its spec-only sum.
 
     ``first_container_override`` replaces the first app container's requests,
@@ -319,7 +324,7 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     release, never overridden. ``use_status=False`` makes it the result too.
     A resource nobody requests is 0.
     """
-    aggregate, pod_level = _BY_RULES[rules]
+    aggregate, level_of = _BY_RULES[rules]
     problems: list[Problem] = []
     overridden = first_container_override is not None and bool(pod.containers)
     spec_containers = _containers(pod, overridden, problems)
@@ -338,12 +343,12 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     # The spec-only sum is the total itself unless statuses or the override changed it; else one more
     # aggregate of the requests already parsed (it was a second whole pass, a third of an event's cost).
     spec = _aggregate((c.kind, c.spec) for c in spec_containers) if read_status or overridden else None
-    if pod.pod_requests is not None:
-        line = pod_level(pod, pod.pod_status if use_status else None, total, problems)
+    if pod.pod_requests is not None and pod_level:
+        line = level_of(pod, pod.pod_status if use_status else None, total, problems)
         if line is not None:
             contributions.append(line)
         if spec is not None:
-            pod_level(pod, None, spec, [])  # the same spec.resources, whose problems the line above reported
+            level_of(pod, None, spec, [])  # the same spec.resources, whose problems the line above reported
     if pod.overhead:
         overhead = parse_requests(pod.overhead, "spec.overhead", problems)
         _add(total, overhead)

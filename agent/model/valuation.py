@@ -73,8 +73,8 @@ class PodValue(NamedTuple):
 
     def with_status(self, pod: PodRecord) -> "PodValue":
         """This value for a newer version of the same pod whose inputs are unchanged."""
-        if pod.phase == self.phase:
-            return self  # the record kept differs only in fields no value depends on
+        if pod.phase == self.phase and (self.record is None or self.record.eviction == pod.eviction):
+            return self  # the record kept differs only in fields nothing reads (the verdict reads the eviction facts)
         return PodValue(self.uid, self.namespace, self.name, pod.phase, self.source, self.cpu,
                         self.memory, self.vm, self.contributions, self.problems, self.spec_cpu, self.spec_memory,
                         self.rules, pod)
@@ -108,7 +108,9 @@ def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodVa
     return evaluate(pod, rules)
 
 
-def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
+def evaluate(pod: PodRecord, rules: Rules, *, use_status: bool = True, pod_level: bool = True) -> PodValue:
+    """The pod's value under ``rules``; ``use_status``/``pod_level`` False for a consumer whose helper reads neither
+    (the cluster-autoscaler before 1.33: see :mod:`agent.model.autoscaler_requests`)."""
     problems = [Problem("pod", "malformed_pod", p) for p in pod.problems]
     raw_usage, applied = _vm_usage(pod, problems)
     override = None
@@ -117,7 +119,7 @@ def evaluate(pod: PodRecord, rules: Rules) -> PodValue:
             override = {"cpu": applied.cpu, "memory": applied.memory}
         else:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
-    result = pod_requests(pod, rules, override)
+    result = pod_requests(pod, rules, override, use_status, pod_level)
     problems.extend(result.problems)
     vm = None
     if raw_usage is not None:

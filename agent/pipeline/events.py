@@ -15,10 +15,12 @@ import msgspec
 
 from agent.model.node import NodeRecord
 from agent.model.node_summary import Usage
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.rules import KubernetesVersion
 
-__all__ = ["Event", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed", "Bookmark",
+__all__ = ["Event", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed", "PdbChanged",
+           "PdbDeleted", "PdbsListed", "Bookmark",
            "UsageSampled", "VersionRead", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE", "VERSION"]
 
 ADDED = "ADDED"
@@ -73,6 +75,30 @@ class NodeListed(msgspec.Struct, frozen=True, kw_only=True):
     resource_version: str = ""
 
 
+class PdbChanged(msgspec.Struct, frozen=True, kw_only=True):
+    """A PodDisruptionBudget somewhere in the cluster was added or modified."""
+
+    type: Literal["ADDED", "MODIFIED"]
+    pdb: PdbRecord
+    resource_version: str = ""
+
+
+class PdbDeleted(msgspec.Struct, frozen=True, kw_only=True):
+    type: ClassVar[str] = DELETED
+    pdb: PdbRecord
+    resource_version: str = ""
+
+
+class PdbsListed(msgspec.Struct, frozen=True, kw_only=True):
+    """A full LIST of the cluster's PDBs: the handler replaces its PDBs with exactly these. ``more``: how many
+    the LIST held beyond the agent's maximum, not kept (the PDBs are then unknown, and said so)."""
+
+    type: ClassVar[str] = RELIST
+    pdbs: tuple[PdbRecord, ...]
+    resource_version: str = ""
+    more: int = 0
+
+
 class Bookmark(msgspec.Struct, frozen=True, kw_only=True):
     """The watch of ``resource`` progressed to ``resource_version`` with nothing to report."""
 
@@ -95,5 +121,5 @@ class VersionRead(msgspec.Struct, frozen=True, kw_only=True):
     version: KubernetesVersion
 
 
-Event = PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | Bookmark | UsageSampled | \
-    VersionRead
+Event = PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | PdbChanged | PdbDeleted | \
+    PdbsListed | Bookmark | UsageSampled | VersionRead

@@ -12,11 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PODS
 from agent.model.rules import rules_for
 from agent.model.valuation import SOURCE_POD_REQUESTS, PodValue, evaluate, reevaluate
-from agent.pipeline.events import (Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PodChanged, PodDeleted,
-                                   PodsListed, UsageSampled, VersionRead)
+from agent.pipeline.events import (ADDED, Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
+                                   PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed, UsageSampled,
+                                   VersionRead)
 from agent.pipeline.interfaces import HANDLER_LOOP, HandlerMetrics
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState
@@ -40,6 +42,9 @@ class Handler:
             NodeChanged: self._node_changed,
             NodeDeleted: self._node_deleted,
             NodeListed: self._node_listed,
+            PdbChanged: self._pdb_changed,
+            PdbDeleted: self._pdb_deleted,
+            PdbsListed: self._pdbs_listed,
             Bookmark: self._bookmark,
             UsageSampled: self._usage_sampled,
             VersionRead: self._version_read,
@@ -90,6 +95,42 @@ class Handler:
 
     def _node_listed(self, event: NodeListed) -> None:
         self._state.set_node(event.node, listed=True)
+
+    def _pdb_changed(self, event: PdbChanged) -> None:
+        was_over = self._state.pdbs_over_limit
+        previous = self._state.upsert_pdb(event.pdb, added=event.type == ADDED)
+        if not was_over:
+            if self._state.pdbs_over_limit:
+                self._over_limit()
+            else:
+                self._report_pdb(event.pdb, previous)
+
+    def _pdb_deleted(self, event: PdbDeleted) -> None:
+        self._state.remove_pdb(event.pdb.uid)
+
+    def _pdbs_listed(self, event: PdbsListed) -> None:
+        was_over = self._state.pdbs_over_limit
+        known = {p.uid: p for p in self._state.pdbs() or ()}
+        self._state.replace_pdbs(event.pdbs, event.more)
+        if event.more:
+            if not was_over:
+                self._over_limit()
+            return
+        if was_over:
+            log.info("%d PodDisruptionBudgets, within the limit again: the verdict counts them", len(event.pdbs))
+        for pdb in event.pdbs:
+            self._report_pdb(pdb, known.get(pdb.uid))
+
+    def _over_limit(self) -> None:
+        log.warning("the cluster holds %d PodDisruptionBudgets, more than the %s the agent keeps (--max-pdbs): "
+                    "kube-system pods are reported as blocking unless a PDB covers them, and no pod as blocked by "
+                    "a PDB, until there are that many or fewer", self._state.pdbs_over_limit, self._state.max_pdbs)
+
+    @staticmethod
+    def _report_pdb(pdb: PdbRecord, previous: PdbRecord | None) -> None:
+        """A PDB that brings new problems, once per change (its malformed selector is read as documented)."""
+        if pdb.problems and (previous is None or previous.problems != pdb.problems):
+            log.warning("PodDisruptionBudget %s/%s: %s", pdb.namespace, pdb.name, "; ".join(pdb.problems))
 
     def _usage_sampled(self, event: UsageSampled) -> None:
         self._state.set_usage(event.usage)

@@ -1,4 +1,5 @@
-"""What the agent knows about its node: every pod bound to it, evaluated, the Node and the host's usage.
+"""What the agent knows about its node: every pod bound to it, evaluated, the Node, the host's usage, and the
+cluster's PodDisruptionBudgets with the autoscaler's settings, from which the autoscaler's verdict is computed.
 
 Written only by the handler thread. Readers (exporters, the debug endpoint)
 take ``snapshot()``, one immutable value, so an export never sees half an
@@ -12,9 +13,12 @@ from collections.abc import Iterable
 
 import msgspec
 
+from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
+from agent.model.pdb import PdbRecord
 from agent.model.rules import NEWEST, Rules
+from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.valuation import PodValue
 
 __all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo"]
@@ -46,14 +50,40 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     # The newest pod resourceVersion handled (event, bookmark or LIST).
     resource_version: str = ""
     kubernetes: KubernetesInfo = DEFAULT_KUBERNETES
+    # Every PDB of the cluster; None: not known (the watch is off, not yet listed, or over its limit).
+    pdbs: tuple[PdbRecord, ...] | None = None
+    autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER
+    # Why the PDBs are not known though watched ("" when they are, or are not watched).
+    pdbs_problem: str = ""
 
     def summary(self) -> NodeSummary:
         return summarize(self.node_name, self.node, self.pods, self.usage)
 
+    def verdict(self, now: float) -> Verdict:
+        """The cluster-autoscaler's verdict on the node at wall-clock ``now`` (model.scale_down)."""
+        pdbs = self.pdbs
+        if pdbs:
+            # A PDB covers pods of its own namespace only: the model matches the node's pods against the few
+            # PDBs of their namespaces, not every PDB of the cluster.
+            namespaces = {v.namespace for v in self.pods}
+            pdbs = tuple(p for p in pdbs if p.namespace in namespaces)
+        verdict = scale_down_verdict(node_name=self.node_name, node=self.node, pods=self.pods, pdbs=pdbs,
+                                     settings=self.autoscaler, now=now)
+        # What is wrong with the PDBs that could cover this node's pods (a malformed selector covers no pod), and
+        # why they are not known at all: said with the verdict they shape.
+        found = [f"PodDisruptionBudget {p.namespace}/{p.name}: {problem}" for p in pdbs or () for problem in p.problems]
+        found += [self.pdbs_problem] if self.pdbs_problem else []
+        if found:
+            verdict = msgspec.structs.replace(verdict, problems=(*verdict.problems, *found))
+        return verdict
+
 
 class NodeState:
-    def __init__(self, node_name: str) -> None:
+    def __init__(self, node_name: str, *, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER,
+                 max_pdbs: int | None = None) -> None:
         self.node_name = node_name
+        self.autoscaler = autoscaler
+        self.max_pdbs = max_pdbs
         self._lock = threading.Lock()
         self._pods: dict[str, PodValue] = {}
         self._by_name: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
@@ -63,6 +93,11 @@ class NodeState:
         self._node_listed = False
         self._resource_version = ""
         self._kubernetes = DEFAULT_KUBERNETES
+        # None until the PDBs are listed (and for good without the watch).
+        self._pdbs: dict[str, PdbRecord] | None = None
+        self._pdb_tuple: tuple[PdbRecord, ...] | None = None  # what snapshots share until the next PDB change
+        # Over max_pdbs: how many the cluster holds; the records are dropped until the next LIST within the limit.
+        self._pdbs_over = 0
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
@@ -127,6 +162,64 @@ class NodeState:
             self._synced = True
         return [v for uid, v in previous.items() if uid not in fresh]
 
+    # -- PodDisruptionBudgets (rare changes: each replaces the tuple snapshots share) ---------------------------
+    def replace_pdbs(self, pdbs: Iterable[PdbRecord], more: int = 0) -> None:
+        """Exactly these PDBs (a LIST); ``more`` held beyond the limit makes them unknown, with their count."""
+        fresh = {p.uid: p for p in pdbs}
+        with self._lock:
+            if more:
+                self._pdbs, self._pdbs_over = {}, len(fresh) + more
+            else:
+                self._pdbs, self._pdbs_over = fresh, 0
+            self._pdb_tuple = None
+
+    def upsert_pdb(self, pdb: PdbRecord, added: bool) -> PdbRecord | None:
+        """Store ``pdb``; return the version it replaced. Past ``max_pdbs`` every record is dropped and only the
+        count is kept (``added``: an ADDED event, which counts one more)."""
+        with self._lock:
+            if self._pdbs_over:
+                self._pdbs_over += added
+                return None
+            if self._pdbs is None:
+                self._pdbs = {}  # an event before any LIST (a replay that starts with watch events)
+            previous = self._pdbs.get(pdb.uid)
+            self._pdbs[pdb.uid] = pdb
+            if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
+                self._pdbs_over, self._pdbs = len(self._pdbs), {}
+            self._pdb_tuple = None
+            return previous
+
+    def remove_pdb(self, uid: str) -> PdbRecord | None:
+        with self._lock:
+            if self._pdbs_over:
+                self._pdbs_over = max(0, self._pdbs_over - 1)
+                return None
+            if self._pdbs is None:
+                return None
+            self._pdb_tuple = None
+            return self._pdbs.pop(uid, None)
+
+    def pdbs(self) -> tuple[PdbRecord, ...] | None:
+        """The PDBs as snapshots see them (None: not known)."""
+        with self._lock:
+            return self._pdbs_snapshot()[0]
+
+    @property
+    def pdbs_over_limit(self) -> int:
+        """How many PDBs the cluster holds while that is more than the agent keeps; 0 otherwise."""
+        with self._lock:
+            return self._pdbs_over
+
+    def _pdbs_snapshot(self) -> tuple[tuple[PdbRecord, ...] | None, str]:
+        if self._pdbs_over:
+            return None, (f"the cluster holds {self._pdbs_over} PodDisruptionBudgets, more than the agent keeps "
+                          f"(--max-pdbs {self.max_pdbs}): PDBs are unknown until it holds {self.max_pdbs} or fewer")
+        if self._pdbs is None:
+            return None, ""
+        if self._pdb_tuple is None:
+            self._pdb_tuple = tuple(self._pdbs.values())
+        return self._pdb_tuple, ""
+
     def get(self, uid: str) -> PodValue | None:
         with self._lock:
             return self._pods.get(uid)
@@ -137,8 +230,10 @@ class NodeState:
 
     def snapshot(self) -> NodeSnapshot:
         with self._lock:
+            pdbs, problem = self._pdbs_snapshot()
             return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
-                                self._synced, self._node_listed, self._resource_version, self._kubernetes)
+                                self._synced, self._node_listed, self._resource_version, self._kubernetes,
+                                pdbs, self.autoscaler, problem)
 
     def __len__(self) -> int:
         with self._lock:

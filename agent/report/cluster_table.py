@@ -9,12 +9,14 @@ allocatable, scheduled, pod_or_vm, headroom and ratio. Pure rendering of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
+from agent.report.autoscaler import verdict_lines
 from agent.report.columns import GAP, Column, clip, fit, row
 from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, order, sections as shown_sections
 from agent.model.deciding import describe_terms
 from agent.model.node_summary import QUANTITIES, RATIOS, Comparison
+from agent.model.scale_down import Verdict
 from agent.model.units import cores, memory, percent
 from agent.model.valuation import PodValue
 from agent.pipeline.state import NodeSnapshot
@@ -95,8 +97,13 @@ def _emit(rows: Iterable[list[str] | str], widths: list[int], width: int | None)
 
 
 def node_section(g: NodeGroup, pods: list[PodValue], widths: list[int], width: int | None,
-                 details: bool = True) -> list[str]:
-    lines = [clip(_node_title(g), width), row(POD_COLUMNS, widths, [c.title for c in POD_COLUMNS])]
+                 details: bool = True, verdict: Verdict | None = None, verdict_detail: str = "line") -> list[str]:
+    """The node's title, the autoscaler's verdict on it (``verdict_detail`` as ``verdict_lines`` takes it), its
+    pods and its comparison rows."""
+    lines = [clip(_node_title(g), width)]
+    if verdict is not None:
+        lines.extend(verdict_lines(verdict, width, verdict_detail))
+    lines.append(row(POD_COLUMNS, widths, [c.title for c in POD_COLUMNS]))
     for v in pods:
         rows = _pod_rows(v, wide=width is None)
         lines.extend(_emit(rows if details else rows[:1], widths, width))
@@ -126,16 +133,18 @@ def comparison_rows(g: NodeGroup) -> list[str]:
 
 
 def cluster_table(view: ClusterView, shown: Callable[[PodValue], bool] | None = None,
-                  width: int | None = 120, wide: bool = False) -> str:
-    """``view`` already ordered; ``shown`` picks pod rows (node sums always cover all of a node's pods)."""
+                  width: int | None = 120, wide: bool = False, verdicts: Mapping[str, Verdict] | None = None) -> str:
+    """``view`` already ordered; ``shown`` picks pod rows (node sums always cover all of a node's pods);
+    ``verdicts`` by node name: the whole verdict when the view holds one node, its headline among several."""
     sections, unscheduled = shown_sections(view, shown)
     limit = None if wide else width
     all_rows = [r for p in [*(p for _, pods in sections for p in pods), *unscheduled]
                 for r in _pod_rows(p, wide) if not isinstance(r, str) and not r[0].startswith(" ")]
     widths = fit(POD_COLUMNS, all_rows, limit)
     lines: list[str] = []
+    detail = "full" if len(view.nodes) == 1 else "line"
     for g, pods in sections:
-        lines.extend(node_section(g, pods, widths, limit))
+        lines.extend(node_section(g, pods, widths, limit, verdict=(verdicts or {}).get(g.name), verdict_detail=detail))
         if wide:
             lines.extend(comparison_rows(g))
         lines.append("")
@@ -169,8 +178,9 @@ def _cluster_lines(view: ClusterView, width: int | None) -> list[str]:
     return lines
 
 
-def agent_summary(snapshot: NodeSnapshot, top: int = 5, width: int | None = 120) -> str:
-    """The agent's own node in brief (the demo prints it before the metric lines): totals and the top pods.
+def agent_summary(snapshot: NodeSnapshot, now: float, top: int = 5, width: int | None = 120) -> str:
+    """The agent's own node in brief (the demo prints it before the metric lines): totals, the cluster-autoscaler's
+    verdict at Unix time ``now`` with its first blockers, and the top pods.
 
     Only ``run --once`` prints it, and that runs only on a replay: the node is the capture's, but ``used`` is read
     from this machine's /proc, so the note says whose it is rather than let it pass for the node's.
@@ -179,7 +189,7 @@ def agent_summary(snapshot: NodeSnapshot, top: int = 5, width: int | None = 120)
     g = group.nodes[0]
     pods = [p for p in g.pods if p.reported][:top]
     widths = fit(POD_COLUMNS, [_pod_rows(p)[0] for p in pods], width)
-    lines = node_section(g, pods, widths, width, details=False)
+    lines = node_section(g, pods, widths, width, details=False, verdict=snapshot.verdict(now), verdict_detail="brief")
     reported = sum(1 for p in g.pods if p.reported)
     lines.append(f"  (top {len(pods)} of {reported} pods; `node-requests-agent explain` shows each one and why)")
     if g.summary.cpu.used is not None or g.summary.memory.used is not None:

@@ -34,7 +34,7 @@ class Agent:
 
         self.config = config
         self.stats = RuntimeStats()
-        self.state = NodeState(config.node_name)
+        self.state = NodeState(config.node_name, autoscaler=config.autoscaler, max_pdbs=config.max_pdbs)
         self.queue = EventQueue(metrics=self.stats)
         self.stop_event = threading.Event()
         self.api = None
@@ -63,16 +63,16 @@ class Agent:
 
         try:
             source = ReplaySource(text=load_capture(self.config.replay), node_name=self.config.node_name,
-                                  emit=self.queue.put, metrics=self.stats)
+                                  emit=self.queue.put, metrics=self.stats, max_pdbs=self.config.max_pdbs)
         except (OSError, UnicodeDecodeError, DumpError) as exc:
             raise ConfigError(f"cannot read capture {self.config.replay!r}: {exc}") from None
         self.finished = source.finished
         return source
 
     def _kubernetes_sources(self) -> list:
-        """One reflector for this node's pods, one for its Node object."""
+        """One reflector for this node's pods, one for its Node object, one for the cluster's PDBs (unless off)."""
         from agent.source.kube import KubeApi, KubeConfigError, load_configuration
-        from agent.source.reflector import NodeObject, PodsOfNode, Reflector, ReflectorSettings
+        from agent.source.reflector import NodeObject, PdbsOfCluster, PodsOfNode, Reflector, ReflectorSettings
 
         config = self.config
         if config.cluster is None:
@@ -93,7 +93,9 @@ class Agent:
                          on_list=version.relisted if version is not None else None)
         node = Reflector(api=self.api, watched=NodeObject(node_name=config.node_name), emit=self.queue.put,
                          metrics=self.stats, settings=settings)
-        return [pods, node] + ([version] if version is not None else [])
+        pdbs = [Reflector(api=self.api, watched=PdbsOfCluster(limit=config.max_pdbs), emit=self.queue.put,
+                          metrics=self.stats, settings=settings)] if config.watch_pdbs else []
+        return [pods, node, *pdbs] + ([version] if version is not None else [])
 
     def _kubernetes_info(self):
         """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""

@@ -99,7 +99,7 @@ def run(config: Config) -> int:
         if config.exporter == "table":  # the demo: a person reads this first, then the metric lines
             from agent.report.cluster_table import agent_summary
 
-            print(agent_summary(agent.state.snapshot()) + "\n", flush=True)
+            print(agent_summary(agent.state.snapshot(), time.time()) + "\n", flush=True)
         agent.telemetry.flush()
         agent.shutdown(final_export=False)
         return 0

@@ -1,4 +1,5 @@
-"""One LIST of pods and one of Nodes, for ``explain --live``: no watch, nothing kept running.
+"""One LIST of pods, one of Nodes and one of the cluster's PodDisruptionBudgets, for ``explain --live``: no watch,
+nothing kept running.
 
 The same parts the agent's reflectors use: the kubernetes package's
 configuration and transport (``KubeApi``), the reflectors' watched resources
@@ -12,9 +13,11 @@ from typing import Any, NamedTuple
 
 from agent.decode.reader import Skipped
 from agent.model.node import NodeRecord
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
+from agent.source.kube import ApiError
 from agent.source.listing import read_list
-from agent.source.reflector import ListWatchApi, NodeObject, PodsOfNode, Watched
+from agent.source.reflector import ListWatchApi, NodeObject, PdbsOfCluster, PodsOfNode, Watched
 
 __all__ = ["Listed", "list_cluster", "list_resource"]
 
@@ -23,6 +26,9 @@ class Listed(NamedTuple):
     pods: list[PodRecord]
     nodes: list[NodeRecord]
     skipped: list[Skipped]  # objects that could not be identified, with why
+    # None: the PDBs could not be listed (not allowed, or not asked for); the verdict then says they are unknown.
+    pdbs: list[PdbRecord] | None = None
+    pdbs_error: str = ""  # why they could not be listed
 
 
 def list_resource(api: ListWatchApi, watched: Watched, timeout: float = 60.0) -> tuple[list[Any], list[Skipped]]:
@@ -32,8 +38,17 @@ def list_resource(api: ListWatchApi, watched: Watched, timeout: float = 60.0) ->
     return watched.kind.decode_all(items)
 
 
-def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0) -> Listed:
-    """The pods (bound to ``node`` when given, by the indexed field spec.nodeName) and the Nodes."""
+def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0, pdbs: bool = True) -> Listed:
+    """The pods (bound to ``node`` when given, by the indexed field spec.nodeName), the Nodes and, if ``pdbs``,
+    every PDB of the cluster (a refusal of that LIST, say by RBAC, leaves them unknown rather than failing)."""
     pods, skipped_pods = list_resource(api, PodsOfNode(node_name=node), timeout)
     nodes, skipped_nodes = list_resource(api, NodeObject(node_name=node), timeout)
-    return Listed(pods, nodes, skipped_pods + skipped_nodes)
+    found, skipped_pdbs, error = None, [], ""
+    if pdbs:
+        try:
+            found, skipped_pdbs = list_resource(api, PdbsOfCluster(), timeout)
+        except ApiError as exc:
+            if exc.status not in (401, 403, 404):
+                raise
+            error = f"cannot list PodDisruptionBudgets ({exc}): they are unknown"
+    return Listed(pods, nodes, skipped_pods + skipped_nodes + skipped_pdbs, found, error)

@@ -1,6 +1,7 @@
-"""Reading pods from files: kubectl dumps, captures of watch streams, YAML.
+"""Reading pods, Nodes and PodDisruptionBudgets from files: kubectl dumps, captures of watch streams, YAML.
 
-Accepted, in any mix: a Pod, a PodList or ``kubectl get -o json`` List, and
+Accepted, in any mix: a Pod, a PodList or ``kubectl get -o json`` List (``kubectl get nodes,pods,pdb -A -o json``
+holds all three kinds), a PodDisruptionBudget or PodDisruptionBudgetList, and
 watch events ``{"type": ..., "object": ...}`` as printed by
 ``kubectl get pods --watch --output-watch-events -o json`` (concatenated,
 pretty-printed JSON values) or as newline-delimited JSON; or the same as
@@ -15,7 +16,10 @@ from typing import Any, NamedTuple
 
 import yaml
 
-__all__ = ["DumpError", "Change", "LISTED", "changes", "read_documents", "objects_in", "pods_of", "nodes_of"]
+__all__ = ["DumpError", "Change", "LISTED", "changes", "read_documents", "objects_in", "pods_of", "nodes_of", "pdbs_of",
+           "PDB_KIND"]
+
+PDB_KIND = "PodDisruptionBudget"
 
 # A List document: its objects are the whole state at that point (a relist), not one change.
 LISTED = "LISTED"
@@ -71,20 +75,39 @@ def objects_in(document: Any) -> Iterator[Any]:
     yield document
 
 
+def _item_kind(document: Any) -> str | None:
+    """The kind of a typed List's items, which the API server leaves out of each item (PodDisruptionBudgetList:
+    PodDisruptionBudget); None for anything else, whose items say their kind (``kubectl get -o json``) or are pods."""
+    kind = document.get("kind") if isinstance(document, dict) else None
+    return kind[:-4] if isinstance(kind, str) and kind.endswith("List") and kind != "List" else None
+
+
+def _of_kind(document: Any, kind: str) -> list[Any]:
+    implied = _item_kind(document)
+    return [obj for obj in objects_in(document) if isinstance(obj, dict) and obj.get("kind", implied) == kind]
+
+
 def pods_of(document: Any) -> list[Any]:
-    """The pod objects in one document: a Pod, a List's items, or a watch event's object."""
+    """The pod objects in one document: a Pod, a List's items, or a watch event's object (an object without a
+    kind is a pod, unless a typed List says otherwise)."""
+    implied = _item_kind(document) or "Pod"
     pods = []
     for obj in objects_in(document):
         if not isinstance(obj, dict):
             raise DumpError(f"expected a Kubernetes object, got {type(obj).__name__}")
-        if obj.get("kind") in (None, "Pod"):
+        if obj.get("kind", implied) in (None, "Pod"):
             pods.append(obj)
     return pods
 
 
 def nodes_of(document: Any) -> list[Any]:
     """The Node objects in one document (a List may mix kinds, as `kubectl get nodes,pods -o json` does)."""
-    return [obj for obj in objects_in(document) if isinstance(obj, dict) and obj.get("kind") == "Node"]
+    return _of_kind(document, "Node")
+
+
+def pdbs_of(document: Any) -> list[Any]:
+    """The PodDisruptionBudget objects in one document."""
+    return _of_kind(document, PDB_KIND)
 
 
 class Change(NamedTuple):
@@ -94,6 +117,10 @@ class Change(NamedTuple):
     pods: list[Any]
     nodes: list[Any]
     resource_version: str
+    pdbs: list[Any] = []  # never mutated: each change builds its own lists
+    # A List whose objects are all PodDisruptionBudgets (typed PodDisruptionBudgetList, or only PDBs in it): the
+    # whole set of PDBs, and nothing about pods or Nodes.
+    pdbs_only: bool = False
 
 
 def changes(documents: Iterable[Any]) -> Iterator[Change]:
@@ -107,7 +134,9 @@ def changes(documents: Iterable[Any]) -> Iterator[Change]:
         if isinstance(doc, dict) and isinstance(doc.get("items"), list):
             meta = doc.get("metadata")
             rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
-            yield Change(LISTED, pods_of(doc), nodes_of(doc), rv)
+            pods, nodes, pdbs = pods_of(doc), nodes_of(doc), pdbs_of(doc)
+            only = _item_kind(doc) == PDB_KIND or bool(pdbs and not pods and not nodes)
+            yield Change(LISTED, pods, nodes, rv, pdbs, only)
             continue
         kind = doc.get("type", "ADDED") if isinstance(doc, dict) and "object" in doc else "ADDED"
-        yield Change(str(kind), pods_of(doc), nodes_of(doc), "")
+        yield Change(str(kind), pods_of(doc), nodes_of(doc), "", pdbs_of(doc))

@@ -18,6 +18,11 @@
   :func:`decide`, as client-go's reflector does; no exception ends the loop.
   One undecodable event is skipped and counted and the watch goes on; an
   undecodable answer as a whole (or anything unexpected) relists after backoff.
+- A watched resource with a ``limit`` (the cluster's PDBs, which any tenant
+  can grow) keeps at most that many objects from a LIST and counts the rest;
+  the count follows the watch's ADDED and DELETED events, and once it is back
+  at the limit or under, a LIST cut short is repeated (the handler dropped
+  what it could not keep).
 - Time is injected (``clock`` and ``wait``), so tests run on virtual time.
 """
 
@@ -41,10 +46,14 @@ from agent.telemetry.log_limit import RateLimitedLog
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import read_list
-from agent.source.watched import NodeObject, PodsOfNode, Watched
+from agent.source.watched import NodeObject, PdbsOfCluster, PodsOfNode, Watched
 
-__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Watched", "PodsOfNode", "NodeObject", "Retry", "decide",
-           "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport", "is_undecodable"]
+__all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster",
+           "Retry", "decide", "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport",
+           "is_undecodable", "BACK_UNDER_LIMIT"]
+
+#: Why a watch ended so that the LIST is repeated: a limited resource is back within its limit.
+BACK_UNDER_LIMIT = "back_under_limit"
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +181,11 @@ class Reflector:
         self._warned_other_node = False
         self._warn = RateLimitedLog(log, clock=clock)
         self.resource_version = ""
+        self._limit = watched.limit
+        # With a limit: how many objects exist (the last LIST, then its ADDED/DELETED events), and whether they
+        # were ever more than the limit since that LIST (then what the handler holds is incomplete).
+        self._count = 0
+        self._over = False
 
     # -- resourceVersion accessors (client-go: relistResourceVersion, LastSyncResourceVersion) ------------
     @staticmethod
@@ -193,6 +207,7 @@ class Reflector:
                     need_list = False
                 self._stats.watch_started(reason, self._resource)
                 reason = self._watch(stop)
+                need_list = reason == BACK_UNDER_LIMIT
                 expired_in_row = 0
             except Exception as exc:  # noqa: BLE001 - every error goes through decide()
                 if stop.is_set():
@@ -228,13 +243,29 @@ class Reflector:
             read_timeout=self._settings.list_timeout,
         )
         fields, items = read_list(chunks, self._kind.list_item)
-        records = [r for r in map(self._decode, items) if r is not None]
+        more = 0
+        if self._limit is None:
+            records = [r for r in map(self._decode, items) if r is not None]
+        else:
+            # Counted past the limit, not kept: a LIST of 100,000 PDBs costs the agent what 10,000 do.
+            records = []
+            for record in map(self._decode, items):
+                if record is not None:
+                    if len(records) < self._limit:
+                        records.append(record)
+                    else:
+                        more += 1
         # Read after the items: fields that follow them are only known now.
         meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
         if not meta.get("resourceVersion"):
             raise NotAList(f"the {self._resource} LIST answer has no metadata.resourceVersion: not a List")
         self.resource_version = str(meta["resourceVersion"])
-        self._emit(self._watched.listed(tuple(records), self.resource_version))
+        self._count, self._over = len(records) + more, more > 0
+        if more:
+            self._warn.warning("over limit", "the cluster holds %d %s, more than the %d the agent keeps: they are "
+                               "reported as unknown until there are %d or fewer", len(records) + more,
+                               self._resource, self._limit, self._limit)
+        self._emit(self._watched.listed(tuple(records), self.resource_version, more))
         self._stats.relisted(self._clock() - started, self._resource)
         log.info("listed %d %s at resourceVersion %s in %.3f s", len(records), self._resource,
                  self.resource_version, self._clock() - started)
@@ -285,6 +316,10 @@ class Reflector:
                         self._dispatch(_parse_event(line))
                     else:
                         self._deliver(*typed)
+                    if self._over and self._count <= self._limit:  # type: ignore[operator]
+                        log.info("%d %s now, within the limit of %d: listing them again", self._count,
+                                 self._resource, self._limit)
+                        return BACK_UNDER_LIMIT
                 except UndecodableEvent as exc:
                     # Skipped, counted, and the watch goes on: resuming from the
                     # same version would read the same poison line forever.
@@ -323,6 +358,9 @@ class Reflector:
         """One ADDED, MODIFIED or DELETED object (typed or parsed) as an event, unless it is dropped (counted)."""
         record = self._decode(obj)
         if record is not None:
+            if self._limit is not None and kind != MODIFIED:
+                self._count += 1 if kind == ADDED else -1
+                self._over = self._over or self._count > self._limit
             self._put(self._watched.changed(kind, record))
 
     def _put(self, event: Event) -> None:

@@ -1,5 +1,8 @@
 """Replays a recorded pod list and watch stream as if from the API server.
 
+PodDisruptionBudgets in the capture (``kubectl get pdb -A -o json``, or a List mixing them with pods) are handed on
+as the PDB watch's events; a capture without any leaves the PDBs unknown, as an agent without the watch has them.
+
 The demo runs the real pipeline on the bundled synthetic sample this way, and
 users reproduce a field problem from a capture such as::
 
@@ -20,13 +23,14 @@ import threading
 from importlib import resources
 from pathlib import Path
 
-from agent.decode.reader import NODE, POD, Skipped
+from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.model.node import NodeRecord
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PODS, PodRecord
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Event
 from agent.pipeline.interfaces import UNDECODABLE, Emit, SourceMetrics, source_loop
 from agent.source.documents import LISTED, Change, DumpError, changes, read_documents
-from agent.source.watched import NodeObject, PodsOfNode
+from agent.source.watched import NodeObject, PdbsOfCluster, PodsOfNode
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
 
@@ -47,11 +51,13 @@ def load_capture(path: str) -> str:
 
 
 class ReplaySource:
-    def __init__(self, *, text: str, node_name: str, emit: Emit, metrics: SourceMetrics) -> None:
+    def __init__(self, *, text: str, node_name: str, emit: Emit, metrics: SourceMetrics,
+                 max_pdbs: int | None = None) -> None:
         self._docs = read_documents(text)
         self._node = node_name
         self._pods_watched = PodsOfNode(node_name=node_name)
         self._node_watched = NodeObject(node_name=node_name)
+        self._pdbs_watched = PdbsOfCluster(limit=max_pdbs)
         self._emit = emit
         self._stats = metrics
         self.finished = threading.Event()
@@ -80,6 +86,17 @@ class ReplaySource:
         self._skip(skipped)
         return next((n for n in nodes if self._node_watched.accept(n)), None)
 
+    def _pdbs(self, change: Change) -> list[PdbRecord]:
+        pdbs, skipped = PDB.decode_all(change.pdbs)
+        self._skip(skipped)
+        return pdbs
+
+    def _relist_pdbs(self, change: Change) -> None:
+        """A List of PDBs, kept up to the limit as the live source keeps them."""
+        pdbs, limit = self._pdbs(change), self._pdbs_watched.limit
+        kept = pdbs if limit is None else pdbs[:limit]
+        self._emit(self._pdbs_watched.listed(tuple(kept), change.resource_version, len(pdbs) - len(kept)))
+
     def _put(self, event: Event) -> None:
         self._emit(event)
         self._stats.progressed(PODS)
@@ -92,6 +109,9 @@ class ReplaySource:
 
     def _replay(self, change: Change) -> None:
         changed = change.type in (ADDED, MODIFIED, DELETED)
+        if changed:
+            for pdb in self._pdbs(change):
+                self._emit(self._pdbs_watched.changed(change.type, pdb))
         node = self._node_in(change)
         if node is not None:
             if changed:
@@ -122,6 +142,10 @@ class ReplaySource:
                 if stop.is_set():
                     return
                 if change.type == LISTED:
+                    if change.pdbs or change.pdbs_only:
+                        self._relist_pdbs(change)
+                    if change.pdbs_only:
+                        continue
                     self._relist(tuple(self._pods(change)), self._node_in(change), change.resource_version)
                     listed = True
                     continue

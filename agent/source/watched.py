@@ -12,13 +12,14 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from agent.decode.reader import NODE, POD, ObjectKind
+from agent.decode.reader import NODE, PDB, POD, ObjectKind
 from agent.model.node import NodeRecord
+from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
-from agent.pipeline.events import (ADDED, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed, PodChanged,
-                                   PodDeleted, PodsListed)
+from agent.pipeline.events import (ADDED, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
+                                   PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed)
 
-__all__ = ["Watched", "PodsOfNode", "NodeObject"]
+__all__ = ["Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster"]
 
 R = TypeVar("R")
 
@@ -28,6 +29,9 @@ class Watched(Protocol[R]):
 
     kind: ObjectKind[R]
     path: str
+    # The most objects kept from one LIST (the rest are counted, not kept); None: no limit. For what any tenant of
+    # the cluster can create, where the node's own scope does not bound it.
+    limit: int | None
 
     @property
     def field_selector(self) -> str: ...
@@ -38,7 +42,8 @@ class Watched(Protocol[R]):
     def changed(self, type: str, record: R) -> Event:
         """The event of one ADDED, MODIFIED or DELETED object."""
 
-    def listed(self, records: tuple[R, ...], resource_version: str) -> Event: ...
+    def listed(self, records: tuple[R, ...], resource_version: str, more: int = 0) -> Event:
+        """The event of a whole LIST; ``more``: objects it held beyond ``limit``, not kept."""
 
 
 class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +52,7 @@ class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
     node_name: str | None
     kind: ObjectKind[PodRecord] = POD
     path: str = "/api/v1/pods"
+    limit: None = None  # bounded by the node's pod capacity
 
     @property
     def field_selector(self) -> str:
@@ -60,7 +66,7 @@ class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
             return PodDeleted(pod=record, resource_version=record.resource_version)
         return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
 
-    def listed(self, records: tuple[PodRecord, ...], resource_version: str) -> Event:
+    def listed(self, records: tuple[PodRecord, ...], resource_version: str, more: int = 0) -> Event:
         return PodsListed(pods=records, resource_version=resource_version)
 
 
@@ -70,6 +76,7 @@ class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
     node_name: str | None
     kind: ObjectKind[NodeRecord] = NODE
     path: str = "/api/v1/nodes"
+    limit: None = None
 
     @property
     def field_selector(self) -> str:
@@ -84,5 +91,33 @@ class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
         return NodeChanged(type=ADDED if type == ADDED else MODIFIED, node=record,
                            resource_version=record.resource_version)
 
-    def listed(self, records: tuple[NodeRecord, ...], resource_version: str) -> Event:
+    def listed(self, records: tuple[NodeRecord, ...], resource_version: str, more: int = 0) -> Event:
         return NodeListed(node=records[0] if records else None, resource_version=resource_version)
+
+
+class PdbsOfCluster(msgspec.Struct, frozen=True, kw_only=True):
+    """Every PodDisruptionBudget of the cluster, from the API server's watch cache: the one input of the
+    autoscaler's verdict not scoped to the node (a PDB covers pods by label, wherever they run).
+
+    Any tenant who may create PDBs grows this set, so at most ``limit`` are kept (docs/operations.md).
+    """
+
+    limit: int | None = None
+    kind: ObjectKind[PdbRecord] = PDB
+    path: str = "/apis/policy/v1/poddisruptionbudgets"
+
+    @property
+    def field_selector(self) -> str:
+        return ""
+
+    def accept(self, record: PdbRecord) -> bool:
+        return True
+
+    def changed(self, type: str, record: PdbRecord) -> Event:
+        if type == DELETED:
+            return PdbDeleted(pdb=record, resource_version=record.resource_version)
+        return PdbChanged(type=ADDED if type == ADDED else MODIFIED, pdb=record,
+                          resource_version=record.resource_version)
+
+    def listed(self, records: tuple[PdbRecord, ...], resource_version: str, more: int = 0) -> Event:
+        return PdbsListed(pdbs=records, resource_version=resource_version, more=more)

@@ -126,6 +126,10 @@ def test_agent_syncs_its_node_and_exports_every_pod_bound_to_it(cluster: Cluster
     assert pods[f"{namespace}/app-2"] == 1.0
     assert pods[f"{agent.pod['metadata']['namespace']}/{agent.pod['metadata']['name']}"] == 0.01  # the agent itself
     assert agent.pods().keys() == expected.keys()
+    # With the shipped RBAC, its PDB watch lists and watches too (no refusal, so no backoff and no stale source).
+    runtime = wait_until(lambda: (r := agent.runtime())["relists"].get("poddisruptionbudgets") == 1 and r, 30,
+                         message="the agent's PDB LIST, allowed by the shipped RBAC")
+    assert not [k for k in runtime["requests_failed"] if k.startswith("poddisruptionbudgets/")], runtime
 
 
 def test_probes_and_memory_limit_from_the_pod_spec_hold(agent: AgentContainer) -> None:
@@ -158,9 +162,10 @@ def can_i_list(cluster: Cluster, token: str) -> set[tuple[str, str, str, str]]:
     return rules
 
 
-def test_service_account_may_only_list_watch_pods_and_nodes(cluster: Cluster, agent: AgentContainer) -> None:
+def test_service_account_may_only_list_watch_pods_nodes_and_pdbs(cluster: Cluster, agent: AgentContainer) -> None:
     """Compared with a ServiceAccount bound to nothing (what every authenticated identity may do: discovery,
-    self reviews, public trust bundles), the agent's may exactly list and watch pods and nodes (no get)."""
+    self reviews, public trust bundles), the agent's may exactly list and watch pods, nodes and
+    poddisruptionbudgets (no get)."""
     namespace = agent.pod["metadata"]["namespace"]
     cluster.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "bound-to-nothing"}})
@@ -168,7 +173,8 @@ def test_service_account_may_only_list_watch_pods_and_nodes(cluster: Cluster, ag
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}})["status"]["token"]
     baseline = can_i_list(cluster, baseline_token)
     granted = can_i_list(cluster, agent.serviceaccount.token_path.read_text())
-    assert granted - baseline == {(r, "[]", "[]", v) for r in ("pods", "nodes") for v in ("list", "watch")}
+    assert granted - baseline == {(r, "[]", "[]", v) for r in ("pods", "nodes", "poddisruptionbudgets.policy")
+                                  for v in ("list", "watch")}
     assert baseline <= granted
     assert {verb for _, url, _, verb in baseline if url != "[]"} == {"get"}  # non-resource URLs: discovery only
 

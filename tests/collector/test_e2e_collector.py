@@ -11,6 +11,7 @@ Each test watches its own node name, so tests share one Collector and Prometheus
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from tests.support.agent_process import AgentProcess, otlp_env
+from tests.support.cli import run
 from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus
 from tests.support.factory import container, node, pod, vm_pod
 from tests.support.repo import REPO
@@ -289,7 +291,12 @@ def test_every_recording_rule_and_dashboard_query_returns_this_nodes_data(chain,
         here = {"node:pod_or_vm_cpu_requests:sum": f'{{k8s_node_name="{name}"}}',
                 "node:pod_or_vm_mem_requests:sum": f'{{k8s_node_name="{name}"}}',
                 "vm:vm_cpu_usage:once": f'{{neon_vm_name="{vm}"}}',
-                "node:node_requests_agent_workqueue_queue_duration_seconds:p99_5m": f'{{k8s_node_name="{name}"}}'}
+                "node:node_requests_agent_workqueue_queue_duration_seconds:p99_5m": f'{{k8s_node_name="{name}"}}',
+                **{rule: f'{{k8s_node_name="{name}"}}' for rule in (
+                    "node:node_requests_node_autoscaler_node_utilization:max",
+                    "node:node_requests_node_autoscaler_state:current",
+                    "node:node_requests_node_autoscaler_scale_down_candidate:max",
+                    "node:node_requests_node_autoscaler_blocking_pods:sum")}}
         assert set(here) == set(recording_rules())
 
         def recorded() -> dict[str, list[dict]]:
@@ -301,6 +308,14 @@ def test_every_recording_rule_and_dashboard_query_returns_this_nodes_data(chain,
         assert value(result["node:pod_or_vm_mem_requests:sum"][0]) == sum(p["memory_bytes"] for p in pods.values())
         assert value(result["vm:vm_cpu_usage:once"][0]) == 0.5  # the source only
         assert 0 <= value(result["node:node_requests_agent_workqueue_queue_duration_seconds:p99_5m"][0]) < 1
+        judged = agent.debug("node")["autoscaler"]
+        assert value(result["node:node_requests_node_autoscaler_node_utilization:max"][0]) == pytest.approx(
+            judged["utilization"]["value"], rel=1e-12)
+        (state,) = result["node:node_requests_node_autoscaler_state:current"]
+        assert state["metric"]["state"] == judged["state"] and value(state) == 1
+        assert value(result["node:node_requests_node_autoscaler_scale_down_candidate:max"][0]) == int(
+            judged["scale_down_candidate"])
+        assert value(result["node:node_requests_node_autoscaler_blocking_pods:sum"][0]) == len(judged["blockers"]) > 0
 
         queries = dashboard_queries(node=name)  # a regex that matches only this node
         assert len(queries) >= 10
@@ -308,6 +323,69 @@ def test_every_recording_rule_and_dashboard_query_returns_this_nodes_data(chain,
                    message=f"every panel has data: {[t for t, e in queries if not prom.query(e)]}")
         for var in dashboard_variables():
             assert name in prom.label_values(var.label, var.metric), var
+
+
+def test_the_autoscalers_verdict_reaches_prometheus_as_the_agent_and_explain_judge_it(chain, apiserver, tmp_path):
+    """Every verdict series through the real Collector into Prometheus 3 with the values the agent's /debug/node
+    holds; explain --live on the same cluster agrees; a pod that stops blocking leaves Prometheus; the alert goes
+    pending (``for: 1h``; test_autoscaler_rules.py proves on promtool that it fires after the hour)."""
+    otelcol, prom = chain
+    name = unique("verdict")
+    apiserver.create(node(name, "8", "32Gi"), kind="nodes")
+    rs = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs-1", "uid": "rs-uid", "controller": True}]
+    scratch = pod("scratch", node=name, owner_references=rs, containers=[container("a", "250m", "256Mi")])
+    scratch["spec"]["volumes"] = [{"name": "s", "emptyDir": {}}]
+    for p in (pod("bare", node=name, containers=[container("a", "250m", "256Mi")]),  # no controller
+              scratch,  # a disk-backed emptyDir
+              pod("pinned", node=name, owner_references=rs, containers=[container("a", "250m", "256Mi")],
+                  annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
+              pod("fine", node=name, owner_references=rs)):  # replicated, nothing local: does not block
+        apiserver.create(p)
+    expected = {"bare": "not_replicated", "scratch": "local_storage", "pinned": "not_safe_to_evict"}
+    here = f'k8s_node_name="{name}"'
+    with AgentProcess(apiserver, tmp_path / "agent", name, otlp_env(otelcol.otlp_http_endpoint), EXPORT_INTERVAL) as agent:
+        def blocking() -> dict[str, str]:
+            return {r["metric"]["k8s_pod_name"]: r["metric"]["reason"]
+                    for r in prom.query(f"pod_autoscaler_blocking{{{here}}}")}
+
+        wait_until(lambda: blocking() == expected, timeout=30, message="every blocking pod in Prometheus")
+        judged = agent.debug("node")["autoscaler"]
+        # 0.25 * 3 + 0.1 = 0.85 of 8 cores; 768Mi + 128Mi of 32Gi: cpu decides, far below 0.5.
+        assert judged["state"] == "underutilized" and judged["utilization"]["resource"] == "cpu"
+        assert judged["utilization"]["value"] == pytest.approx(0.85 / 8)
+        assert {b["name"]: b["reason"] for b in judged["blockers"]} == expected
+        shown = {r["metric"]["resource"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_utilization{{{here}}}")}
+        assert shown == {r: pytest.approx(judged["utilization"][r], rel=1e-12) for r in ("cpu", "memory")}
+        (deciding,) = prom.query(f"node_requests_node_autoscaler_node_utilization{{{here}}}")
+        assert deciding["metric"]["resource"] == "cpu" and value(deciding) == pytest.approx(0.85 / 8, rel=1e-12)
+        assert value(prom.query(f"node_requests_node_autoscaler_threshold{{{here}}}")[0]) == judged["threshold"] == 0.5
+        states = {r["metric"]["state"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_state{{{here}}}")}
+        assert states == {"underutilized": 1, "not_underutilized": 0, "scale_down_disabled": 0, "unknown": 0}
+        assert value(prom.query(f"node_requests_node_autoscaler_scale_down_candidate{{{here}}}")[0]) == 0
+        counts = {r["metric"]["reason"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_blocking_pods{{{here}}}")}
+        assert counts == judged["blocking_pods"] and sum(counts.values()) == 3
+
+        # explain --live on the same cluster: the same verdict as the agent's and the series'.
+        kubeconfig = apiserver.kubeconfig(tmp_path / "kubeconfig")
+        result = run("explain", "--live", "--node", name, "--kubeconfig", kubeconfig, "-o", "json")
+        assert result.returncode == 0, result.stderr
+        live = json.loads(result.stdout)["autoscaler"]
+        assert {b["name"]: b["reason"] for b in live["blockers"]} == blocking()
+        assert live["utilization"]["value"] == pytest.approx(value(deciding), rel=1e-12)
+        assert live["state"] == judged["state"] and live["blocking_pods"] == counts
+
+        # The alert: underutilized and blocked; pending for its hour, naming the node and the reasons.
+        pending = wait_until(lambda: alert(prom, "NodeUnderutilizedButBlocked", name), timeout=30)
+        assert pending["state"] == "pending" and float(pending["value"]) == 3
+        summary = pending["annotations"]["summary"]
+        assert name in summary and all(f"{reason} 1" in summary for reason in expected.values()), summary
+
+        # A pod that stops blocking: its series leaves (within the deleted-pod bound), its reason reads 0.
+        apiserver.delete("default", "bare")
+        wait_until(lambda: "bare" not in blocking(), timeout=90, message="the deleted blocker's series left")
+        wait_until(lambda: value(prom.query(f'node_requests_node_autoscaler_blocking_pods{{{here},reason="not_replicated"}}')[0]) == 0,
+                   timeout=30)
+        assert blocking() == {"scratch": "local_storage", "pinned": "not_safe_to_evict"}
 
 
 def test_autoscaler_view_above_allocatable_alert_goes_pending(chain, apiserver, tmp_path):
@@ -360,6 +438,8 @@ def test_watch_restarts_looping_alert_goes_pending_on_a_410_loop(chain, apiserve
 def test_every_shipped_alert_is_made_true_by_a_test():
     exercised = {"NodeAutoscalerViewAboveAllocatable", "NodeRequestsAgentNotExporting", "NodeRequestsAgentQueueSlow",
                  "NodeRequestsAgentWatchRestartsLooping",
+                 # pending here, firing after its hour in test_autoscaler_rules.py (promtool):
+                 "NodeUnderutilizedButBlocked",
                  # tests/test_collector_alerts.py drives these to firing and back:
                  "OtelCollectorReplicaDown", "OtelCollectorUnavailable", "OtelCollectorRefusingData",
                  "OtelCollectorExportFailing", "OtelCollectorSendingQueueFull"}

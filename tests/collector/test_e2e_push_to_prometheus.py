@@ -25,6 +25,7 @@ import pytest
 from tests.support.agent_process import AgentProcess, otlp_env
 from tests.support.collector import Collector, Prometheus
 from tests.support.factory import container, pod, vm_pod
+from tests.support.factory import node as node_object
 from tests.support.histogram_quantile import QUEUE_DURATION, default_collector_config, quantile_matches_agent
 from tests.support.shipped_queries import recording_rules
 from tests.support.waiting import wait_until
@@ -36,6 +37,9 @@ REMOTE_WRITE = "service::pipelines::metrics::exporters=[prometheus_remote_write]
 
 
 def _pods(api, node: str) -> None:
+    """The node's Node object too: without it the autoscaler's utilization is unknown, so absent (a recording rule
+    of it would have no data)."""
+    api.create(node_object(node, "8", "32Gi"), kind="nodes")
     api.create(pod("web", node=node, containers=[container("a", "250m", "256Mi")]))
     api.create(pod("deleted", node=node, containers=[container("a", "1", "1Gi")]))
     api.create(vm_pod("compute", "vm-1", "500m", "2Gi", node=node))

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.config import Address
 from agent.debug.endpoint import DebugServer
 from agent.telemetry.health import HealthLimits, liveness
+from agent.model.scale_down import REASONS
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats, StatsSnapshot
 from tests.support.waiting import wait_until
@@ -51,8 +52,15 @@ def test_every_route(running):
     node = json.loads(get(port, "/debug/node")[2])
     assert node["cpu_cores"]["pod_or_vm"] == 1.25 and node["memory_bytes"]["pod_or_vm"] == 256 * 2**20 + 4 * 2**30
     assert node["pods_by_source"] == {"pod_requests": 1, "vm_usage": 1} and node["node_present"] is False
+    # The autoscaler's verdict: no Node, so no utilization; both reported pods block (no controller, and a
+    # VirtualMachine, which the autoscaler does not trust by default); the finished pod is not judged.
+    verdict = node["autoscaler"]
+    assert (verdict["node"], verdict["state"], verdict["utilization"]["value"]) == ("node-a", "unknown", None)
+    assert {(b["name"], b["reason"]) for b in verdict["blockers"]} == {("web", "not_replicated"),
+                                                                         ("vm-pod", "not_replicated")}
+    assert verdict["blocking_pods"]["not_replicated"] == 2 and verdict["pdbs_known"] is True
     runtime = json.loads(get(port, "/debug/runtime")[2])
-    assert runtime["synced"] is True and runtime["relists"] == {"pods": 1, "nodes": 1}
+    assert runtime["synced"] is True and runtime["relists"] == {"pods": 1, "nodes": 1, "poddisruptionbudgets": 1}
     assert runtime["queue_duration"]["count"] == runtime["events_handled"]
     assert runtime["queue_duration"]["buckets"][-1] == {"le": "+Inf", "count": runtime["events_handled"]}
     # Every field of the snapshot is in the view, pair keys as "resource/reason".
@@ -90,8 +98,15 @@ def test_metrics_are_rendered_from_current_state(running, apiserver):
     # Rendered at scrape time: between the counts before and after it (a late /version event may land meanwhile).
     assert handled_before <= count <= handled_after and count >= 2
     assert families["node_requests_agent_workqueue_adds"].type == "counter"
+    blocking = {s.labels["k8s_pod_name"]: s.labels["reason"] for s in families["pod_autoscaler_blocking"].samples}
+    assert blocking == {"web": "not_replicated", "vm-pod": "not_replicated"}
     apiserver.delete("default", "web")
     wait_until(lambda: "web" not in scrape()[0])
+    families = scrape()[1]
+    # A pod gone is a blocking series gone; its reason's count drops and stays present.
+    assert {s.labels["k8s_pod_name"] for s in families["pod_autoscaler_blocking"].samples} == {"vm-pod"}
+    counts = {s.labels["reason"]: s.value for s in families["node_requests_node_autoscaler_blocking_pods"].samples}
+    assert counts["not_replicated"] == 1 and set(counts) == set(REASONS)
 
 
 def test_readiness_flips_after_the_initial_sync(apiserver, make_agent):

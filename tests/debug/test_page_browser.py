@@ -174,3 +174,41 @@ def test_page_refreshes_pauses_sorts_and_keeps_names_on_one_line(page_agent, api
         print(f"screenshot: {shot}")
     finally:
         browser.close()
+
+
+def test_the_autoscalers_verdict_is_on_the_first_screen(page_agent, apiserver, tmp_path):
+    """State and why, utilization against the threshold, every blocker with its reason and detail, PDBs known:
+    all inside an ordinary 1100 x 800 window before any scrolling, the node comparison below it."""
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "uid": "rs-uid", "controller": True}]
+    apiserver.create(pod("replicated", containers=[container("c", "100m", "64Mi")], owner_references=owner))
+    wait_until(lambda: len(page_agent.state) == 5)
+    browser = Browser(tmp_path / "profile", width=1100, height=800)
+    try:
+        browser.open(f"http://127.0.0.1:{page_agent.debug.port}/?refresh=3600")
+        state = browser.wait_for("(e => e && e.textContent)(document.getElementById('verdict-state'))")
+        # pod_or_vm 3 + 2 + 0.1 + 0.1 = 5.2 of 8 cores (65 %); 8Gi + 4Gi + 64Mi + 64Mi of 16Gi (75.8 %): memory
+        # decides, against the default threshold 50 %.
+        assert state == "not underutilized: memory 76% > threshold 50%; 4 pods would also block its removal"
+        rows = browser.evaluate("Array.from(document.querySelectorAll('#autoscaler-utilization tr'), "
+                                "r => Array.from(r.cells, c => c.textContent))")
+        assert rows == [["resource", "utilization", "threshold"], ["cpu", "65%", ""], ["memory", "76%", "50%"]]
+        blockers = browser.evaluate("Array.from(document.querySelectorAll('#autoscaler-blockers tr'), "
+                                    "r => Array.from(r.cells, c => c.textContent))")
+        # Every pod without a trusted controller blocks, the ReplicaSet's does not; the VMs' controller is one the
+        # autoscaler does not trust by default.
+        assert {(r[0], r[1]) for r in blockers[1:]} == {
+            ("batch/big-batch", "not_replicated"), ("default/small-web", "not_replicated"),
+            ("neon/compute-a", "not_replicated"), ("neon/compute-broken", "not_replicated")}
+        assert all(r[2] for r in blockers[1:])  # a detail for each
+        assert browser.evaluate("document.getElementById('autoscaler-pdbs').dataset.known") == "true"
+        bottoms = browser.evaluate("['verdict-state', 'autoscaler-utilization', 'autoscaler-blockers', "
+                                   "'autoscaler-notes'].map(id => document.getElementById(id)"
+                                   ".getBoundingClientRect().bottom)")
+        assert max(bottoms) <= browser.evaluate("window.innerHeight"), bottoms
+        comparison = browser.evaluate("document.getElementById('comparison').getBoundingClientRect().top")
+        assert comparison > max(bottoms)
+        shot = browser.screenshot(tmp_path / "page-verdict.png")
+        assert png_size(shot) == (1100, 800)
+        print(f"screenshot: {shot}")
+    finally:
+        browser.close()

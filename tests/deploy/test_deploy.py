@@ -93,11 +93,26 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
         f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{http}"
 
 
-def test_rbac_is_exactly_list_and_watch_of_pods_and_nodes(agent_objects):
+def test_rbac_is_exactly_list_and_watch_of_pods_nodes_and_pdbs(agent_objects):
     rules = agent_objects[("ClusterRole", "node-requests-agent")]["rules"]
     granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
-    # No get: the agent only lists and watches (with field selectors), never reads one object by name.
-    assert granted == {("", r, v) for r in ("pods", "nodes") for v in ("list", "watch")}
+    # No get: the agent only lists and watches (pods and its Node with field selectors, PDBs cluster-wide), never
+    # reads one object by name.
+    assert granted == {(g, r, v) for g, r in (("", "pods"), ("", "nodes"), ("policy", "poddisruptionbudgets"))
+                       for v in ("list", "watch")}
+
+
+def test_the_daemonset_carries_the_autoscaler_settings_the_agent_reads(agent_objects):
+    """The shipped env names the autoscaler's settings, empty: the agent then follows the autoscaler's defaults."""
+    from agent.config import SETTINGS, from_sources
+    from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER
+
+    (c,) = agent_objects[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    for name in ("autoscaler_args", "autoscaler_release"):
+        assert env[SETTINGS[name].env[0]] == ""
+    config = from_sources({}, {**{k: v for k, v in env.items() if v is not None}, "NODE_NAME": "n"})
+    assert config.autoscaler == DEFAULT_AUTOSCALER and config.watch_pdbs is True
 
 
 def test_collector_replicas_survive_a_drain(collector_objects):
@@ -484,7 +499,7 @@ def test_rules_pass_promtool():
     result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 13 rules found" in result.stdout
+    assert "SUCCESS: 18 rules found" in result.stdout
 
 
 def _expressions() -> list[tuple[str, str]]:

@@ -141,6 +141,9 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
         "priorityClassName": "",
         "debug": {"port": 9810},
         "kubernetesVersion": "1.37",
+        "autoscaler": {"args": ["--scale-down-utilization-threshold=0.6", "--skip-nodes-with-local-storage=false",
+                                "--cloud-provider=aws"],
+                       "release": "neon", "maxPodDisruptionBudgets": 500},
         "extraEnv": [{"name": "LOG_LEVEL", "value": "DEBUG"}],
     }))
     rendered = helm.template("--values", str(values), release="nra", namespace="observability")
@@ -187,6 +190,26 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
         f"/etc/node-requests-agent/otlp-tls/{key}" for key in ("ca.crt", "tls.crt", "tls.key"))
     assert otlp.headers == (("authorization", "Bearer t"),)
     assert otlp.token_file == "/var/run/secrets/node-requests-collector/token"
+    # The autoscaler's args as its Deployment has them, its release, and the PDB watch with its own maximum.
+    assert env["NRA_AUTOSCALER_ARGS"] == "--scale-down-utilization-threshold=0.6 --skip-nodes-with-local-storage=false " \
+                                         "--cloud-provider=aws"
+    assert (config.autoscaler.scale_down_utilization_threshold, config.autoscaler.skip_nodes_with_local_storage,
+            config.autoscaler.release) == (0.6, False, "neon")
+    assert config.watch_pdbs is True and config.max_pdbs == 500
+    rules = keyed[("ClusterRole", "nra-node-requests-agent")]["rules"]
+    assert {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]} in rules
+
+
+def test_without_the_pdb_watch_there_is_no_rule_for_pdbs_and_the_agent_is_told(helm: Helm) -> None:
+    rendered = helm.template("--set", "autoscaler.watchPodDisruptionBudgets=false")
+    rules = by_key(rendered)[("ClusterRole", "node-requests-agent")]["rules"]
+    assert [r["resources"] for r in rules] == [["pods", "nodes"]]
+    env = env_of(agent_container(rendered))
+    assert env["NRA_WATCH_PDBS"] == "false"
+    from agent.config import from_sources
+
+    assert from_sources({}, {"NODE_NAME": "n", **{k: v for k, v in env.items() if isinstance(v, str)}}).watch_pdbs \
+        is False
 
 
 def test_without_the_token_the_pod_mounts_nothing(helm: Helm) -> None:
@@ -230,6 +253,9 @@ BAD_VALUES = [
     pytest.param(["--set", "replicas=2"], ["replicas", "additional properties"], id="unknown top-level key"),
     pytest.param(["--set", "image.digest=sha256:abc"], ["/image/digest"], id="digest not a sha256"),
     pytest.param(["--set", "kubernetesVersion=latest"], ["/kubernetesVersion", "latest"], id="version not X.Y"),
+    pytest.param(["--set", "autoscaler.release=2.0"], ["/autoscaler/release", "2.0"], id="autoscaler release"),
+    pytest.param(["--set-json", 'autoscaler.args=["scale-down-utilization-threshold=0.6"]'],
+                 ["/autoscaler/args/0"], id="autoscaler arg not a flag"),
 ]
 
 

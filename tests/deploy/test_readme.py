@@ -10,6 +10,7 @@ from agent.telemetry.table import PREFIX, RUNTIME_METRICS, Readings
 from agent.model.node_summary import Usage, summarize
 from agent.decode.reader import NODE, POD
 from agent.model.rules import NEWEST
+from agent.model.scale_down import NOT_REPLICATED, UNDERUTILIZED, Blocker, Utilization, Verdict
 from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, RELIST, SAMPLE, VERSION
 from agent.pipeline.state import NodeState
@@ -108,8 +109,12 @@ def test_workqueue_event_types_are_all_documented():
 
 def test_product_metric_tables_match_state_points():
     values = [evaluate(POD.record(pod("p")), NEWEST), evaluate(POD.record(vm_pod("v", "vm-1", "1", "1Gi", role="target")), NEWEST)]
+    blocking = Blocker(uid=values[0].uid, namespace=values[0].namespace, name=values[0].name, reason=NOT_REPLICATED,
+                       detail="no controller")
+    verdict = Verdict(node="node-a", state=UNDERUTILIZED, threshold=0.5, blockers=(blocking,),
+                      utilization=Utilization(cpu=0.1, memory=0.2, gpu=0.3, value=0.3, resource="gpu"))
     points = list(state_points(values, summarize("node-a", NODE.record(node("node-a", "4", "8Gi")), values,
-                                                 Usage(cpu=10**9, memory=10**9))))
+                                                 Usage(cpu=10**9, memory=10**9)), verdict))
     exported: dict[str, set[str]] = {}
     for p in points:
         exported.setdefault(p.metric, set()).update(p.attributes)

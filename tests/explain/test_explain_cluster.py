@@ -144,7 +144,11 @@ def test_sort_orders_nodes_and_pods(sort, nodes, first_pods):
 def test_the_bundled_sample_explains_like_the_demo():
     result = run("explain", "sample")
     assert result.returncode == 0, result.stderr
-    assert "NODE sample-node  8 pods  cpu 75%, memory 64% of allocatable" in result.stdout
+    assert "NODE sample-node  12 pods  cpu 75%, memory 64% of allocatable" in result.stdout
+    # One node: its whole verdict, every blocker listed.
+    assert "AUTOSCALER  not underutilized: cpu 75% > threshold 50%; 9 pods would also block its removal" in result.stdout
+    assert "  UTILIZATION  cpu 75% (decides), memory 64%; threshold 50%; as cluster-autoscaler 1.36 computes it" \
+        in result.stdout and "default/debug-shell" in result.stdout and "CANNOT SEE" in result.stdout
 
 
 @pytest.mark.parametrize("text,words", [

@@ -37,6 +37,8 @@ from tests.support.factory import GI, MI, mixed_pods, summary_node
 from tests.support.virtual_time import VirtualClock
 
 GOLDEN = Path(__file__).parent / "golden"
+START_NS, NOW_NS = 1_699_999_990 * 10**9, 1_700_000_000 * 10**9  # the agent's start, the export
+NOW = NOW_NS / 1e9  # when the verdict is judged: the export's time
 
 
 def snapshot() -> NodeSnapshot:
@@ -73,16 +75,15 @@ def compare(name: str, text: str) -> None:
 def test_state_points_golden():
     s = snapshot()
     lines = sorted(f"{p.metric}{{{','.join(f'{k}={v!r}' for k, v in sorted(p.attributes.items()))}}} {p.value!r}"
-                   for p in state_points(s.pods, s.summary()))
+                   for p in state_points(s.pods, s.summary(), s.verdict(NOW)))
     compare("state_points.txt", "\n".join(lines) + "\n")
 
 
 def test_metrics_exposition_golden():
-    text = render_metrics(snapshot(), stats().snapshot()).decode()
+    text = render_metrics(snapshot(), stats().snapshot(), NOW).decode()
     compare("metrics.txt", text)
 
 
-START_NS, NOW_NS = 1_699_999_990 * 10**9, 1_700_000_000 * 10**9  # the agent's start, the export
 
 
 class _Frozen:
@@ -134,6 +135,14 @@ VM_USAGE = (F(2) + F(1, 2), 4 * GI + GI)  # vm1 counted once, though both pods o
 USED = (F(3), 10 * GI)  # the Usage the snapshot was given
 PHASES = {"Running": 5, "Pending": 2, "Succeeded": 1, "Failed": 1}  # web batch broken-vm vm1-src vm2 | pending vm1-dst
 SOURCES = {"pod_requests": 4, "vm_usage": 3}
+# The cluster-autoscaler's verdict (default settings, release 1.36: no pod here is valued differently from 1.37):
+# utilization is pod_or_vm over allocatable per resource; cpu is the larger, 7.7 of 7.5 cores, so not underutilized
+# against 0.5. Every reported pod blocks as not_replicated: web, batch and pending have no controller; the runner
+# pods' controllers (VirtualMachine, VirtualMachineMigration for the migration target) are not ones the autoscaler
+# trusts. Terminal pods are not judged.
+UTILIZATION = {"cpu": POD_OR_VM[0] / ALLOCATABLE[0], "memory": F(POD_OR_VM[1]) / ALLOCATABLE[1]}
+STATE = "not_underutilized"
+BLOCKING = {(ns, name): "not_replicated" for ns, name, *_ in PODS}
 
 
 def uid(namespace: str, name: str) -> str:
@@ -169,6 +178,21 @@ def expected_points() -> dict[tuple[str, frozenset], F]:
         out[("node_requests_node_pods_by_phase", frozenset({("phase", phase)}))] = F(n)
     for source, n in SOURCES.items():
         out[("node_requests_node_pods_by_source", frozenset({("source", source)}))] = F(n)
+    for resource, ratio in UTILIZATION.items():
+        out[("node_requests_node_autoscaler_utilization", frozenset({("resource", resource)}))] = F(ratio)
+    out[("node_requests_node_autoscaler_node_utilization", frozenset({("resource", "cpu")}))] = F(UTILIZATION["cpu"])
+    out[("node_requests_node_autoscaler_threshold", frozenset())] = F(1, 2)
+    for state in ("underutilized", "not_underutilized", "scale_down_disabled", "unknown"):
+        out[("node_requests_node_autoscaler_state", frozenset({("state", state)}))] = F(state == STATE)
+    out[("node_requests_node_autoscaler_scale_down_candidate", frozenset())] = F(0)
+    reasons = ("not_replicated", "unmovable_kube_system", "kube_system_pdb_unknown", "not_safe_to_evict",
+               "local_storage", "not_enough_pdb")
+    for reason in reasons:
+        out[("node_requests_node_autoscaler_blocking_pods", frozenset({("reason", reason)}))] = F(
+            sum(r == reason for r in BLOCKING.values()))
+    for (ns, name), reason in BLOCKING.items():
+        attrs = {"k8s.namespace.name": ns, "k8s.pod.name": name, "k8s.pod.uid": uid(ns, name), "reason": reason}
+        out[("pod_autoscaler_blocking", frozenset(attrs.items()))] = F(1)
     return out
 
 
@@ -180,7 +204,7 @@ def assert_all_values(got: dict[tuple[str, frozenset], float], expected: dict[tu
 
 def test_every_golden_point_is_the_hand_computed_value():
     s = snapshot()
-    got = {(p.metric, frozenset(p.attributes.items())): p.value for p in state_points(s.pods, s.summary())}
+    got = {(p.metric, frozenset(p.attributes.items())): p.value for p in state_points(s.pods, s.summary(), s.verdict(NOW))}
     assert_all_values(got, expected_points())
     # ... and the golden file holds exactly these points.
     golden = (GOLDEN / "state_points.txt").read_text().splitlines()

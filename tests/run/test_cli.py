@@ -55,15 +55,30 @@ def test_demo_runs_the_pipeline_on_the_bundled_sample():
     assert values["compute-odd-fog-2k9d1"] == 0.0 and "invalid_json" in result.stdout
     assert 'neon.vm.migration.role="target"' in result.stdout
     assert "compute-odd-fog-2k9d1" in result.stderr         # one clear log line for the bad pod
-    # A short summary first: node totals and the top pods, then the metric lines.
+    # A short summary first: node totals, the autoscaler's verdict, the top pods, then the metric lines.
     out = result.stdout.splitlines()
-    assert out[0] == "NODE sample-node  8 pods  cpu 75%, memory 64% of allocatable"
+    assert out[0] == "NODE sample-node  12 pods  cpu 75%, memory 64% of allocatable"
+    # 5.94 of 7.91 cores is over the default threshold 0.5; every pod that blocks is counted by its reason: the five
+    # NeonVM runners (a VirtualMachine or VirtualMachineMigration controller) and the bare debug-shell, web (its
+    # PDB allows no disruption), the disk emptyDir and the safe-to-evict "false" pod; thumbnailer's emptyDir is named
+    # safe to evict, and finished pods are not judged.
+    assert out[1] == "AUTOSCALER  not underutilized: cpu 75% > threshold 50%; 9 pods would also block its removal"
+    assert out[2] == "  BLOCKING  9 pods: not_replicated 6, not_safe_to_evict 1, local_storage 1, not_enough_pdb 1"
+    blocking = {line.split('k8s.pod.name="')[1].split('"')[0]: line.split('reason="')[1].split('"')[0]
+                for line in out if line.startswith("pod_autoscaler_blocking{")}
+    assert blocking == {**dict.fromkeys(["compute-bold-sun-9kq1z", "compute-odd-fog-2k9d1", "compute-quiet-river-7xk2q",
+                                         "compute-swift-lake-4hd8s", "compute-swift-lake-m8v2c", "debug-shell"],
+                                        "not_replicated"),
+                        "web-7d4b9c-q9w8e": "not_enough_pdb", "scratch-builder-6f8d9-k4m2n": "local_storage",
+                        "legacy-cron-7b5c4-p8t6v": "not_safe_to_evict"}
+    assert 'node_requests_node_autoscaler_state{state="not_underutilized"} 1' in out
     first_metric = next(i for i, line in enumerate(out) if line.startswith("# resource:"))
     summary = out[:first_metric]
-    assert [line.split()[0] for line in summary[2:7]] == [
+    header = next(i for i, line in enumerate(summary) if line.startswith("POD "))
+    assert [line.split()[0] for line in summary[header + 1:header + 6]] == [
         "default/queue-worker-5c8f7", "neon/compute-bold-sun-9kq1z", "neon/compute-swift-lake-4hd8s",
         "neon/compute-swift-lake-m8v2c", "batch/report-builder-28f1c"]
-    assert ["cpu", "7.91", "2.6", "5.9", "2.01", "75%"] in [line.split() for line in summary]
+    assert ["cpu", "7.91", "2.64", "5.94", "1.97", "75%"] in [line.split() for line in summary]
 
 
 def test_migration_role_is_spelled_the_same_in_json_and_metrics():

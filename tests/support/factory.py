@@ -96,6 +96,23 @@ def node(name: str = "node-a", cpu: str = "8", memory: str = "32Gi", allocatable
             "status": {"capacity": capacity, "allocatable": allocatable}}
 
 
+def pdb(name: str, namespace: str = "default", match_labels: dict[str, str] | None = None,
+        match_expressions: list[dict[str, Any]] | None = None, disruptions_allowed: int | None = 0,
+        selector: bool = True, min_available: int | None = 1, uid: str | None = None) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget as the API server serves it (status as the disruption controller writes it;
+    ``selector=False``: none, which covers no pod)."""
+    spec: dict[str, Any] = {} if min_available is None else {"minAvailable": min_available}
+    if selector:
+        spec["selector"] = {k: v for k, v in (("matchLabels", match_labels),
+                                              ("matchExpressions", match_expressions)) if v is not None}
+    status = {} if disruptions_allowed is None else {"disruptionsAllowed": disruptions_allowed}
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace,
+                         "uid": uid or str(uuid.uuid5(uuid.NAMESPACE_URL, f"pdb/{namespace}/{name}")),
+                         "resourceVersion": str(next(_rv))},
+            "spec": spec, "status": status}
+
+
 def for_create(p: dict[str, Any], **spec: Any) -> dict[str, Any]:
     """``p`` as a client POSTs it to a real API server: what the server, scheduler and kubelet set is left out
     (uid, resourceVersion, status, nodeName; owner references, whose owners do not exist there), ``spec`` added."""

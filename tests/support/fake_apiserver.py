@@ -1,4 +1,4 @@
-"""A protocol-faithful stand-in for kube-apiserver's pod (and node) endpoints.
+"""A protocol-faithful stand-in for kube-apiserver's pod (and node, and PodDisruptionBudget) endpoints.
 
 The unit tests need answers in milliseconds and faults a real API server does not make on demand
 (``fail_next``, ``inject_raw``, ``hang_watches``; the cluster tests run the real kube-apiserver, see
@@ -76,7 +76,12 @@ def _field(obj: dict[str, Any], path: str) -> str:
 _SELECTABLE = {
     "pods": ("spec.nodeName", "metadata.name", "metadata.namespace", "status.phase"),
     "nodes": ("metadata.name",),
+    "poddisruptionbudgets": ("metadata.name", "metadata.namespace"),
 }
+#: Each kind's path, and the kind and apiVersion its List and bookmarks carry.
+_PATHS = {"/api/v1/pods": "pods", "/api/v1/nodes": "nodes",
+          "/apis/policy/v1/poddisruptionbudgets": "poddisruptionbudgets"}
+_KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1")}
 
 
 class FakeApiServer:
@@ -89,8 +94,8 @@ class FakeApiServer:
         self.bookmark_interval = bookmark_interval
         self._lock = threading.Condition()
         self._rv = 100
-        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {"pods": {}, "nodes": {}}
-        self._history: dict[str, list[_Change]] = {"pods": [], "nodes": []}
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {kind: {} for kind in _KINDS}
+        self._history: dict[str, list[_Change]] = {kind: [] for kind in _KINDS}
         self._compacted = 0
         self._fail: dict[str, list[tuple[int, float | None]]] = {}
         self._hang_watches = False
@@ -308,7 +313,7 @@ class _Handler(QuietHandler):
                 return self._send_json(code, _status(code, reason, "injected failure"), headers)
             if url.path == "/version":
                 return self._send_json(200, fake.version_info())
-            kind = {"/api/v1/pods": "pods", "/api/v1/nodes": "nodes"}.get(url.path)
+            kind = _PATHS.get(url.path)
             if kind is None:
                 return self._send_json(404, _status(404, "NotFound", f"the server could not find the requested resource {url.path}"))
             selector: list[tuple[str, str]] = []
@@ -333,7 +338,7 @@ class _Handler(QuietHandler):
                          for o in fake._objects[kind].values() if matches(o)]
                 rv = fake._rv
             items.sort(key=lambda o: (_field(o, "metadata.namespace"), _field(o, "metadata.name")))
-            body = {"kind": "PodList" if kind == "pods" else "NodeList", "apiVersion": "v1",
+            body = {"kind": f"{_KINDS[kind][0]}List", "apiVersion": _KINDS[kind][1],
                     "metadata": {"resourceVersion": str(rv)}, "items": items}
             if kind == "pods" and fake.raw_list_items:
                 text = json.dumps(body)
@@ -395,7 +400,7 @@ class _Handler(QuietHandler):
             if why == "bookmark" and not pending:
                 last_bookmark = time.monotonic()
                 self._chunk(json.dumps({"type": "BOOKMARK", "object": {
-                    "kind": "Pod" if kind == "pods" else "Node", "apiVersion": "v1",
+                    "kind": _KINDS[kind][0], "apiVersion": _KINDS[kind][1],
                     "metadata": {"resourceVersion": str(rv_now)}}}).encode() + b"\n")
 
     def _watch_start(self, fake: FakeApiServer, kind: str, rv_text: str):

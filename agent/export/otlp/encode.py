@@ -150,6 +150,8 @@ class RequestBuilder:
         readings = Readings(self._stats.snapshot(), self._state.snapshot())
         now = self._wall_ns()
         points += add_runtime_series(request, otlp_series(readings), self._start_ns, now, self._resource, self._version)
-        points += add_state_points(request, state_points(readings.node.pods, readings.node.summary()), now,
+        # The verdict once per export, at the export's own wall-clock time (the model reads no clock).
+        node = readings.node
+        points += add_state_points(request, state_points(node.pods, node.summary(), node.verdict(now / 1e9)), now,
                                    self._resource, self._version)
         return request, points

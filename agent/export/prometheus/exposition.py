@@ -30,9 +30,10 @@ def _label(attribute: str) -> str:
 
 
 class _Collector:
-    def __init__(self, node: NodeSnapshot, stats: StatsSnapshot) -> None:
+    def __init__(self, node: NodeSnapshot, stats: StatsSnapshot, now: float) -> None:
         self._node = node
         self._stats = stats
+        self._now = now
 
     def describe(self) -> list[Metric]:
         return []  # no pre-registration scrape
@@ -40,7 +41,7 @@ class _Collector:
     def collect(self) -> Iterator[Metric]:
         node = self._node.node_name
         families: dict[str, GaugeMetricFamily] = {}
-        for point in state_points(self._node.pods, self._node.summary()):
+        for point in state_points(self._node.pods, self._node.summary(), self._node.verdict(self._now)):
             keys = sorted(point.attributes)
             family = families.get(point.metric)
             if family is None:
@@ -71,7 +72,8 @@ class _Collector:
             yield family
 
 
-def render_metrics(node: NodeSnapshot, stats: StatsSnapshot) -> bytes:
+def render_metrics(node: NodeSnapshot, stats: StatsSnapshot, now: float) -> bytes:
+    """The scrape's text; ``now`` (Unix seconds, from the endpoint's clock) is when the verdict is judged."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(node, stats))
+    registry.register(_Collector(node, stats, now))
     return generate_latest(registry)

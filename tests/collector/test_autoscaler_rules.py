@@ -1,0 +1,137 @@
+"""The shipped autoscaler rules and alert on the real Prometheus 3's rule engine (``promtool test rules``).
+
+The fast way to prove what takes an hour on a real Prometheus: ``NodeUnderutilizedButBlocked`` (``for: 1h``)
+fires after an hour of a node underutilized and blocked, not before; not for a node that is underutilized but
+unblocked, nor for one blocked but busy; its hour starts again when the blockers go; its summary names the node
+and the reasons with their counts. The recording rules give one value per node whichever resource decides, and
+a blocking pod's series that stops is not counted after 45 s. Input series are what the agent pushes
+(docs/metrics.md), every 15 s. ``test_e2e_collector.py`` checks the same rules on series that went through the
+real Collector.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, STATES, UNDERUTILIZED
+from tests.support.shipped_queries import RULES
+
+pytestmark = pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.prometheus)
+
+STEP = "15s"  # the agent's default export interval
+HOURS = 2 * 240  # samples in two hours at 15 s
+
+
+def _state(node: str, current: str) -> list[dict]:
+    """The state series as the agent exports them: every state, 1 for the current one."""
+    return [{"series": f'node_requests_node_autoscaler_state{{k8s_node_name="{node}",state="{s}"}}',
+             "values": f"{int(s == current)}x{HOURS}"} for s in STATES]
+
+
+def _blocking(node: str, counts: dict[str, str]) -> list[dict]:
+    """Every reason always present; ``counts`` gives promtool's expanding notation for some, 0 for the rest."""
+    return [{"series": f'node_requests_node_autoscaler_blocking_pods{{k8s_node_name="{node}",reason="{r}"}}',
+             "values": counts.get(r, f"0x{HOURS}")} for r in REASONS]
+
+
+def _run(tmp_path, tests: list[dict]) -> subprocess.CompletedProcess:
+    from components.prometheus import promtool_bin
+
+    (tmp_path / "rules.yaml").write_text(RULES.read_text())
+    spec = tmp_path / "test.yaml"
+    spec.write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
+                                   sort_keys=False))
+    return subprocess.run([str(promtool_bin()), "test", "rules", str(spec)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+
+
+def test_underutilized_and_blocked_fires_after_an_hour_naming_node_and_reasons(tmp_path):
+    summary = ("{node} has been underutilized for the cluster-autoscaler for an hour, but pods block its removal: "
+               "{reasons}")
+    series = [
+        # blocked: underutilized for two hours, 2 pods not replicated and 1 with local storage throughout
+        *_state("blocked", UNDERUTILIZED),
+        *_blocking("blocked", {"not_replicated": f"2x{HOURS}", "local_storage": f"1x{HOURS}"}),
+        # free: underutilized, nothing blocks: the autoscaler may remove it, nothing to alert on
+        *_state("free", UNDERUTILIZED), *_blocking("free", {}),
+        # busy: blocked but not underutilized: the blockers do not matter yet
+        *_state("busy", NOT_UNDERUTILIZED), *_blocking("busy", {"not_safe_to_evict": f"1x{HOURS}"}),
+        # cleared: blocked for 40 min, free for 10, blocked again: its hour starts over at 50 min
+        *_state("cleared", UNDERUTILIZED),
+        *_blocking("cleared", {"unmovable_kube_system": "1x160 0x40 1x280"}),
+    ]
+    alert = "NodeUnderutilizedButBlocked"
+    expected = {"severity": "info"}
+    tests = [{
+        "interval": STEP,
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": "59m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "61m", "alertname": alert, "exp_alerts": [{
+                "exp_labels": {**expected, "k8s_node_name": "blocked"},
+                "exp_annotations": {"summary": summary.format(node="blocked",
+                                                              reasons="local_storage 1, not_replicated 2")}}]},
+            {"eval_time": "110m", "alertname": alert, "exp_alerts": [{
+                "exp_labels": {**expected, "k8s_node_name": "blocked"},
+                "exp_annotations": {"summary": summary.format(node="blocked",
+                                                              reasons="local_storage 1, not_replicated 2")}}]},
+            {"eval_time": "112m", "alertname": alert, "exp_alerts": [
+                {"exp_labels": {**expected, "k8s_node_name": "blocked"},
+                 "exp_annotations": {"summary": summary.format(node="blocked",
+                                                               reasons="local_storage 1, not_replicated 2")}},
+                {"exp_labels": {**expected, "k8s_node_name": "cleared"},
+                 "exp_annotations": {"summary": summary.format(node="cleared", reasons="unmovable_kube_system 1")}},
+            ]},
+        ],
+        "promql_expr_test": [
+            {"expr": "node:node_requests_node_autoscaler_blocking_pods:sum", "eval_time": "10m", "exp_samples": [
+                {"labels": f'node:node_requests_node_autoscaler_blocking_pods:sum{{k8s_node_name="{n}"}}', "value": v}
+                for n, v in (("blocked", 3), ("busy", 1), ("cleared", 1), ("free", 0))]},
+            {"expr": 'count by (state) (node:node_requests_node_autoscaler_state:current)', "eval_time": "10m",
+             "exp_samples": [{"labels": f'{{state="{UNDERUTILIZED}"}}', "value": 3},
+                             {"labels": f'{{state="{NOT_UNDERUTILIZED}"}}', "value": 1}]},
+        ],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_series_leave(tmp_path):
+    """cpu decides until 5 min, then memory: both series exist for 45 s after the switch (a pushed series is
+    never marked stale); the recording rule still has one value per node. A reason whose count drops to 0 at
+    5 min is not counted 45 s later. The candidate gauge passes through."""
+    node = 'k8s_node_name="n"'
+    tests = [{
+        "interval": STEP,
+        "input_series": [
+            {"series": f'node_requests_node_autoscaler_node_utilization{{{node},resource="cpu"}}', "values": "0.4x20"},
+            {"series": f'node_requests_node_autoscaler_node_utilization{{{node},resource="memory"}}',
+             "values": "_x20 0.45x40"},
+            {"series": f'node_requests_node_autoscaler_scale_down_candidate{{{node}}}', "values": "0x20 1x40"},
+            {"series": f'node_requests_node_autoscaler_blocking_pods{{{node},reason="not_replicated"}}',
+             "values": "1x20 0x40"},
+        ],
+        "promql_expr_test": [
+            {"expr": "node:node_requests_node_autoscaler_node_utilization:max", "eval_time": "4m",
+             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_node_utilization:max{{{node}}}",
+                              "value": 0.4}]},
+            {"expr": "node:node_requests_node_autoscaler_node_utilization:max", "eval_time": "5m30s",
+             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_node_utilization:max{{{node}}}",
+                              "value": 0.45}]},
+            {"expr": "node:node_requests_node_autoscaler_node_utilization:max", "eval_time": "8m",
+             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_node_utilization:max{{{node}}}",
+                              "value": 0.45}]},
+            {"expr": "node:node_requests_node_autoscaler_scale_down_candidate:max", "eval_time": "8m",
+             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_scale_down_candidate:max{{{node}}}",
+                              "value": 1}]},
+            {"expr": "node:node_requests_node_autoscaler_blocking_pods:sum", "eval_time": "8m",
+             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_blocking_pods:sum{{{node}}}",
+                              "value": 0}]},
+        ],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,332 @@
+"""The cluster-autoscaler's verdict on a node, against the autoscaler's own test cases.
+
+tests/model/vectors/ holds the upstream cases as data, each pod and PDB as the API server serves it, so every
+vector runs through the decode path (the fast msgspec path and the tolerant one) and then scale_down_verdict:
+
+* drainability.json: the cases of cluster-autoscaler's simulator/drainability/rules/*/rule_test.go (repo and
+  commit per file in the file's "source"), each with the rule's own outcome (``upstream_outcome``) and the outcome
+  of the whole default chain (``expect``), which is the rule's where the rule decides;
+* utilization.json: simulator/utilization/info_test.go's TestCalculate and the non-DRA cases of
+  TestCalculateWithDynamicResources;
+* neon.json: neon's patched autoscaler on its pre-1.33 base, and the release-dependent parts (which requests each
+  release computes, the system-pod timeout), computed by hand from the helpers each release vendors.
+
+What the vectors could not express is listed in each file's ``not_expressed``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from agent.decode.reader import NODE, PDB, POD
+from agent.model.autoscaler_requests import requests_of_release
+from agent.model.autoscaler_settings import (AutoscalerArgError, AutoscalerSettings, parse_autoscaler_args,
+                                             parse_go_duration)
+from agent.model.node import NodeRecord
+from agent.model.pdb import LabelSelector, PdbRecord, Requirement, selects
+from agent.model.quantity import NANO, parse_quantity
+from agent.model.rules import RULES_1_36
+from agent.model.scale_down import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_REPLICATED, NOT_SAFE_TO_EVICT,
+                                    NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED,
+                                    UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
+from agent.model.valuation import evaluate
+from tests.support.factory import container, node, pod
+
+VECTORS = Path(__file__).parent / "vectors"
+DRAIN = json.loads((VECTORS / "drainability.json").read_text())
+UTIL = json.loads((VECTORS / "utilization.json").read_text())
+NEON = json.loads((VECTORS / "neon.json").read_text())
+
+# Upstream's drain.BlockingPodReason names -> the agent's reasons.
+UPSTREAM_REASONS = {"NotReplicated": NOT_REPLICATED, "UnmovableKubeSystemPod": UNMOVABLE_KUBE_SYSTEM,
+                    "NotSafeToEvictAnnotation": NOT_SAFE_TO_EVICT, "LocalStorageRequested": LOCAL_STORAGE,
+                    "NotEnoughPdb": "not_enough_pdb"}
+
+
+def epoch(text: str) -> float:
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def both_paths(kind, obj):
+    """The record by the fast path and by the tolerant one; they must agree."""
+    fast, tolerant = kind.record(json.dumps(obj).encode()), kind.tolerant(obj)
+    assert fast == tolerant
+    return fast
+
+
+def verdict(pods, node_obj, *, pdbs=(), args=(), release=None, now):
+    values = [evaluate(both_paths(POD, p), RULES_1_36) for p in pods]
+    records = None if pdbs is None else [both_paths(PDB, d) for d in pdbs]
+    settings = parse_autoscaler_args(args, release=release)
+    node_record = None if node_obj is None else both_paths(NODE, node_obj)
+    return scale_down_verdict(node_name="node", node=node_record, pods=values, pdbs=records, settings=settings,
+                              now=now)
+
+
+@pytest.mark.parametrize("case", DRAIN["cases"], ids=lambda c: f"{c['rule']}: {c['upstream']}")
+def test_upstream_drainability_rules(case):
+    outcome = case["upstream_outcome"]
+    if outcome.startswith("blocked:"):  # where the rule itself blocks, the chain reports its reason
+        assert case["expect"] == UPSTREAM_REASONS[outcome.split(":", 1)[1]]
+    elif outcome in ("drainable", "skip"):
+        assert case["expect"] is None
+    got = verdict([case["pod"]], DRAIN["node"], pdbs=case["pdbs"], args=case["args"], now=epoch(DRAIN["now"]))
+    assert [b.reason for b in got.blockers] == ([case["expect"]] if case["expect"] else [])
+    # The one documented reading upstream's cases exercise: a local-volumes list naming no volume of the pod.
+    assert all("safe-to-evict-local-volumes names" in problem for problem in got.problems)
+
+
+def test_the_drainability_vectors_name_their_source():
+    assert DRAIN["source"]["repo"] == "kubernetes/autoscaler" and len(DRAIN["source"]["commits"]) == 10
+    assert len(DRAIN["cases"]) == 49
+
+
+@pytest.mark.parametrize("case", UTIL["cases"], ids=lambda c: c["upstream"])
+def test_upstream_utilization(case):
+    got = verdict(case["pods"], case["node"], args=case["args"], now=epoch(UTIL["now"]))
+    want = case["expect"]
+    if want["value"] is None:
+        assert got.utilization.value is None and got.state == NO_NODE and got.problems
+        return
+    assert got.utilization.value == pytest.approx(want["value"], rel=UTIL["epsilon"])
+    if "cpu" in want:
+        assert got.utilization.cpu == pytest.approx(want["cpu"], rel=UTIL["epsilon"] / 2)
+    if "resource" in want:
+        assert got.utilization.resource == want["resource"]
+
+
+def test_the_utilization_vectors_name_their_source():
+    assert UTIL["source"]["commit"] == "74cfb83fae94a8ed67ca4c66da49802a002ea0f4" and len(UTIL["cases"]) == 16
+
+
+@pytest.mark.parametrize("case", NEON["requests"], ids=lambda c: c["name"])
+def test_requests_by_autoscaler_release(case):
+    exported = evaluate(both_paths(POD, case["pod"]), RULES_1_36)
+    for release, (cpu, memory) in case["releases"].items():
+        got = scale_down_verdict(node_name="node", node=both_paths(NODE, node("node")), pods=[exported], pdbs=[],
+                                 settings=AutoscalerSettings(release=release), now=epoch(NEON["now"]))
+        differing = {d.uid: d for d in got.differing}
+        if release in case["differs"]:
+            d = differing[exported.uid]
+            assert (d.cpu, d.memory) == (parse_quantity(cpu), parse_quantity(memory)), release
+            assert (d.scheduler_cpu, d.scheduler_memory) == (exported.cpu, exported.memory)
+            assert d.why.startswith(f"cluster-autoscaler {release} (")
+        else:
+            assert not differing, release
+            assert (exported.cpu, exported.memory) == (parse_quantity(cpu), parse_quantity(memory)), release
+
+
+@pytest.mark.parametrize("case", NEON["system_pod_timeout"], ids=lambda c: c["name"])
+def test_system_pod_timeout_by_release(case):
+    p = pod("coredns", namespace="kube-system",
+            owner_references=[{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "controller": True}])
+    p["metadata"]["creationTimestamp"] = case["created"]
+    for release, blocks in case["blocks"].items():
+        got = verdict([p], node("node"), release=release, now=epoch(NEON["now"]))
+        assert [b.reason for b in got.blockers] == ([UNMOVABLE_KUBE_SYSTEM] if blocks else []), release
+
+
+def test_release_mapping():
+    assert (requests_of_release("neon").use_status, requests_of_release("neon").pod_level) == (False, False)
+    assert (requests_of_release("1.33").use_status, requests_of_release("1.33").pod_level) == (True, False)
+    assert str(requests_of_release("1.37").rules) == "1.37" and str(requests_of_release("1.36").rules) == "1.36"
+    with pytest.raises(ValueError):
+        requests_of_release("1.27")
+
+
+# -- the verdict around the vectors ------------------------------------------------------
+
+def rs(name="rs"):
+    return [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "controller": True}]
+
+
+NOW = epoch("2026-12-01T12:00:00Z")
+
+
+def test_without_pdbs_a_kube_system_pod_is_reported_as_unknown_never_free():
+    p = pod("dns", namespace="kube-system", owner_references=rs())
+    p["metadata"]["creationTimestamp"] = "2026-12-01T11:59:00Z"
+    got = verdict([p], node("node"), pdbs=None, now=NOW)
+    assert [b.reason for b in got.blockers] == [KUBE_SYSTEM_PDB_UNKNOWN] and not got.pdbs_known
+
+
+def test_blockers_are_reported_whatever_the_utilization():
+    busy = pod("busy", containers=[container("a", "7", "1Gi")])  # no owner: not replicated
+    got = verdict([busy], node("node"), now=NOW)
+    assert got.state == NOT_UNDERUTILIZED and [b.reason for b in got.blockers] == [NOT_REPLICATED]
+
+
+def test_scale_down_disabled_annotation_only_as_exactly_true():
+    n = node("node")
+    n["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    assert verdict([], n, now=NOW).state == SCALE_DOWN_DISABLED
+    n["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/scale-down-disabled"] = "yes"
+    got = verdict([], n, now=NOW)
+    assert got.state == UNDERUTILIZED and "not \"true\"" in got.problems[0]
+
+
+def test_threshold_boundary_by_release():
+    """Below the threshold before 1.37; at or below it from 1.37 (isNodeAtOrBelowUtilizationThreshold)."""
+    half = pod("half", containers=[container("a", "4", "1Gi")], owner_references=rs())
+    assert verdict([half], node("node"), release="1.36", now=NOW).state == NOT_UNDERUTILIZED
+    assert verdict([half], node("node"), release="1.37", now=NOW).state == UNDERUTILIZED
+
+
+def test_no_node():
+    got = verdict([pod("a", owner_references=rs())], None, now=NOW)
+    assert got.state == NO_NODE and got.utilization.cpu is None and got.utilization.memory is None
+
+
+def test_terminal_pods_are_out_of_the_sum_and_never_block():
+    done = pod("done", phase="Succeeded", containers=[container("a", "8", "1Gi")])
+    got = verdict([done], node("node"), now=NOW)
+    assert got.utilization.cpu == 0 and not got.blockers
+
+
+def test_long_terminating_cutoff_is_strict():
+    p = pod("going", containers=[container("a", "4", "1Gi")], owner_references=rs())
+    p["metadata"]["deletionTimestamp"] = "2026-12-01T11:59:00Z"  # 60 s ago; grace 30 + 30 = 60: not yet strictly past
+    assert verdict([p], node("node"), now=NOW).utilization.cpu == 0.5
+    assert verdict([p], node("node"), now=NOW + 0.001).utilization.cpu == 0
+
+
+# -- malformed annotations: the documented reading, and a problem line -------------------
+
+def test_safe_to_evict_maybe_counts_as_absent_with_a_problem():
+    p = pod("odd", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "maybe"})
+    got = verdict([p], node("node"), now=NOW)
+    assert [b.reason for b in got.blockers] == [NOT_REPLICATED]  # neither "true" (drainable) nor "false"
+    assert len(got.problems) == 1 and "'maybe'" in got.problems[0]
+
+
+def test_local_volumes_list_naming_no_volume_is_ignored_with_a_problem():
+    p = pod("scratchy", owner_references=rs(),
+            annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": "nope, scratch"})
+    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}, {"name": "shm", "emptyDir": {"medium": "Memory"}},
+                            {"name": "token", "projected": {"sources": []}}]
+    got = verdict([p], node("node"), now=NOW)
+    assert [(b.reason, b.detail) for b in got.blockers] == [(LOCAL_STORAGE, "local storage: scratch (not in "
+                                                             "safe-to-evict-local-volumes)")]  # " scratch" not trimmed
+    assert len(got.problems) == 1 and "'nope'" in got.problems[0] and "' scratch'" in got.problems[0]
+
+
+def test_malformed_timestamps_are_problems_not_crashes():
+    p = pod("t", owner_references=rs())
+    p["metadata"]["deletionTimestamp"] = "yesterday"
+    record = both_paths(POD, p)
+    assert record.eviction.deleted is None and any("deletionTimestamp" in x for x in record.problems)
+
+
+def test_a_pdb_with_an_unknown_operator_is_a_problem_and_covers_nothing():
+    d = {"metadata": {"name": "x", "namespace": "default"},
+         "spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "Like", "values": ["a"]}]}}}
+    record = both_paths(PDB, d)
+    assert record.problems and not selects(record, "default", {"app": "a"})
+
+
+# -- label selectors ---------------------------------------------------------------------
+
+def pdb_of(selector):
+    return PdbRecord(uid="u", namespace="ns", name="p", selector=selector)
+
+
+@pytest.mark.parametrize("selector, labels, matches", [
+    (None, {"a": "1"}, False),
+    (LabelSelector(), {}, True),
+    (LabelSelector(match_labels={"a": "1"}), {"a": "1", "b": "2"}, True),
+    (LabelSelector(match_labels={"a": "1"}), {"a": "2"}, False),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="In", values=("1", "2")),)), {"a": "2"}, True),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="In", values=("1",)),)), {}, False),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="NotIn", values=("1",)),)), {}, True),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="NotIn", values=("1",)),)), {"a": "1"}, False),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="Exists"),)), {"a": ""}, True),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="DoesNotExist"),)), {}, True),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="DoesNotExist"),)), {"a": "x"}, False),
+    (LabelSelector(match_labels={"a": "1"}, match_expressions=(Requirement(key="b", operator="Exists"),)),
+     {"a": "1"}, False),
+    (LabelSelector(match_expressions=(Requirement(key="a", operator="Bogus"),)), {"a": "1"}, False),
+])
+def test_selects(selector, labels, matches):
+    assert selects(pdb_of(selector), "ns", labels) is matches
+    assert not selects(pdb_of(selector), "other", labels)
+
+
+# -- the autoscaler's flags --------------------------------------------------------------
+
+def test_parse_reads_the_operators_args():
+    s = parse_autoscaler_args(["--scale-down-utilization-threshold=0.6", "--ignore-daemonsets-utilization",
+                               "--skip-nodes-with-local-storage=False", "--cloud-provider", "aws",
+                               "--blocking-system-pod-distruption-timeout", "1h30m", "-v=4", "--expander=least-waste"],
+                              release="neon")
+    assert (s.scale_down_utilization_threshold, s.ignore_daemonsets_utilization, s.skip_nodes_with_local_storage,
+            s.blocking_system_pod_distruption_timeout, s.release) == (0.6, True, False, 5400.0, "neon")
+
+
+@pytest.mark.parametrize("args, release, flag", [
+    (["--scale-down-utilization-threshold=1.5"], None, "--scale-down-utilization-threshold"),
+    (["--scale-down-gpu-utilization-threshold=-0.1"], None, "--scale-down-gpu-utilization-threshold"),
+    (["--scale-down-utilization-threshold=nan"], None, "--scale-down-utilization-threshold"),
+    (["--scale-down-utilization-threshold=half"], None, "--scale-down-utilization-threshold"),
+    (["--skip-nodes-with-system-pods=maybe"], None, "--skip-nodes-with-system-pods"),
+    (["--blocking-system-pod-distruption-timeout=1x"], None, "--blocking-system-pod-distruption-timeout"),
+    (["--blocking-system-pod-distruption-timeout"], None, "--blocking-system-pod-distruption-timeout"),
+    (["scale-down-utilization-threshold=0.5"], None, "not a flag"),
+    (["--ignore-daemonsets-utilization", "false"], None, "not a flag"),
+    ([], "1.27", "release"),
+    ([], "2.0", "release"),
+])
+def test_parse_refuses_bad_input_in_one_line_naming_the_flag(args, release, flag):
+    with pytest.raises(AutoscalerArgError) as caught:
+        parse_autoscaler_args(args, release=release)
+    message = str(caught.value)
+    assert flag in message and "\n" not in message
+
+
+@pytest.mark.parametrize("text, seconds", [("1h", 3600), ("30m", 1800), ("90s", 90), ("1h30m", 5400), ("1.5h", 5400),
+                                           ("0", 0), ("500ms", 0.5), ("2h0m0s", 7200)])
+def test_go_durations(text, seconds):
+    assert parse_go_duration(text) == seconds
+
+
+@pytest.mark.parametrize("spelling, value", [(s, True) for s in ("1", "t", "T", "TRUE", "true", "True")]
+                         + [(s, False) for s in ("0", "f", "F", "FALSE", "false", "False")])
+def test_go_bool_spellings(spelling, value):
+    assert parse_autoscaler_args([f"--skip-nodes-with-system-pods={spelling}"]).skip_nodes_with_system_pods is value
+
+
+def test_reasons_are_bounded_words():
+    assert len(set(REASONS)) == len(REASONS) and all(r.replace("_", "").isalpha() for r in REASONS)
+
+
+def test_gpu_requests_sum_with_the_kep_753_formula():
+    gpu_pod = pod("g", owner_references=rs(), containers=[container("a", "1", "1Gi")])
+    gpu_pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "2"
+    gpu_pod["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {"nvidia.com/gpu": "3"}}}]
+    n = node("node")
+    n["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    got = verdict([gpu_pod], n, now=NOW)
+    assert got.utilization.gpu == Fraction(3, 4) and got.utilization.resource == "nvidia.com/gpu"
+    assert NodeRecord._fields[-4:] == ("scale_down_disabled", "gpu_label", "gpu_resource", "gpu_allocatable")
+    assert got.utilization.cpu is None and NANO
+
+
+def test_a_change_of_eviction_facts_alone_reaches_the_verdict():
+    """reevaluate reuses the value when only the status moved, but must carry the newer eviction facts: a pod
+    annotated safe-to-evict (nothing its value depends on) stops blocking."""
+    from agent.model.valuation import reevaluate
+
+    before = pod("naked", resource_version="1")
+    after = pod("naked", resource_version="2", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
+    first = evaluate(both_paths(POD, before), RULES_1_36)
+    second = reevaluate(both_paths(POD, after), first, RULES_1_36)
+    n = both_paths(NODE, node("node"))
+    blocked = scale_down_verdict(node_name="node", node=n, pods=[first], pdbs=[], settings=AutoscalerSettings(), now=NOW)
+    freed = scale_down_verdict(node_name="node", node=n, pods=[second], pdbs=[], settings=AutoscalerSettings(), now=NOW)
+    assert [b.reason for b in blocked.blockers] == [NOT_REPLICATED] and not freed.blockers
+    assert (second.cpu, second.memory) == (first.cpu, first.memory)
