@@ -73,8 +73,8 @@ class PodValue(NamedTuple):
 
     def with_status(self, pod: PodRecord) -> "PodValue":
         """This value for a newer version of the same pod whose inputs are unchanged."""
-        if pod.phase == self.phase:
-            return self  # the record kept differs only in fields no value depends on
+        if pod.phase == self.phase and (self.record is None or self.record.eviction == pod.eviction):
+            return self  # the record kept differs only in fields nothing reads (the verdict reads the eviction facts)
         return PodValue(self.uid, self.namespace, self.name, pod.phase, self.source, self.cpu,
                         self.memory, self.vm, self.contributions, self.problems, self.spec_cpu, self.spec_memory,
                         self.rules, pod)

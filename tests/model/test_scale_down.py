@@ -314,3 +314,19 @@ def test_gpu_requests_sum_with_the_kep_753_formula():
     assert got.utilization.gpu == Fraction(3, 4) and got.utilization.resource == "nvidia.com/gpu"
     assert NodeRecord._fields[-4:] == ("scale_down_disabled", "gpu_label", "gpu_resource", "gpu_allocatable")
     assert got.utilization.cpu is None and NANO
+
+
+def test_a_change_of_eviction_facts_alone_reaches_the_verdict():
+    """reevaluate reuses the value when only the status moved, but must carry the newer eviction facts: a pod
+    annotated safe-to-evict (nothing its value depends on) stops blocking."""
+    from agent.model.valuation import reevaluate
+
+    before = pod("naked", resource_version="1")
+    after = pod("naked", resource_version="2", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"})
+    first = evaluate(both_paths(POD, before), RULES_1_36)
+    second = reevaluate(both_paths(POD, after), first, RULES_1_36)
+    n = both_paths(NODE, node("node"))
+    blocked = scale_down_verdict(node_name="node", node=n, pods=[first], pdbs=[], settings=AutoscalerSettings(), now=NOW)
+    freed = scale_down_verdict(node_name="node", node=n, pods=[second], pdbs=[], settings=AutoscalerSettings(), now=NOW)
+    assert [b.reason for b in blocked.blockers] == [NOT_REPLICATED] and not freed.blockers
+    assert (second.cpu, second.memory) == (first.cpu, first.memory)
