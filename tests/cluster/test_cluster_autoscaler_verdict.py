@@ -257,3 +257,17 @@ def test_without_the_pdb_watch_the_kube_system_pod_blocks_unless_a_pdb_covers_it
     finally:
         blind.shutdown(final_export=False)
         cluster.api("DELETE", f"/apis/policy/v1/namespaces/{populated}/poddisruptionbudgets/held")
+
+
+def test_an_annotation_added_to_a_running_pod_changes_its_verdict(cluster: Cluster, agent: Agent,
+                                                                  populated: str) -> None:
+    """Only the pod's eviction facts change (its value does not): the verdict still reads the newer pod."""
+    follows(agent, INITIAL, "before the annotation")
+    (memory_pod,) = [p["metadata"]["name"] for p in cluster.api(
+        "GET", f"/api/v1/namespaces/{populated}/pods?labelSelector=app=rs-memory")["items"]]
+    path = f"/api/v1/namespaces/{populated}/pods/{memory_pod}"
+    key = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    cluster.api("PATCH", path, {"metadata": {"annotations": {key: "false"}}})
+    follows(agent, {**INITIAL, "rs-memory": "not_safe_to_evict"}, "safe-to-evict \"false\" added")
+    cluster.api("PATCH", path, {"metadata": {"annotations": {key: None}}})
+    follows(agent, INITIAL, "the annotation removed")
