@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches]
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -30,8 +30,16 @@ def cluster_scale() -> None:
 BENCHMARKS = {"throughput": throughput.main, "stream": stream.main, "list": list_decode.main, "memory": memory.main,
               "pdbs": pdb_memory.main, "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
               "startup": startup.main}
-#: Not part of "all": it builds and runs a control plane and takes about an hour (NRA_SCALE_QUICK=1: minutes).
-SEPARATE = {"cluster-scale": cluster_scale}
+def pdb_watches() -> None:
+    """1,000 PodDisruptionBudget list+watch pairs against a real API server: its CPU and memory (bench/pdb_watches.py)."""
+    from bench import pdb_watches
+
+    pdb_watches.main()
+
+
+#: Not part of "all": each runs a control plane (cluster-scale about an hour, NRA_SCALE_QUICK=1: minutes;
+#: pdb-watches about 6 minutes).
+SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches}
 
 
 def main() -> None:

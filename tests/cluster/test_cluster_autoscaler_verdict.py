@@ -140,8 +140,10 @@ def blockers(agent: Agent) -> dict[str, str]:
 
 
 def follows(agent: Agent, expected: dict[str, str], what: str) -> Verdict:
-    wait_until(lambda: blockers(agent) == expected, 60, interval=0.25,
-               message=f"{what}: blockers {expected} (last seen {blockers(agent)})")
+    try:
+        wait_until(lambda: blockers(agent) == expected, 60, interval=0.25, message=f"{what}: blockers {expected}")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; last seen: {blockers(agent)}") from None
     return verdict(agent)
 
 
@@ -174,12 +176,20 @@ def populated(cluster: Cluster, namespace: str, agent: Agent) -> str:
         "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds"},
         "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": daemon}})
 
+    wanted = {"bare", "custom", "free", "static", "ds", *REPLICA_SETS}
+    seen: dict[str, str] = {}
+
     def running() -> bool:
         pods = cluster.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={NODE}")["items"]
-        ours = [p for p in pods if p["metadata"]["namespace"] in (namespace, SYSTEM)]
-        return len(ours) == 13 and all(p.get("status", {}).get("phase") == "Running" for p in ours)
+        seen.clear()
+        seen.update({owner_name(p["metadata"]["name"]) if not p["metadata"]["name"].startswith("ds-") else "ds":
+                     p.get("status", {}).get("phase", "") for p in pods})
+        return seen.keys() == wanted and set(seen.values()) == {"Running"}
 
-    wait_until(running, 120, interval=0.5, message="13 pods on the node, every one Running (KWOK)")
+    try:
+        wait_until(running, 120, interval=0.5, message=f"{len(wanted)} pods on the node, every one Running (KWOK)")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; last seen: {seen}") from None
     return namespace
 
 
@@ -247,3 +257,17 @@ def test_without_the_pdb_watch_the_kube_system_pod_blocks_unless_a_pdb_covers_it
     finally:
         blind.shutdown(final_export=False)
         cluster.api("DELETE", f"/apis/policy/v1/namespaces/{populated}/poddisruptionbudgets/held")
+
+
+def test_an_annotation_added_to_a_running_pod_changes_its_verdict(cluster: Cluster, agent: Agent,
+                                                                  populated: str) -> None:
+    """Only the pod's eviction facts change (its value does not): the verdict still reads the newer pod."""
+    follows(agent, INITIAL, "before the annotation")
+    (memory_pod,) = [p["metadata"]["name"] for p in cluster.api(
+        "GET", f"/api/v1/namespaces/{populated}/pods?labelSelector=app=rs-memory")["items"]]
+    path = f"/api/v1/namespaces/{populated}/pods/{memory_pod}"
+    key = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+    cluster.api("PATCH", path, {"metadata": {"annotations": {key: "false"}}})
+    follows(agent, {**INITIAL, "rs-memory": "not_safe_to_evict"}, "safe-to-evict \"false\" added")
+    cluster.api("PATCH", path, {"metadata": {"annotations": {key: None}}})
+    follows(agent, INITIAL, "the annotation removed")

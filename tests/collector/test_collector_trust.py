@@ -207,6 +207,11 @@ def test_the_agents_token_lists_only_its_own_nodes_pods_and_node(trust_cluster):
     assert status("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a") == 200
     assert status("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a&watch=true&timeoutSeconds=1") == 200
     assert status("/api/v1/nodes?fieldSelector=metadata.name%3Dnode-a") == 200
+    # PodDisruptionBudgets are read cluster-wide by design (they cover pods by label, wherever they run): the webhook
+    # matches only pod and Node reads, so RBAC's rule serves them; a get is still refused (403, RBAC has none).
+    assert status("/apis/policy/v1/poddisruptionbudgets") == 200
+    assert status("/apis/policy/v1/poddisruptionbudgets?watch=true&timeoutSeconds=1") == 200
+    assert status("/apis/policy/v1/namespaces/default/poddisruptionbudgets/any") == 403
     own = f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}"
     for cross_node in ("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-b", "/api/v1/pods",
                        "/api/v1/namespaces/default/pods", "/api/v1/pods?labelSelector=app%3Dx",
