@@ -81,6 +81,13 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
         return (self.flag or "").lstrip("-").replace("-", "_")
 
 
+def _autoscaler_flag(field: str, metavar: str, help: str) -> Setting:
+    """One of the autoscaler's own flags: its name, default and shown text follow from the AutoscalerSettings field."""
+    default = getattr(DEFAULT_AUTOSCALER, field)
+    return Setting(default=default, kind="autoscaler", metavar=metavar, flag="--" + field.replace("_", "-"),
+                   shown=str(default).lower() if isinstance(default, bool) else str(default), help=help)
+
+
 # The one table. Keys are Config's fields where a setting has one; the OTLP and cluster-access settings resolve into
 # their own records. The order is the order of ``run --help`` and of docs/configuration.md.
 SETTINGS: dict[str, Setting[Any]] = {
@@ -194,36 +201,20 @@ SETTINGS: dict[str, Setting[Any]] = {
         metavar="1.MINOR|neon", shown=DEFAULT_AUTOSCALER.release,
         help="the cluster-autoscaler release whose request arithmetic decides: before 1.33 it ignores in-place "
              "resize status and pod-level resources; neon is neon's patched 1.31.1"),
-    "scale_down_utilization_threshold": Setting(
-        default=DEFAULT_AUTOSCALER.scale_down_utilization_threshold, kind="autoscaler", metavar="RATIO",
-        flag="--scale-down-utilization-threshold", shown=str(DEFAULT_AUTOSCALER.scale_down_utilization_threshold),
-        help="the autoscaler's: a node below this utilization (0 to 1) is a scale-down candidate"),
-    "scale_down_gpu_utilization_threshold": Setting(
-        default=DEFAULT_AUTOSCALER.scale_down_gpu_utilization_threshold, kind="autoscaler", metavar="RATIO",
-        flag="--scale-down-gpu-utilization-threshold",
-        shown=str(DEFAULT_AUTOSCALER.scale_down_gpu_utilization_threshold),
-        help="the autoscaler's: the same for a GPU node, judged by its GPU alone"),
-    "ignore_daemonsets_utilization": Setting(
-        default=DEFAULT_AUTOSCALER.ignore_daemonsets_utilization, kind="autoscaler", metavar="BOOL",
-        flag="--ignore-daemonsets-utilization", shown=str(DEFAULT_AUTOSCALER.ignore_daemonsets_utilization).lower(),
-        help="the autoscaler's: DaemonSet pods leave both the sum and the allocatable"),
-    "ignore_mirror_pods_utilization": Setting(
-        default=DEFAULT_AUTOSCALER.ignore_mirror_pods_utilization, kind="autoscaler", metavar="BOOL",
-        flag="--ignore-mirror-pods-utilization", shown=str(DEFAULT_AUTOSCALER.ignore_mirror_pods_utilization).lower(),
-        help="the autoscaler's: mirror (static) pods leave both the sum and the allocatable"),
-    "skip_nodes_with_local_storage": Setting(
-        default=DEFAULT_AUTOSCALER.skip_nodes_with_local_storage, kind="autoscaler", metavar="BOOL",
-        flag="--skip-nodes-with-local-storage", shown=str(DEFAULT_AUTOSCALER.skip_nodes_with_local_storage).lower(),
-        help="the autoscaler's: a pod with hostPath or disk-backed emptyDir volumes blocks removal"),
-    "skip_nodes_with_system_pods": Setting(
-        default=DEFAULT_AUTOSCALER.skip_nodes_with_system_pods, kind="autoscaler", metavar="BOOL",
-        flag="--skip-nodes-with-system-pods", shown=str(DEFAULT_AUTOSCALER.skip_nodes_with_system_pods).lower(),
-        help="the autoscaler's: a kube-system pod no PodDisruptionBudget covers blocks removal"),
-    "skip_nodes_with_custom_controller_pods": Setting(
-        default=DEFAULT_AUTOSCALER.skip_nodes_with_custom_controller_pods, kind="autoscaler", metavar="BOOL",
-        flag="--skip-nodes-with-custom-controller-pods",
-        shown=str(DEFAULT_AUTOSCALER.skip_nodes_with_custom_controller_pods).lower(),
-        help="the autoscaler's: a pod whose controller is not a ReplicationController, Job, ReplicaSet or "
+    "scale_down_utilization_threshold": _autoscaler_flag("scale_down_utilization_threshold", "RATIO",
+                                  "the autoscaler's: a node below this utilization (0 to 1) is a scale-down candidate"),
+    "scale_down_gpu_utilization_threshold": _autoscaler_flag("scale_down_gpu_utilization_threshold", "RATIO",
+                                  "the autoscaler's: the same for a GPU node, judged by its GPU alone"),
+    "ignore_daemonsets_utilization": _autoscaler_flag("ignore_daemonsets_utilization", "BOOL",
+                                  "the autoscaler's: DaemonSet pods leave both the sum and the allocatable"),
+    "ignore_mirror_pods_utilization": _autoscaler_flag("ignore_mirror_pods_utilization", "BOOL",
+                                  "the autoscaler's: mirror (static) pods leave both the sum and the allocatable"),
+    "skip_nodes_with_local_storage": _autoscaler_flag("skip_nodes_with_local_storage", "BOOL",
+                                  "the autoscaler's: a pod with hostPath or disk-backed emptyDir volumes blocks removal"),
+    "skip_nodes_with_system_pods": _autoscaler_flag("skip_nodes_with_system_pods", "BOOL",
+                                  "the autoscaler's: a kube-system pod no PodDisruptionBudget covers blocks removal"),
+    "skip_nodes_with_custom_controller_pods": _autoscaler_flag("skip_nodes_with_custom_controller_pods", "BOOL",
+                                  "the autoscaler's: a pod whose controller is not a ReplicationController, Job, ReplicaSet or "
              "StatefulSet blocks removal"),
     "blocking_system_pod_distruption_timeout": Setting(
         default=DEFAULT_AUTOSCALER.blocking_system_pod_distruption_timeout, kind="autoscaler", metavar="DURATION",
