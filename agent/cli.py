@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from agent import __version__
 from agent.config import SETTINGS, ConfigError, Setting, cluster_access, from_sources
@@ -76,7 +76,26 @@ def _environment_help() -> str:
 def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     import argparse
 
-    parser = argparse.ArgumentParser(
+    class OneLineErrors(argparse.ArgumentParser):
+        """An unknown flag or a bad value is one line and exit 2, as for every other bad setting
+        (docs/configuration.md), not argparse's usage dump before it; the subcommands' parsers are of this class."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.commands: dict[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
+
+        def error(self, message: str) -> NoReturn:
+            self.exit(EXIT_CONFIG, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+        def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+            """Flags no parser knows are the command's error (its --help lists its flags), not the program's."""
+            parsed, unknown = self.parse_known_args(args, namespace)
+            if unknown:
+                self.commands.get(getattr(parsed, "command", None) or "", self).error(
+                    f"unrecognized arguments: {' '.join(unknown)}")
+            return parsed
+
+    parser = OneLineErrors(
         prog=prog,
         description="Per-node agent: exports what each pod costs the cluster-autoscaler "
                     "(NeonVM usage, else effective requests) as OpenTelemetry metrics.")
@@ -117,6 +136,7 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     explain.add_argument("--kubernetes-version", metavar="X.Y",
                          help=f"count requests with this Kubernetes release's rules (default: with --live the API "
                               f"server's own version, else {NEWEST}, the newest supported)")
+    parser.commands = {"run": run, "explain": explain}
     return parser
 
 
