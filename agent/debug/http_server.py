@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from itertools import chain
 
 import msgspec
 
@@ -156,7 +157,7 @@ class _Connection(msgspec.Struct, eq=False):
     buf: bytearray = msgspec.field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
-    over: bool = False  # accepted beyond max_clients (no idle one to close): a probe is answered, a view is a 503
+    over: bool = False  # accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full
     waiting: bool = False  # a view is rendering on the pool
     draining: bool = False  # answered; reading what the client still sends, so closing does not reset the answer
 
@@ -193,7 +194,8 @@ class HttpServer:
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}
         # Insertion-ordered, oldest first, so choosing whom to close costs nothing however many are held:
-        self._heading: dict[int, _Connection] = {}  # still reading their request head
+        self._heading: dict[int, _Connection] = {}  # still reading their request head, in a slot
+        self._over: dict[int, _Connection] = {}  # still reading their request head, accepted beyond the slots
         self._draining: dict[int, _Connection] = {}  # answered, lingering
         self._by_peer: dict[str, dict[int, _Connection]] = {}
         self._rendered: queue.SimpleQueue[tuple[_Connection, bytes]] = queue.SimpleQueue()
@@ -304,15 +306,17 @@ class HttpServer:
             conn = _Connection(sock, self._clock() + self._head_deadline, peer=peer, local=str(local))
             fd = sock.fileno()
             self._connections[fd] = conn
-            self._heading[fd] = conn
             self._by_peer.setdefault(peer, {})[fd] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+            if self._active() > self._max_clients and self._heading:
+                self._close(next(iter(self._heading.values())))  # idle the longest: it makes room, whoever it was
             if self._active() > self._max_clients:
-                oldest = next(iter(self._heading.values()))
-                if oldest is not conn:
-                    self._close(oldest)  # idle the longest: it makes room, whoever it was
-                else:
-                    conn.over = True  # every slot holds a whole request: read this one's path before refusing
+                # Every slot holds a whole request: read this one's path before refusing. Only the hard limit
+                # closes these, oldest first, so a probe among them is read long before its turn comes.
+                conn.over = True
+                self._over[fd] = conn
+            else:
+                self._heading[fd] = conn
 
     def _make_room(self, peer: str) -> bool:
         """Whether a new connection from ``peer`` may be accepted, after closing one that sent no whole head yet or
@@ -320,20 +324,30 @@ class HttpServer:
         (twice the slots). False when every candidate is busy with a whole request."""
         mine = self._by_peer.get(peer)
         if mine is not None and len(mine) >= self._max_per_peer:
-            victim = next((c for c in mine.values() if c.draining or c.sock.fileno() in self._heading), None)
+            victim = next((c for c in mine.values() if c.draining or self._reading(c)), None)
             if victim is None:
                 return False
             self._close(victim)
         if len(self._connections) >= 2 * self._max_clients:
-            victim = next(iter(self._draining.values()), None) or next(iter(self._heading.values()), None)
+            victim = next(chain(self._draining.values(), self._over.values(), self._heading.values()), None)
             if victim is None:
                 return False
             self._close(victim)
         return True
 
+    def _reading(self, conn: _Connection) -> bool:
+        """Still reading its request head (in a slot or beyond)."""
+        fd = conn.sock.fileno()
+        return fd in self._heading or fd in self._over
+
+    def _head_done(self, conn: _Connection) -> None:
+        fd = conn.sock.fileno()
+        self._heading.pop(fd, None)
+        self._over.pop(fd, None)
+
     def _active(self) -> int:
-        """Connections holding a slot: all but those answered and lingering."""
-        return len(self._connections) - len(self._draining)
+        """Connections holding a slot: all but those answered and lingering and those accepted beyond the slots."""
+        return len(self._connections) - len(self._draining) - len(self._over)
 
     def _receive(self, conn: _Connection) -> None:
         try:
@@ -362,7 +376,7 @@ class HttpServer:
             return
         conn.head_only = method == "HEAD"
         path, _, query = target.partition("?")
-        if conn.over and path not in self._inline and self._active() > self._max_clients:
+        if conn.over and path not in self._inline and self._active() >= self._max_clients:
             self._answer(conn, _error(503, "too many clients", (("Retry-After", "1"),)))
             return
         if self._admit is not None:
@@ -374,7 +388,7 @@ class HttpServer:
             self._write(conn, self._render(path, conn.head_only))  # probes: at once, never queued behind a render
             return
         conn.waiting = True
-        self._heading.pop(conn.sock.fileno(), None)
+        self._head_done(conn)
         self._selector.unregister(conn.sock)  # one request per connection: nothing more to read
         future = self._pool.submit(self._render, target if self._keep_query else path, conn.head_only)
         future.add_done_callback(lambda f, c=conn: self._rendered_one(c, f))
@@ -414,7 +428,7 @@ class HttpServer:
         self._write(conn, _encode(response, conn.head_only))
 
     def _write(self, conn: _Connection, answer: bytes) -> None:
-        self._heading.pop(conn.sock.fileno(), None)
+        self._head_done(conn)
         conn.out = memoryview(answer)
         conn.deadline = self._clock() + self._write_deadline
         self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
@@ -449,6 +463,7 @@ class HttpServer:
         if fd >= 0 and self._connections.get(fd) is conn:
             del self._connections[fd]
             self._heading.pop(fd, None)
+            self._over.pop(fd, None)
             self._draining.pop(fd, None)
             mine = self._by_peer.get(conn.peer)
             if mine is not None:

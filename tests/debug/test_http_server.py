@@ -304,6 +304,13 @@ def test_max_clients_is_exact_a_full_pool_closes_its_oldest_idle_connection_and_
     status, headers, _ = get(port, "/view")
     assert status == 503 and headers["Retry-After"] == "1"
     assert get(port, "/healthz")[0] == 200  # probes ahead of views
+    # Idle connections beyond the slots do not push each other (or a probe) out below the hard limit, twice the slots.
+    beyond = [connect(port) for _ in range(3)]
+    wait_until(lambda: held(port) == 2 * (4 + 3))
+    assert get(port, "/healthz")[0] == 200
+    assert all(held_open(s) for s in beyond)
+    for s in beyond:
+        s.close()
     views.gate.set()
     for s in busy:
         assert parse(read_all(s))[0] == 200
