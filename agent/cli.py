@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from agent import __version__
 from agent.config import (AUTOSCALER_FLAGS, SETTINGS, ConfigError, Setting, autoscaler_settings, cluster_access,
@@ -81,10 +81,23 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     import argparse
 
     class OneLineErrors(argparse.ArgumentParser):
-        """Bad usage is one line and exit 2, like every other configuration error (subcommands inherit it)."""
+        """An unknown flag or a bad value is one line and exit 2, as for every other bad setting
+        (docs/configuration.md), not argparse's usage dump before it; the subcommands' parsers are of this class."""
 
-        def error(self, message: str) -> None:  # type: ignore[override]
-            self.exit(EXIT_CONFIG, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.commands: dict[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
+
+        def error(self, message: str) -> NoReturn:
+            self.exit(EXIT_CONFIG, f"{self.prog}: {message}; see {self.prog} --help\n")
+
+        def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+            """Flags no parser knows are the command's error (its --help lists its flags), not the program's."""
+            parsed, unknown = self.parse_known_args(args, namespace)
+            if unknown:
+                self.commands.get(getattr(parsed, "command", None) or "", self).error(
+                    f"unrecognized arguments: {' '.join(unknown)}")
+            return parsed
 
     parser = OneLineErrors(
         prog=prog,
@@ -131,6 +144,7 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     for name in ("autoscaler_release", *AUTOSCALER_FLAGS):
         setting = SETTINGS[name]
         explain.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
+    parser.commands = {"run": run, "explain": explain}
     return parser
 
 

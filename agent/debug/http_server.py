@@ -6,7 +6,13 @@ kubelet's probes then fail on a healthy agent. Here one thread multiplexes
 every connection with ``selectors`` (idle ones cost a buffer each), each
 connection must deliver its whole request head within ``head_deadline``
 seconds, and the probe paths are answered on that thread at once while
-heavier views run on a small pool. One request per connection
+heavier views run on a small pool. A flood of connections cannot crowd the
+probes out (issue 29): when every slot is taken, the oldest connection that
+has not yet sent a whole request head is closed to make room, so idle
+clients only push each other out; one peer address holds at most
+``max_per_peer`` connections; and a connection accepted beyond the slots
+(every slot busy with a whole request) still has its head read, and a probe
+there is answered while a view gets 503. One request per connection
 (``Connection: close``): probes and scrapes open a new connection each time
 anyway. Not asyncio: importing it alone was 1.4 MiB of the agent's resident
 memory, a quarter of all it holds beyond the mandated packages.
@@ -22,10 +28,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from itertools import chain
 
 import msgspec
 
-__all__ = ["HttpServer", "Request", "Response", "listen_socket"]
+__all__ = ["MAX_PER_PEER", "HttpServer", "Request", "Response", "listen_socket"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,10 @@ MAX_HEADER_BYTES = 32768
 MAX_HEADERS = 100
 _LINGER = 0.5  # seconds an answered connection is read (and discarded) until the client closes
 _ACCEPT_PAUSE = 0.1  # seconds the listener rests when accepting fails (out of descriptors)
+# Connections one peer address may hold. The kubelet opens one per probe, a scraper one per scrape, a browser
+# through kubectl port-forward (all on loopback) a handful: 64 is far above any of them and an eighth of the
+# default 512 slots, so a single pod cannot fill them. A constant, not a setting: nobody legitimate nears it.
+MAX_PER_PEER = 64
 
 
 class Response(msgspec.Struct, frozen=True):
@@ -146,6 +157,7 @@ class _Connection(msgspec.Struct, eq=False):
     buf: bytearray = msgspec.field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
+    over: bool = False  # accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full
     waiting: bool = False  # a view is rendering on the pool
     draining: bool = False  # answered; reading what the client still sends, so closing does not reset the answer
 
@@ -158,6 +170,7 @@ class HttpServer:
         inline_paths: frozenset[str] = frozenset(),
         head_deadline: float = 5.0,
         max_clients: int = 512,
+        max_per_peer: int = MAX_PER_PEER,
         workers: int = 2,
         name: str = "http",
         write_deadline: float = 10.0,
@@ -175,10 +188,16 @@ class HttpServer:
         self._head_deadline = head_deadline
         self._write_deadline = write_deadline
         self._max_clients = max_clients
+        self._max_per_peer = max_per_peer
         self._clock = clock
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=f"{name}-view")
         self._selector = selectors.DefaultSelector()
         self._connections: dict[int, _Connection] = {}
+        # Insertion-ordered, oldest first, so choosing whom to close costs nothing however many are held:
+        self._heading: dict[int, _Connection] = {}  # still reading their request head, in a slot
+        self._over: dict[int, _Connection] = {}  # still reading their request head, accepted beyond the slots
+        self._draining: dict[int, _Connection] = {}  # answered, lingering
+        self._by_peer: dict[str, dict[int, _Connection]] = {}
         self._rendered: queue.SimpleQueue[tuple[_Connection, bytes]] = queue.SimpleQueue()
         self._accept_resume: float | None = None  # when accepting, paused after a failure, starts again
         self._wake_r, self._wake_w = socket.socketpair()
@@ -220,6 +239,9 @@ class HttpServer:
                 events = self._selector.select(self._timeout())
             except OSError:
                 return  # the selector was closed under us: stopping
+            # The listener last: a probe whose request has arrived is answered before new connections are
+            # accepted, and it is never the one closed to make room for them.
+            events.sort(key=lambda event: event[0].data == "accept")
             for key, mask in events:
                 try:
                     if key.data == "accept":
@@ -273,22 +295,59 @@ class HttpServer:
                 self._accept_resume = self._clock() + _ACCEPT_PAUSE
                 return
             sock.setblocking(False)
-            if len(self._connections) >= 2 * self._max_clients:
+            peer = str(address[0])
+            if not self._make_room(peer):
                 sock.close()  # a flood: even the answer that says so would cost what it protects
                 continue
             try:
                 local = sock.getsockname()[0]
             except OSError:
                 local = ""
-            conn = _Connection(sock, self._clock() + self._head_deadline, peer=str(address[0]), local=str(local))
-            self._connections[sock.fileno()] = conn
+            conn = _Connection(sock, self._clock() + self._head_deadline, peer=peer, local=str(local))
+            fd = sock.fileno()
+            self._connections[fd] = conn
+            self._by_peer.setdefault(peer, {})[fd] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+            if self._active() > self._max_clients and self._heading:
+                self._close(next(iter(self._heading.values())))  # idle the longest: it makes room, whoever it was
             if self._active() > self._max_clients:
-                self._answer(conn, _error(503, "too many clients", (("Retry-After", "1"),)))
+                # Every slot holds a whole request: read this one's path before refusing. Only the hard limit
+                # closes these, oldest first, so a probe among them is read long before its turn comes.
+                conn.over = True
+                self._over[fd] = conn
+            else:
+                self._heading[fd] = conn
+
+    def _make_room(self, peer: str) -> bool:
+        """Whether a new connection from ``peer`` may be accepted, after closing one that sent no whole head yet or
+        was already answered: the peer's own oldest when it holds its share, the oldest of all at the hard limit
+        (twice the slots). False when every candidate is busy with a whole request."""
+        mine = self._by_peer.get(peer)
+        if mine is not None and len(mine) >= self._max_per_peer:
+            victim = next((c for c in mine.values() if c.draining or self._reading(c)), None)
+            if victim is None:
+                return False
+            self._close(victim)
+        if len(self._connections) >= 2 * self._max_clients:
+            victim = next(chain(self._draining.values(), self._over.values(), self._heading.values()), None)
+            if victim is None:
+                return False
+            self._close(victim)
+        return True
+
+    def _reading(self, conn: _Connection) -> bool:
+        """Still reading its request head (in a slot or beyond)."""
+        fd = conn.sock.fileno()
+        return fd in self._heading or fd in self._over
+
+    def _head_done(self, conn: _Connection) -> None:
+        fd = conn.sock.fileno()
+        self._heading.pop(fd, None)
+        self._over.pop(fd, None)
 
     def _active(self) -> int:
-        """Connections holding a slot: all but those answered and lingering."""
-        return sum(1 for c in self._connections.values() if not c.draining)
+        """Connections holding a slot: all but those answered and lingering and those accepted beyond the slots."""
+        return len(self._connections) - len(self._draining) - len(self._over)
 
     def _receive(self, conn: _Connection) -> None:
         try:
@@ -317,6 +376,9 @@ class HttpServer:
             return
         conn.head_only = method == "HEAD"
         path, _, query = target.partition("?")
+        if conn.over and path not in self._inline and self._active() >= self._max_clients:
+            self._answer(conn, _error(503, "too many clients", (("Retry-After", "1"),)))
+            return
         if self._admit is not None:
             refused = self._admit(Request(method, path, query, host, conn.peer, conn.local))
             if refused is not None:
@@ -326,6 +388,7 @@ class HttpServer:
             self._write(conn, self._render(path, conn.head_only))  # probes: at once, never queued behind a render
             return
         conn.waiting = True
+        self._head_done(conn)
         self._selector.unregister(conn.sock)  # one request per connection: nothing more to read
         future = self._pool.submit(self._render, target if self._keep_query else path, conn.head_only)
         future.add_done_callback(lambda f, c=conn: self._rendered_one(c, f))
@@ -365,6 +428,7 @@ class HttpServer:
         self._write(conn, _encode(response, conn.head_only))
 
     def _write(self, conn: _Connection, answer: bytes) -> None:
+        self._head_done(conn)
         conn.out = memoryview(answer)
         conn.deadline = self._clock() + self._write_deadline
         self._selector.modify(conn.sock, selectors.EVENT_WRITE, conn)
@@ -390,6 +454,7 @@ class HttpServer:
             self._close(conn)
             return
         conn.draining = True
+        self._draining[conn.sock.fileno()] = conn
         conn.deadline = self._clock() + _LINGER
         self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
 
@@ -397,6 +462,14 @@ class HttpServer:
         fd = conn.sock.fileno()
         if fd >= 0 and self._connections.get(fd) is conn:
             del self._connections[fd]
+            self._heading.pop(fd, None)
+            self._over.pop(fd, None)
+            self._draining.pop(fd, None)
+            mine = self._by_peer.get(conn.peer)
+            if mine is not None:
+                mine.pop(fd, None)
+                if not mine:
+                    del self._by_peer[conn.peer]
             if not conn.waiting:
                 try:
                     self._selector.unregister(conn.sock)

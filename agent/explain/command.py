@@ -36,8 +36,7 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
     from agent.report.columns import clip
     from agent.model.cluster import pod_filter
     from agent.model.rules import rules_for
-    from agent.source.documents import DumpError, read_documents
-    from agent.source.replay import load_capture
+    from agent.source.documents import DumpError
 
     from_server = False
     pdbs_problem = ""
@@ -53,13 +52,11 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
         else:
             if args.kubeconfig or args.context:
                 raise _Failed("--kubeconfig and --context read the cluster: add --live")
-            documents = read_documents(load_capture(args.file))
             where = "standard input" if args.file == "-" else args.file
-            dump = pods_dump(documents, where)
+            dump = pods_dump(_read(args.file, where), where)
             pods, nodes, skipped, pdbs = dump.pods, dump.nodes, dump.skipped, dump.pdbs
             if args.node_file is not None:
-                with open(args.node_file, encoding="utf-8") as f:
-                    nodes = nodes + nodes_only(read_documents(f.read()), args.node_file)
+                nodes = nodes + nodes_only(_read(args.node_file, args.node_file), args.node_file)
         rules, warning = (NEWEST, None) if version is None else rules_for(version)
         view = explain_view(pods, nodes, rules, args.node, args.sort)
         # The verdict at this moment (a kube-system pod stops blocking after the autoscaler's timeout).
@@ -81,6 +78,18 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
         print(clip(rules_line(rules, version, from_server), None if args.output == "wide" else width))
         print(cluster_table(view, shown, width=width, wide=args.output == "wide", verdicts=judged))
     return 0
+
+
+def _read(path: str, where: str) -> list:
+    """The documents of an input file, or one line naming it and saying what is wrong (unreadable, not text, where
+    the parser stopped)."""
+    from agent.source.documents import DumpError, read_documents
+    from agent.source.replay import load_capture
+
+    try:
+        return read_documents(load_capture(path))
+    except DumpError as exc:
+        raise _Failed(f"cannot read {where}: {exc}") from None
 
 
 def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: bool = False):

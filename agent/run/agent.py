@@ -64,8 +64,9 @@ class Agent:
         try:
             source = ReplaySource(text=load_capture(self.config.replay), node_name=self.config.node_name,
                                   emit=self.queue.put, metrics=self.stats, max_pdbs=self.config.max_pdbs)
-        except (OSError, UnicodeDecodeError, DumpError) as exc:
-            raise ConfigError(f"cannot read capture {self.config.replay!r}: {exc}") from None
+        except DumpError as exc:
+            where = "from standard input" if self.config.replay == "-" else repr(self.config.replay)
+            raise ConfigError(f"cannot read capture {where}: {exc}") from None
         self.finished = source.finished
         return source
 

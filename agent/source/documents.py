@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-__all__ = ["DumpError", "Change", "LISTED", "changes", "read_documents", "objects_in", "pods_of", "nodes_of", "pdbs_of",
-           "PDB_KIND"]
+__all__ = ["DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason", "read_documents", "objects_in",
+           "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
 
 PDB_KIND = "PodDisruptionBudget"
 
@@ -26,7 +26,43 @@ LISTED = "LISTED"
 
 
 class DumpError(ValueError):
-    """The input is neither JSON nor YAML of Kubernetes objects."""
+    """The input is neither JSON nor YAML of Kubernetes objects; the message is one line, for ``where: message``."""
+
+
+def decode_text(data: bytes) -> str:
+    """A file's bytes as text: JSON and YAML files are UTF-8, so anything else (a binary, a compressed capture) is
+    a DumpError saying where the first byte that is not UTF-8 sits, not a codec's message."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DumpError(f"not text: byte 0x{data[exc.start]:02x} at line {line}, offset {exc.start} is not UTF-8 "
+                        "(binary or compressed?); expected JSON or YAML") from None
+
+
+class _Mark(NamedTuple):
+    """Zero-based, as yaml's Mark: for a ReaderError, which carries only an offset."""
+
+    line: int
+    column: int
+
+
+def parse_reason(exc: Exception, text: str = "") -> str:
+    """A JSON or YAML parser's complaint on one line: where (line, column) and the first line of why, without the
+    excerpt and caret PyYAML adds on the lines after."""
+    if isinstance(exc, json.JSONDecodeError):
+        why = exc.msg.removesuffix(" at").removesuffix(" starting")  # "Unterminated string starting at" (line ...)
+        ends = exc.msg.startswith("Unterminated string") or exc.pos >= len(exc.doc.rstrip())
+        return f"line {exc.lineno}, column {exc.colno}: {why}" + (" (the text ends there: truncated?)" if ends else "")
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem, context = getattr(exc, "problem", None), getattr(exc, "context", None)
+    problem = f"{problem} ({context})" if problem and context else problem or context
+    if mark is None and isinstance(getattr(exc, "position", None), int):  # yaml's ReaderError: a bad character
+        position = exc.position  # type: ignore[attr-defined]
+        line = text.count("\n", 0, position)
+        mark = _Mark(line, position - (text.rfind("\n", 0, position) + 1))
+    why = problem or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {why}" if mark is not None else why
 
 
 def _json_values(text: str) -> Iterator[Any]:
@@ -50,14 +86,15 @@ def read_documents(text: str) -> list[Any]:
         try:
             return list(_json_values(text))
         except json.JSONDecodeError as exc:
-            json_error = exc
+            json_error: json.JSONDecodeError | None = exc
     else:
         json_error = None
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        detail = f"; as JSON: {json_error}" if json_error else ""
-        raise DumpError(f"not JSON or YAML: {exc}{detail}") from None
+        # Text that starts as JSON was meant as JSON: its parser's reason is the one that helps (a truncated file).
+        reason = f"not JSON: {parse_reason(json_error)}" if json_error else f"not YAML: {parse_reason(exc, text)}"
+        raise DumpError(reason) from None
     return docs
 
 

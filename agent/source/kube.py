@@ -107,6 +107,39 @@ class ClusterAccess(Protocol):
         """What is tried, for a message a person can act on."""
 
 
+def _check_kubeconfig_files(paths: str) -> None:
+    """Each kubeconfig file there is holds YAML with a mapping at the top and lists of entries in it, else a
+    KubeConfigError naming the file: the kubernetes package would let PyYAML's multi-line error escape, or say
+    "'str' object does not support item assignment". Missing files are left to the package, which names them."""
+    import yaml
+
+    from agent.source.documents import DumpError, decode_text, parse_reason
+
+    for path in filter(None, paths.split(os.pathsep)):
+        path = os.path.expanduser(path)
+        text = ""
+        try:
+            with open(path, "rb") as f:
+                text = decode_text(f.read())
+            content = yaml.safe_load(text)
+        except OSError:
+            continue
+        except (DumpError, yaml.YAMLError) as exc:
+            reason = str(exc) if isinstance(exc, DumpError) else f"not YAML: {parse_reason(exc, text)}"
+            raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: {reason}") from None
+        if content is None:
+            continue  # empty: the package says so
+        if not isinstance(content, dict):
+            wrong = f"it holds a {type(content).__name__}, not a mapping of clusters, contexts and users"
+        else:
+            wrong = next((f"its {key} is not a list of entries" for key in ("clusters", "contexts", "users")
+                          if content.get(key) is not None and not (isinstance(content[key], list)
+                                                                   and all(isinstance(e, dict) for e in content[key]))),
+                         "")
+        if wrong:
+            raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: {wrong}")
+
+
 def load_configuration(access: ClusterAccess):
     """The in-cluster configuration inside a pod, else the kubeconfig files.
 
@@ -129,6 +162,7 @@ def load_configuration(access: ClusterAccess):
             InClusterConfigLoader(os.path.join(folder, "token"), os.path.join(folder, "ca.crt"),
                                   environ=service).load_and_set(configuration)
         else:
+            _check_kubeconfig_files(access.kubeconfig)
             kube_config.load_kube_config(config_file=access.kubeconfig, context=access.context,
                                          client_configuration=configuration)
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:

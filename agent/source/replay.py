@@ -29,7 +29,7 @@ from agent.model.pdb import PdbRecord
 from agent.model.pod import PODS, PodRecord
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Event
 from agent.pipeline.interfaces import UNDECODABLE, Emit, SourceMetrics, source_loop
-from agent.source.documents import LISTED, Change, DumpError, changes, read_documents
+from agent.source.documents import LISTED, Change, DumpError, changes, decode_text, read_documents
 from agent.source.watched import NodeObject, PdbsOfCluster, PodsOfNode
 
 __all__ = ["ReplaySource", "load_capture", "SAMPLE"]
@@ -40,20 +40,28 @@ SAMPLE = "sample"
 
 
 def load_capture(path: str) -> str:
-    """Text of the capture at ``path``; ``sample`` is the bundled synthetic sample node; ``-`` standard input."""
+    """Text of the capture at ``path``; ``sample`` is the bundled synthetic sample node; ``-`` standard input.
+    A file that cannot be read, or is not text, is a DumpError whose one line says why (the caller names the file)."""
     if path == SAMPLE:
         return resources.files("agent").joinpath("samples/sample-node.json").read_text(encoding="utf-8")
-    if path == "-":
-        import sys
+    try:
+        if path == "-":
+            import sys
 
-        return sys.stdin.read()
-    return Path(path).read_text(encoding="utf-8")
+            data = sys.stdin.buffer.read()
+        else:
+            data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DumpError(exc.strerror or str(exc)) from None
+    return decode_text(data)
 
 
 class ReplaySource:
     def __init__(self, *, text: str, node_name: str, emit: Emit, metrics: SourceMetrics,
                  max_pdbs: int | None = None) -> None:
-        self._docs = read_documents(text)
+        """A capture that is not Kubernetes objects is a DumpError here, before the agent starts: replayed, it
+        would only log an error while the agent ran on, exporting nothing."""
+        self._changes = list(changes(read_documents(text)))
         self._node = node_name
         self._pods_watched = PodsOfNode(node_name=node_name)
         self._node_watched = NodeObject(node_name=node_name)
@@ -138,7 +146,7 @@ class ReplaySource:
         self._stats.heartbeat(source_loop())
         try:
             listed = False
-            for change in changes(self._docs):
+            for change in self._changes:
                 if stop.is_set():
                     return
                 if change.type == LISTED:
@@ -157,8 +165,6 @@ class ReplaySource:
                 self._relist()
             if not self._matched:
                 self._warn_empty()
-        except DumpError as exc:
-            log.error("capture is unusable: %s", exc)
         finally:
             self.finished.set()
         # A finished replay is not a stuck source: keep reporting alive.

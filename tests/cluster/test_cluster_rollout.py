@@ -56,7 +56,8 @@ def test_apply_creates_the_shipped_objects_with_pod_security_as_shipped(cluster:
     created = {line.split()[0] for line in deployed.stdout.splitlines() if line.strip()}
     assert {"namespace/node-requests-agent", "serviceaccount/node-requests-agent", "daemonset.apps/node-requests-agent",
             "clusterrole.rbac.authorization.k8s.io/node-requests-agent",
-            "clusterrolebinding.rbac.authorization.k8s.io/node-requests-agent"} <= created, deployed.stdout
+            "clusterrolebinding.rbac.authorization.k8s.io/node-requests-agent",
+            "networkpolicy.networking.k8s.io/node-requests-agent"} <= created, deployed.stdout
     shipped = yaml.safe_load((ROOT / "daemonset" / "namespace.yaml").read_text())["metadata"]["labels"]
     stored = cluster.api("GET", f"/api/v1/namespaces/{deployed.namespace}")["metadata"]["labels"]
     assert {k: v for k, v in stored.items() if k.startswith("pod-security.")} == \

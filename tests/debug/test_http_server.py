@@ -44,8 +44,10 @@ class Views:
     def __init__(self) -> None:
         self.gate = threading.Event()  # /gated waits on it
         self.gated_started = threading.Event()
+        self.calls: list[str] = []  # every path asked, in the order rendering began
 
     def __call__(self, path: str) -> Response:
+        self.calls.append(path)
         if path in ("/raise", "/raise-inline"):
             raise RuntimeError("a bug in a view")
         if path == "/str-body":
@@ -273,19 +275,50 @@ def test_stop_with_views_in_flight_returns_at_once_and_closes_everything(serve):
         connect(server.port)
 
 
-def test_max_clients_is_exact_answered_lingering_clients_hold_no_slot_and_503_says_when_to_retry(serve):
-    server = serve(max_clients=4, head_deadline=5.0)
+def test_max_clients_is_exact_a_full_pool_closes_its_oldest_idle_connection_and_503_says_when_to_retry(serve):
+    """Issue 29: was, the fifth connection got a 503 before its path was read, so idle clients starved the probes.
+    Now a connection beyond the slots closes the one idle the longest (no whole request head yet); only when every
+    slot holds a whole request is a view refused (503, Retry-After), and a probe is answered even then."""
+    views = Views()
+    server = serve(views, max_clients=4, head_deadline=5.0, workers=4)
     port = server.port
     idle = [connect(port) for _ in range(3)]
     wait_until(lambda: held(port) == 6)  # each accepted
-    assert get(port, "/healthz")[0] == 200  # 3 idle + this one = 4: still within the limit
+    assert get(port, "/healthz")[0] == 200  # 3 idle + this one = 4: within the limit
     idle.append(connect(port))
     wait_until(lambda: held(port) == 8)
-    status, headers, _ = get(port, "/healthz")  # the fifth
+    assert get(port, "/view")[0] == 200  # the fifth: served, and the oldest idle one closed for it
+    oldest = idle.pop(0)
+    assert oldest.recv(1) == b""  # closed without an answer
+    oldest.close()
+    assert all(s.fileno() >= 0 for s in idle)
+    wait_until(lambda: held(port) == 6)  # the three younger ones are still held
+    for s in idle:
+        s.close()
+    wait_until(lambda: held(port) == 0)
+    # Every slot holds a whole request (views rendering): nothing idle to close.
+    busy = [connect(port) for _ in range(4)]
+    for s in busy:
+        s.sendall(b"GET /gated HTTP/1.1\r\n\r\n")
+    wait_until(lambda: views.calls.count("/gated") == 4)
+    status, headers, _ = get(port, "/view")
     assert status == 503 and headers["Retry-After"] == "1"
-    idle.pop().close()
-    wait_until(lambda: held(port) == 6)  # the server saw it go: its slot is free
+    assert get(port, "/healthz")[0] == 200  # probes ahead of views
+    # Idle connections beyond the slots do not push each other (or a probe) out below the hard limit, twice the slots.
+    beyond = [connect(port) for _ in range(3)]
+    wait_until(lambda: held(port) == 2 * (4 + 3))
+    assert get(port, "/healthz")[0] == 200
+    assert all(held_open(s) for s in beyond)
+    for s in beyond:
+        s.close()
+    views.gate.set()
+    for s in busy:
+        assert parse(read_all(s))[0] == 200
+        s.close()
+    wait_until(lambda: held(port) == 0)
     # Clients that read their answer but keep the socket open linger without holding a slot.
+    idle = [connect(port) for _ in range(3)]
+    wait_until(lambda: held(port) == 6)
     lingering = []
     for _ in range(4):
         s = connect(port)
@@ -294,9 +327,38 @@ def test_max_clients_is_exact_answered_lingering_clients_hold_no_slot_and_503_sa
         lingering.append(s)
     assert held(port) == 6 + 8  # still lingering on the server's side
     assert get(port, "/healthz")[0] == 200
+    assert all(held_open(s) for s in idle)  # no idle one was closed: the lingering ones held no slot
     for s in idle + lingering:
         s.close()
     wait_until(lambda: held(port) == 0)
+
+
+def held_open(s: socket.socket) -> bool:
+    """Whether the server still holds our connection ``s`` open (nothing to read, no EOF)."""
+    s.setblocking(False)
+    try:
+        return s.recv(1) != b""
+    except BlockingIOError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
+def test_one_peer_holds_at_most_max_per_peer_connections_its_oldest_idle_one_closed_first(serve):
+    server = serve(max_clients=64, max_per_peer=3, head_deadline=5.0)
+    port = server.port
+    mine = [connect(port) for _ in range(3)]
+    wait_until(lambda: held(port) == 6)
+    mine.append(connect(port))  # a fourth from the same address: its oldest idle one goes
+    assert mine.pop(0).recv(1) == b""
+    assert all(held_open(s) for s in mine)
+    # Another peer (another loopback address) is not touched, and its probes are answered.
+    with socket.create_connection(("127.0.0.1", port), timeout=3, source_address=("127.0.0.2", 0)) as other:
+        other.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert parse(read_all(other))[0] == 200
+    assert all(held_open(s) for s in mine)
+    for s in mine:
+        s.close()
 
 
 def test_a_thousand_idle_connections_neither_slow_the_probes_nor_burn_cpu(serve):
@@ -306,7 +368,7 @@ def test_a_thousand_idle_connections_neither_slow_the_probes_nor_burn_cpu(serve)
         if hard != resource.RLIM_INFINITY and hard < 2 * count + 256:
             pytest.skip(f"needs {2 * count + 256} descriptors, the hard limit is {hard}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (2 * count + 256, hard))
-    server = serve(max_clients=2 * count, head_deadline=10.0)
+    server = serve(max_clients=2 * count, max_per_peer=2 * count, head_deadline=10.0)
     idle = [connect(server.port) for _ in range(count)]
     try:
         wait_until(lambda: held(server.port) == 2 * count)

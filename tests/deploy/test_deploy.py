@@ -66,7 +66,7 @@ def namespace_of(objects: dict) -> dict:
 def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
     assert set(agent_objects) == {("Namespace", "node-requests-agent"), ("ServiceAccount", "node-requests-agent"),
                                   ("ClusterRole", "node-requests-agent"), ("ClusterRoleBinding", "node-requests-agent"),
-                                  ("DaemonSet", "node-requests-agent")}
+                                  ("DaemonSet", "node-requests-agent"), ("NetworkPolicy", "node-requests-agent")}
     assert set(collector_objects) == {("Namespace", "node-requests-collector"), ("Deployment", "otel-collector"),
                                       ("Service", "otel-collector"), ("NetworkPolicy", "otel-collector"),
                                       ("ConfigMap", "otel-collector-config"), ("ServiceAccount", "otel-collector"),
@@ -136,7 +136,10 @@ def test_daemonset_policy(agent_objects):
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
     env = {e["name"]: e for e in c["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert env["HOST_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    # Every variable set is one the agent reads (issue 29: HOST_IP was set and read by nobody).
+    from agent.config import SETTINGS
+
+    assert set(env) <= {name for setting in SETTINGS.values() for name in setting.env}, set(env)
     assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_COMPRESSION"} <= set(env)
     # Nothing from the host: `used` comes from the container's own /proc (host-wide stat and meminfo).
     # The one volume is the Collector's projected token, read by the agent from NRA_OTLP_TOKEN_FILE.
@@ -325,6 +328,24 @@ def test_network_policy_admits_only_agents_to_otlp_and_only_prometheus_to_metric
     assert admitted(policy, 9808) == []
 
 
+def test_agent_network_policy_admits_nobody_over_the_pod_network(agent_objects):
+    """Issue 29: any pod could flood the agents' debug port. The shipped policy selects the agents' pods and admits
+    no peer on any port: the kubelet's probes come from the node, which NetworkPolicy always admits, and kubectl
+    port-forward arrives on the pod's loopback. (No CNI enforcing it runs here: docs/testing.md says so.)"""
+    policy = agent_objects[("NetworkPolicy", "node-requests-agent")]
+    ds = agent_objects[("DaemonSet", "node-requests-agent")]
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert policy["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": pod_labels}  # exactly the agents' pods
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # egress stays open: the agent connects out
+    assert policy["spec"]["ingress"] == []
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    for port in [p["containerPort"] for p in container["ports"]] + [4317, 4318, 8888]:
+        assert admitted(policy, port) == [], port
+    # The probes use the debug port by name, with no host: from the kubelet on the pod's node, not from a pod.
+    assert all("host" not in container[probe]["httpGet"] for probe in ("livenessProbe", "readinessProbe"))
+
+
 # --------------------------------------------------------------------------- the image
 
 
@@ -468,7 +489,7 @@ def test_daemonset_container_command_runs_the_agent(image, agent_objects):
     program = shutil.which(argv[0], path=image.env["PATH"])
     assert program and Path(program).is_relative_to(image.root)
     env = {**os.environ, **image.env, **{e["name"]: e["value"] for e in c["env"] if "value" in e},
-           "NODE_NAME": "sample-node", "HOST_IP": "127.0.0.1"}
+           "NODE_NAME": "sample-node"}
     done = subprocess.run([program, *argv[1:], "--replay", "sample", "--once", "--exporter", "table"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr

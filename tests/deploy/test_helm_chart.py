@@ -14,6 +14,7 @@ Marked ``cluster``: helm and kubectl are built by components/ (Go), like the con
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import uuid
@@ -33,6 +34,9 @@ from tests.support.repo import REPO as ROOT
 pytestmark = pytest.mark.cluster
 
 CHART = ROOT / "charts" / "node-requests-agent"
+#: A scraper of the debug port, as the values' comment shows it.
+PROMETHEUS_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                   "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
 NAMESPACE = "node-requests-agent"
 K8S_VERSION = "1.36"  # the oldest supported release, as tests/deploy/test_deploy.py validates the kustomization
 
@@ -119,7 +123,9 @@ def test_every_rendered_object_validates_against_the_kubernetes_schemas(helm: He
                              "--set", "collector.tls.clientCertificateKey=tls.crt",
                              "--set", "collector.tls.clientKeyKey=tls.key",
                              "--set", "collector.headers.secretName=otlp-auth", "--set", "debug.enabled=false")
-    for obj in rendered + helm.template():
+    peers = helm.template("--set-json", f"networkPolicy.debugPeers=[{json.dumps(PROMETHEUS_PEER)}, "
+                                        '{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.1.0/24"]}}]')
+    for obj in rendered + helm.template() + peers:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
@@ -140,6 +146,7 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "priorityClassName": "",
         "debug": {"port": 9810},
+        "networkPolicy": {"debugPeers": [PROMETHEUS_PEER, {"ipBlock": {"cidr": "10.0.0.0/16"}}]},
         "kubernetesVersion": "1.37",
         "autoscaler": {"args": ["--scale-down-utilization-threshold=0.6", "--skip-nodes-with-local-storage=false",
                                 "--cloud-provider=aws"],
@@ -149,7 +156,11 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     rendered = helm.template("--values", str(values), release="nra", namespace="observability")
     keyed = by_key(rendered)
     assert set(keyed) == {(k, "nra-node-requests-agent") for k in
-                          ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet")}
+                          ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "NetworkPolicy")}
+    policy = keyed[("NetworkPolicy", "nra-node-requests-agent")]
+    assert policy["metadata"]["namespace"] == "observability"
+    assert policy["spec"]["ingress"] == [{"from": [PROMETHEUS_PEER, {"ipBlock": {"cidr": "10.0.0.0/16"}}],
+                                          "ports": [{"protocol": "TCP", "port": 9810}]}]
     binding = keyed[("ClusterRoleBinding", "nra-node-requests-agent")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "nra-node-requests-agent",
                                     "namespace": "observability"}]
@@ -175,6 +186,10 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     assert env["OTEL_EXPORTER_OTLP_HEADERS"] == {"secretKeyRef": {"name": "otlp-auth", "key": "headers"}}
     assert env["LOG_LEVEL"] == "DEBUG"
     assert env["NRA_OTLP_TOKEN_FILE"] == "/var/run/secrets/node-requests-collector/token"
+    # Every variable the chart sets (and the extraEnv given here) is one the agent reads: issue 29 found HOST_IP.
+    from agent.config import SETTINGS
+
+    assert set(env) <= {name for setting in SETTINGS.values() for name in setting.env}, set(env)
 
     # The agent reads what the chart writes: its own configuration, from the rendered container's environment.
     from agent.config import Address, from_sources
@@ -210,6 +225,22 @@ def test_without_the_pdb_watch_there_is_no_rule_for_pdbs_and_the_agent_is_told(h
 
     assert from_sources({}, {"NODE_NAME": "n", **{k: v for k, v in env.items() if isinstance(v, str)}}).watch_pdbs \
         is False
+
+
+def test_the_network_policy_selects_the_agents_pods_and_admits_only_the_debug_peers(helm: Helm) -> None:
+    """Issue 29: by default nobody over the pod network (the probes come from the node, which NetworkPolicy always
+    admits); a scraper's peer only on the debug port; none with the endpoint off; no policy when disabled."""
+    rendered = helm.template()
+    policy = by_key(rendered)[("NetworkPolicy", "node-requests-agent")]
+    pod_labels = by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"] == {"podSelector": {"matchLabels": pod_labels}, "policyTypes": ["Ingress"], "ingress": []}
+    scraped = by_key(helm.template("--set-json", f"networkPolicy.debugPeers=[{json.dumps(PROMETHEUS_PEER)}]"))
+    assert scraped[("NetworkPolicy", "node-requests-agent")]["spec"]["ingress"] == [
+        {"from": [PROMETHEUS_PEER], "ports": [{"protocol": "TCP", "port": 9808}]}]
+    off = by_key(helm.template("--set-json", f"networkPolicy.debugPeers=[{json.dumps(PROMETHEUS_PEER)}]",
+                               "--set", "debug.enabled=false"))
+    assert off[("NetworkPolicy", "node-requests-agent")]["spec"]["ingress"] == []  # no port listens
+    assert "NetworkPolicy" not in {o["kind"] for o in helm.template("--set", "networkPolicy.enabled=false")}
 
 
 def test_without_the_token_the_pod_mounts_nothing(helm: Helm) -> None:
@@ -256,6 +287,10 @@ BAD_VALUES = [
     pytest.param(["--set", "autoscaler.release=2.0"], ["/autoscaler/release", "2.0"], id="autoscaler release"),
     pytest.param(["--set-json", 'autoscaler.args=["scale-down-utilization-threshold=0.6"]'],
                  ["/autoscaler/args/0"], id="autoscaler arg not a flag"),
+    pytest.param(["--set", "networkPolicy.debugPeers[0].podSelector.app=x"], ["/networkPolicy/debugPeers/0/podSelector"],
+                 id="debug peer's selector without matchLabels"),
+    pytest.param(["--set-json", "networkPolicy.debugPeers=[{}]"], ["/networkPolicy/debugPeers/0"],
+                 id="empty debug peer"),
 ]
 
 

@@ -34,6 +34,106 @@ def test_invalid_configuration_exits_2_with_one_line(args, env, words):
     result = run("run", *args, env=env)
     assert result.returncode == 2, result.stderr
     assert words in result.stderr and "Traceback" not in result.stderr
+    assert one_line(result.stderr)
+
+
+def one_line(stderr: str) -> str:
+    """The one line an error is (docs/configuration.md): no usage before it, no parser's excerpt after it."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr and not lines[0].startswith("usage:"), stderr
+    return lines[0]
+
+
+#: (name, bytes of the file, words of the reason). Issue 29: each exited 0 after logging an error (a capture of
+#: things that are not objects), or printed PyYAML's caret dump or a codec error.
+UNUSABLE = [
+    ("truncated.json", b'{"kind": "PodList", "items": [{"metadata": {"na', "line 1, column 45"),
+    ("truncated-stream.json", json.dumps({"kind": "PodList", "items": [pod("a")]}).encode()
+     + b'\n{"type": "ADDED", "object": {"kind": "Pod", "metad', "line 2, column 45: Unterminated string"),
+    ("broken.yaml", b"items:\n  - metadata: {name: [a\n", "line 3, column 1"),
+    ("binary.bin", bytes(range(128, 256)) * 4, "not UTF-8"),
+    ("nul.bin", b"\x00\x01\x02 capture", "line 1, column 1"),
+    ("numbers.json", b"[1, 2, 3]", "expected a Kubernetes object"),
+    ("list-of-numbers.json", b'{"kind": "PodList", "items": [1]}', "expected a Kubernetes object"),
+]
+
+
+@pytest.mark.parametrize("name,content,words", UNUSABLE, ids=[u[0] for u in UNUSABLE])
+def test_replay_of_an_unusable_capture_exits_2_with_one_line_naming_it(tmp_path, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content)
+    result = run("run", "--node-name", "n", "--replay", str(path), "--exporter", "none", "--once")
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert line.startswith(f"node-requests-agent: cannot read capture '{path}': ") and words in line, line
+
+
+def test_replay_of_a_missing_capture_exits_2_with_one_line_naming_it(tmp_path):
+    result = run("run", "--node-name", "n", "--replay", str(tmp_path / "nope.json"), "--exporter", "none")
+    assert result.returncode == 2, result.stderr
+    assert one_line(result.stderr) == f"node-requests-agent: cannot read capture '{tmp_path / 'nope.json'}': " \
+                                      "No such file or directory"
+
+
+@pytest.mark.parametrize("name,content,words", UNUSABLE[:5] + [("missing.json", None, "No such file or directory")],
+                         ids=[u[0] for u in UNUSABLE[:5]] + ["missing.json"])
+def test_explain_of_an_unreadable_file_is_one_line_naming_it(tmp_path, name, content, words):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    for args in ([str(path)], ["sample", "--node-file", str(path)]):
+        result = run("explain", *args)
+        assert result.returncode == 2, result.stderr
+        line = one_line(result.stderr)
+        assert line.startswith(f"node-requests-agent explain: cannot read {path}: ") and words in line, line
+    if content is not None:
+        piped = run("explain", input=content.decode("utf-8", errors="surrogateescape")) if content.isascii() else None
+        if piped is not None:
+            assert piped.returncode == 2 and one_line(piped.stderr).startswith(
+                "node-requests-agent explain: cannot read standard input: "), piped.stderr
+
+
+#: Issue 29: "not yaml: [" escaped as PyYAML's traceback; a plain string printed "'str' object does not support item
+#: assignment".
+NOT_KUBECONFIGS = [
+    ("not-yaml", b"not yaml: [", "not YAML: line 1, column 12"),
+    ("a-string", b"just a string", "it holds a str"),
+    ("a-list", b"- a\n- b\n", "it holds a list"),
+    ("clusters-a-string", b"clusters: production\n", "its clusters is not a list"),
+    ("binary", bytes(range(128, 256)), "not UTF-8"),
+]
+
+
+@pytest.mark.parametrize("name,content,words", NOT_KUBECONFIGS, ids=[k[0] for k in NOT_KUBECONFIGS])
+def test_a_kubeconfig_that_is_not_one_exits_2_with_one_line_naming_it(tmp_path, name, content, words):
+    path = tmp_path / name
+    path.write_bytes(content)
+    for env in ({"KUBECONFIG": str(path)}, {"KUBECONFIG": f"{tmp_path / 'absent'}{os.pathsep}{path}"}):
+        result = run("run", "--node-name", "n", env=env)
+        assert result.returncode == 2, result.stderr
+        line = one_line(result.stderr)
+        assert f"{path} is not a kubeconfig: " in line and words in line and "--replay sample" in line, line
+    live = run("explain", "--live", "--kubeconfig", str(path))
+    assert live.returncode == 2 and f"{path} is not a kubeconfig: " in one_line(live.stderr), live.stderr
+
+
+@pytest.mark.parametrize("args,error", [
+    (["run", "--bogus"], "run: unrecognized arguments: --bogus"),
+    (["--bogus"], "run: unrecognized arguments: --bogus"),
+    (["run", "--node-name", "n", "--exporter", "xml"], "run: argument --exporter: invalid choice: 'xml'"),
+    (["run", "--node-name", "n", "--export-interval", "soon"], "run: argument --export-interval: invalid float value"),
+    (["run", "--node-name"], "run: argument --node-name: expected one argument"),
+    (["explain", "--output", "yaml"], "explain: argument --output/-o: invalid choice: 'yaml'"),
+    (["explain", "a.json", "b.json"], "explain: unrecognized arguments: b.json"),
+])
+def test_a_bad_flag_is_one_line_and_exit_2_not_a_usage_dump(args, error):
+    result = run(*args)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    command = error.split(":", 1)[0]
+    assert line.startswith(f"node-requests-agent {error}"), line
+    assert line.endswith(f"; see node-requests-agent {command} --help"), line
 
 
 def test_help_everywhere():

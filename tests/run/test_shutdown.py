@@ -77,10 +77,11 @@ class ThroughProxy(NamedTuple):
 
 
 def slow_clients(port: int, count: int) -> list[socket.socket]:
-    """Half of them trickle a request head that never ends; half ask for a view and never read the answer."""
+    """Half of them trickle a request head that never ends; half ask for a view and never read the answer. From
+    four loopback addresses, so that the server's cap per peer address (MAX_PER_PEER) lets it hold every one."""
     clients = []
     for i in range(count):
-        s = socket.create_connection(("127.0.0.1", port))
+        s = socket.create_connection(("127.0.0.1", port), source_address=(f"127.0.0.{2 + i % 4}", 0))
         s.sendall(b"GET /debug/pods HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " if i % 2 else
                   b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         clients.append(s)
