@@ -34,7 +34,9 @@ from tests.support.cluster import ApiError
 from tests.support.waiting import wait_until
 from tests.support.image import container_argv, dockerfile_stages, image_entrypoint_and_cmd, image_env
 from tests.support.factory import container, pod, vm_pod
-from tests.support.manifests import CLUSTER_SCOPED, render
+from components.kubernetes import kubernetes_bin
+from tests.support.cluster import NEWEST
+from tests.support.manifests import CLUSTER_SCOPED, render, restricted_user
 from tests.support.repo import REPO as ROOT
 from tests.support.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
@@ -66,7 +68,8 @@ def namespace_of(objects: dict) -> dict:
 def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
     assert set(agent_objects) == {("Namespace", "node-requests-agent"), ("ServiceAccount", "node-requests-agent"),
                                   ("ClusterRole", "node-requests-agent"), ("ClusterRoleBinding", "node-requests-agent"),
-                                  ("DaemonSet", "node-requests-agent"), ("NetworkPolicy", "node-requests-agent")}
+                                  ("DaemonSet", "node-requests-agent"), ("NetworkPolicy", "node-requests-agent"),
+                                  ("ConfigMap", "node-requests-agent-apiserver")}
     assert set(collector_objects) == {("Namespace", "node-requests-collector"), ("Deployment", "otel-collector"),
                                       ("Service", "otel-collector"), ("NetworkPolicy", "otel-collector"),
                                       ("ConfigMap", "otel-collector-config"), ("ServiceAccount", "otel-collector"),
@@ -274,6 +277,84 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
                 assert "hostPath" in refused.value.body
         finally:
             cluster.api("DELETE", f"/api/v1/namespaces/{name}")
+
+
+# --------------------------------------------------------------------------- the API server's own-node restriction
+
+AUTHORIZATION = ROOT / "daemonset" / "apiserver"
+#: The pieces of the webhook's user in the shipped file, which kustomization.yaml's replacements fill in.
+SHIPPED_USER_PIECES = "' + 'node-requests-agent' + ':' + 'node-requests-agent' + '"
+
+
+def renamed_kustomization(tmp_path: Path, namespace: str, extra: str = "") -> Path:
+    """A copy of daemonset/ whose kustomization.yaml names another namespace (its one place), plus ``extra`` lines."""
+    base = tmp_path / "daemonset"
+    shutil.copytree(ROOT / "daemonset", base)
+    kustomization = base / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "\nnamespace: node-requests-agent\n" in text
+    kustomization.write_text(text.replace("\nnamespace: node-requests-agent\n", f"\nnamespace: {namespace}\n") + extra)
+    return base
+
+
+def assert_restriction_follows_the_service_account(objects: list[dict]) -> str:
+    """The ConfigMap's authorization configuration restricts exactly the ServiceAccount the DaemonSet's pods run as
+    and the ClusterRoleBinding grants; otherwise it is the shipped file. Returns that user."""
+    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+    (binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    namespace, name = account["metadata"]["namespace"], account["metadata"]["name"]
+    assert daemonset["spec"]["template"]["spec"]["serviceAccountName"] == name
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    assert config_map["metadata"]["namespace"] == namespace
+    data = config_map["data"]
+    user = f"system:serviceaccount:{namespace}:{name}"
+    assert restricted_user(data["authorization-config.yaml"]) == user
+    assert data["authorization-config.yaml"] == (AUTHORIZATION / "authorization-config.yaml").read_text().replace(
+        SHIPPED_USER_PIECES, f"' + '{namespace}' + ':' + '{name}' + '")
+    assert data["own-node-deny.kubeconfig"] == (AUTHORIZATION / "own-node-deny.kubeconfig").read_text()
+    # The webhook's kubeconfig is the file beside it, where NOTES.txt and docs/deployment.md put both.
+    (webhook,) = [a for a in yaml.safe_load(data["authorization-config.yaml"])["authorizers"] if a["type"] == "Webhook"]
+    assert webhook["webhook"]["connectionInfo"]["kubeConfigFile"] == \
+        "/etc/kubernetes/node-requests-agent/own-node-deny.kubeconfig"
+    return user
+
+
+def test_the_shipped_authorization_file_restricts_the_default_service_account(agent_objects):
+    user = assert_restriction_follows_the_service_account(list(agent_objects.values()))
+    assert user == restricted_user((AUTHORIZATION / "authorization-config.yaml").read_text())
+
+
+@pytest.mark.parametrize("namespace", ["monitoring", "team-a-observability"])
+def test_renaming_the_namespace_in_the_kustomization_moves_the_restriction_with_it(tmp_path, namespace):
+    """Issue 29 item 5: with the namespace renamed in kustomization.yaml (the one place it is named), the binding
+    and the API server's restriction name the renamed ServiceAccount, not the default one."""
+    objects = render(renamed_kustomization(tmp_path, namespace))
+    assert assert_restriction_follows_the_service_account(objects) == \
+        f"system:serviceaccount:{namespace}:node-requests-agent"
+
+
+@pytest.mark.cluster  # kubectl is built by components/ (no control plane is started)
+def test_kubectls_kustomize_renders_the_renamed_restriction(tmp_path):
+    """The same with the real kustomize (kubectl 1.37's), which the stand-in follows, and a namePrefix on top."""
+    base = renamed_kustomization(tmp_path, "monitoring", "namePrefix: nra-\n")
+    built = subprocess.run([str(kubernetes_bin(NEWEST) / "kubectl"), "kustomize", str(base)],
+                           capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+    objects = [d for d in yaml.safe_load_all(built.stdout) if d]
+    assert assert_restriction_follows_the_service_account(objects) == \
+        "system:serviceaccount:monitoring:nra-node-requests-agent"
+    without_prefix = renamed_kustomization(tmp_path / "plain", "monitoring")
+    built = subprocess.run([str(kubernetes_bin(NEWEST) / "kubectl"), "kustomize", str(without_prefix)],
+                           capture_output=True, text=True, timeout=60)
+    assert built.returncode == 0, built.stderr
+
+    def key(o: dict) -> tuple[str, str]:
+        return o["kind"], o["metadata"]["name"]
+
+    assert sorted((d for d in yaml.safe_load_all(built.stdout) if d), key=key) == \
+        sorted(render(without_prefix), key=key)
 
 
 # --------------------------------------------------------------------------- who may reach the Collector

@@ -25,11 +25,13 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from components.kubernetes import etcd_bin, kubernetes_bin
 from tests.support.repo import REPO
 from tests.support.cluster import NEWEST, Cluster, free_ports
+from tests.support.cluster_client import ClusterClient
 from tests.support.collector import SCRAPE_CONFIG, Prometheus, post_otlp
 from tests.support.kwok import Kwok
 
 __all__ = ["AGENT_NAMESPACE", "AGENT_SERVICE_ACCOUNT", "AUDIENCE", "Pusher", "TrustCluster", "collector_env",
-           "remote_write_prometheus", "series_count", "trust_cluster", "POD"]
+           "localized_authorization_config", "pod_token", "remote_write_prometheus", "series_count", "trust_cluster",
+           "POD"]
 
 AUTHORIZATION_CONFIG = REPO / "daemonset" / "apiserver" / "authorization-config.yaml"
 AGENT_NAMESPACE = "node-requests-agent"
@@ -53,18 +55,11 @@ class TrustCluster(Cluster):
 
     def _authorization_config(self) -> Path:
         """The shipped file, its deny webhook's kubeconfig pointed at a loopback port nothing listens on."""
-        (closed,) = free_ports(1)
+        path, closed = localized_authorization_config(
+            AUTHORIZATION_CONFIG.read_text(), (REPO / "daemonset" / "apiserver" / "own-node-deny.kubeconfig").read_text(),
+            self.workdir)
         #: The port the deny webhook's kubeconfig names, where nothing listens.
         self.deny_webhook_port = closed
-        shipped = (REPO / "daemonset" / "apiserver" / "own-node-deny.kubeconfig").read_text()
-        kubeconfig = self.workdir / "own-node-deny.kubeconfig"
-        kubeconfig.write_text(shipped.replace("https://127.0.0.1:1", f"https://127.0.0.1:{closed}"))
-        config = yaml.safe_load(AUTHORIZATION_CONFIG.read_text())
-        for authorizer in config["authorizers"]:
-            if authorizer["type"] == "Webhook":
-                authorizer["webhook"]["connectionInfo"]["kubeConfigFile"] = str(kubeconfig)
-        path = self.workdir / "authorization-config.yaml"
-        path.write_text(yaml.safe_dump(config))
         return path
 
     def install_shipped_rbac(self) -> None:
@@ -90,16 +85,37 @@ class TrustCluster(Cluster):
         return self.api("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
     def pod_token(self, pod: dict, audience: str | None = AUDIENCE, seconds: int = 3600) -> str:
-        """A token for ``pod``'s ServiceAccount bound to the pod (TokenRequest, as the kubelet asks for one)."""
-        meta = pod["metadata"]
-        spec: dict = {"expirationSeconds": seconds,
-                      "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}}
-        if audience is not None:
-            spec["audiences"] = [audience]
-        review = self.api("POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/"
-                                  f"{pod['spec']['serviceAccountName']}/token",
-                          {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
-        return review["status"]["token"]
+        return pod_token(self, pod, audience, seconds)
+
+
+def localized_authorization_config(config_text: str, deny_kubeconfig: str, workdir: Path) -> tuple[Path, int]:
+    """An authorization configuration (daemonset/apiserver/'s files, or the ConfigMap rendered for a release) as a
+    test's kube-apiserver takes it: its deny webhook's kubeconfig written into ``workdir`` and pointed at a free
+    loopback port nothing listens on (not the shipped 127.0.0.1:1: no fixed ports). Returns the path and the port."""
+    (closed,) = free_ports(1)
+    kubeconfig = workdir / "own-node-deny.kubeconfig"
+    kubeconfig.write_text(deny_kubeconfig.replace("https://127.0.0.1:1", f"https://127.0.0.1:{closed}"))
+    config = yaml.safe_load(config_text)
+    for authorizer in config["authorizers"]:
+        if authorizer["type"] == "Webhook":
+            authorizer["webhook"]["connectionInfo"]["kubeConfigFile"] = str(kubeconfig)
+    path = workdir / "authorization-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, closed
+
+
+def pod_token(client: ClusterClient, pod: dict, audience: str | None = AUDIENCE, seconds: int = 3600) -> str:
+    """A token for ``pod``'s ServiceAccount bound to the pod (TokenRequest, as the kubelet asks for one): it names
+    the pod's node in the user's extra ``authentication.kubernetes.io/node-name``."""
+    meta = pod["metadata"]
+    spec: dict = {"expirationSeconds": seconds,
+                  "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}}
+    if audience is not None:
+        spec["audiences"] = [audience]
+    review = client.api("POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/"
+                                f"{pod['spec']['serviceAccountName']}/token",
+                        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+    return review["status"]["token"]
 
 
 @pytest.fixture(scope="session")
