@@ -36,7 +36,8 @@ from tests.support.image import container_argv, dockerfile_stages, image_entrypo
 from tests.support.factory import container, pod, vm_pod
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST
-from tests.support.manifests import CLUSTER_SCOPED, render, restricted_user
+from tests.support.manifests import (AUTHORIZATION, CLUSTER_SCOPED, assert_restriction_follows_the_service_account,
+                                     render, restricted_user)
 from tests.support.repo import REPO as ROOT
 from tests.support.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
@@ -281,11 +282,6 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
 
 # --------------------------------------------------------------------------- the API server's own-node restriction
 
-AUTHORIZATION = ROOT / "daemonset" / "apiserver"
-#: The pieces of the webhook's user in the shipped file, which kustomization.yaml's replacements fill in.
-SHIPPED_USER_PIECES = "' + 'node-requests-agent' + ':' + 'node-requests-agent' + '"
-
-
 def renamed_kustomization(tmp_path: Path, namespace: str, extra: str = "") -> Path:
     """A copy of daemonset/ whose kustomization.yaml names another namespace (its one place), plus ``extra`` lines."""
     base = tmp_path / "daemonset"
@@ -295,30 +291,6 @@ def renamed_kustomization(tmp_path: Path, namespace: str, extra: str = "") -> Pa
     assert "\nnamespace: node-requests-agent\n" in text
     kustomization.write_text(text.replace("\nnamespace: node-requests-agent\n", f"\nnamespace: {namespace}\n") + extra)
     return base
-
-
-def assert_restriction_follows_the_service_account(objects: list[dict]) -> str:
-    """The ConfigMap's authorization configuration restricts exactly the ServiceAccount the DaemonSet's pods run as
-    and the ClusterRoleBinding grants; otherwise it is the shipped file. Returns that user."""
-    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
-    (binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
-    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
-    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
-    namespace, name = account["metadata"]["namespace"], account["metadata"]["name"]
-    assert daemonset["spec"]["template"]["spec"]["serviceAccountName"] == name
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    assert config_map["metadata"]["namespace"] == namespace
-    data = config_map["data"]
-    user = f"system:serviceaccount:{namespace}:{name}"
-    assert restricted_user(data["authorization-config.yaml"]) == user
-    assert data["authorization-config.yaml"] == (AUTHORIZATION / "authorization-config.yaml").read_text().replace(
-        SHIPPED_USER_PIECES, f"' + '{namespace}' + ':' + '{name}' + '")
-    assert data["own-node-deny.kubeconfig"] == (AUTHORIZATION / "own-node-deny.kubeconfig").read_text()
-    # The webhook's kubeconfig is the file beside it, where NOTES.txt and docs/deployment.md put both.
-    (webhook,) = [a for a in yaml.safe_load(data["authorization-config.yaml"])["authorizers"] if a["type"] == "Webhook"]
-    assert webhook["webhook"]["connectionInfo"]["kubeConfigFile"] == \
-        "/etc/kubernetes/node-requests-agent/own-node-deny.kubeconfig"
-    return user
 
 
 def test_the_shipped_authorization_file_restricts_the_default_service_account(agent_objects):

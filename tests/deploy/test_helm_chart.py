@@ -30,6 +30,7 @@ from tests.support.cluster import NEWEST, Cluster
 from tests.support.kwok import Kwok, wait_running
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO as ROOT
+from tests.support.manifests import assert_restriction_follows_the_service_account
 
 pytestmark = pytest.mark.cluster
 
@@ -156,7 +157,8 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     rendered = helm.template("--values", str(values), release="nra", namespace="observability")
     keyed = by_key(rendered)
     assert set(keyed) == {(k, "nra-node-requests-agent") for k in
-                          ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "NetworkPolicy")}
+                          ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "NetworkPolicy")} | \
+        {("ConfigMap", "nra-node-requests-agent-apiserver")}
     policy = keyed[("NetworkPolicy", "nra-node-requests-agent")]
     assert policy["metadata"]["namespace"] == "observability"
     assert policy["spec"]["ingress"] == [{"from": [PROMETHEUS_PEER, {"ipBlock": {"cidr": "10.0.0.0/16"}}],
@@ -271,6 +273,28 @@ def test_notes_say_how_to_reach_the_debug_views_and_check_the_numbers(helm: Helm
     off = helm("install", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, "--dry-run=client",
                "--set", "debug.enabled=false")
     assert "port-forward" not in off.stdout and "debug.enabled=false" in off.stdout
+
+
+@pytest.mark.parametrize("release,namespace", [("node-requests-agent", "node-requests-agent"), ("nra", "monitoring"),
+                                               ("team-node-requests-agent", "obs"), ("x" * 53, "kube-system")])
+def test_the_apiserver_restriction_names_the_releases_service_account(helm: Helm, release: str,
+                                                                       namespace: str) -> None:
+    """Issue 29 item 5: for any release name and namespace the rendered authorization configuration restricts the
+    ServiceAccount the release creates, binds and runs its pods as (and is otherwise daemonset/apiserver/'s file)."""
+    user = assert_restriction_follows_the_service_account(helm.template(release=release, namespace=namespace))
+    assert user.startswith(f"system:serviceaccount:{namespace}:") and release[:63] in user
+
+
+def test_notes_say_how_to_hand_the_restriction_to_the_api_server(helm: Helm) -> None:
+    result = helm("install", "nra", str(CHART), "--namespace", "monitoring", "--dry-run=client")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "system:serviceaccount:monitoring:nra-node-requests-agent" in notes
+    assert "--authorization-config=/etc/kubernetes/node-requests-agent/authorization-config.yaml" in notes
+    for key in ("authorization-config.yaml", "own-node-deny.kubeconfig"):
+        escaped = key.replace(".", "\\.")
+        assert (f"kubectl -n monitoring get configmap nra-node-requests-agent-apiserver -o jsonpath="
+                f"'{{.data.{escaped}}}' > {key}") in notes, key
 
 
 #: (--set arguments, what the schema's message must name)

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import yaml
 
+from tests.support.repo import REPO
+
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
+AUTHORIZATION = REPO / "daemonset" / "apiserver"
+#: The pieces of the webhook's user in the shipped file, which kustomization.yaml's replacements fill in.
+SHIPPED_USER_PIECES = "' + 'node-requests-agent' + ':' + 'node-requests-agent' + '"
 
 
 def render(directory: Path) -> list[dict]:
@@ -88,3 +93,27 @@ def restricted_user(authorization_config: str) -> str:
     match = re.fullmatch(r"request\.user == ((?:'[^']*'(?: \+ |$))+)", condition)
     assert match, f"not a comparison of request.user with literals: {condition}"
     return "".join(re.findall(r"'([^']*)'", match.group(1)))
+
+
+def assert_restriction_follows_the_service_account(objects: list[dict]) -> str:
+    """The ConfigMap's authorization configuration restricts exactly the ServiceAccount the DaemonSet's pods run as
+    and the ClusterRoleBinding grants; otherwise it is the shipped file. Returns that user."""
+    (account,) = [o for o in objects if o["kind"] == "ServiceAccount"]
+    (binding,) = [o for o in objects if o["kind"] == "ClusterRoleBinding"]
+    (daemonset,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    namespace, name = account["metadata"]["namespace"], account["metadata"]["name"]
+    assert daemonset["spec"]["template"]["spec"]["serviceAccountName"] == name
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+    assert config_map["metadata"]["namespace"] == namespace
+    data = config_map["data"]
+    user = f"system:serviceaccount:{namespace}:{name}"
+    assert restricted_user(data["authorization-config.yaml"]) == user
+    assert data["authorization-config.yaml"] == (AUTHORIZATION / "authorization-config.yaml").read_text().replace(
+        SHIPPED_USER_PIECES, f"' + '{namespace}' + ':' + '{name}' + '")
+    assert data["own-node-deny.kubeconfig"] == (AUTHORIZATION / "own-node-deny.kubeconfig").read_text()
+    # The webhook's kubeconfig is the file beside it, where NOTES.txt and docs/deployment.md put both.
+    (webhook,) = [a for a in yaml.safe_load(data["authorization-config.yaml"])["authorizers"] if a["type"] == "Webhook"]
+    assert webhook["webhook"]["connectionInfo"]["kubeConfigFile"] == \
+        "/etc/kubernetes/node-requests-agent/own-node-deny.kubeconfig"
+    return user
