@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -24,17 +23,17 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.helm import HELM_VERSION, helm_bin
+from components.helm import HELM_VERSION
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST, Cluster
 from tests.support.kwok import Kwok, wait_running
 from tests.support.waiting import wait_until
 from tests.support.repo import REPO as ROOT
+from tests.support.helm import CHART, Helm, built_helm
 from tests.support.manifests import assert_restriction_follows_the_service_account
 
 pytestmark = pytest.mark.cluster
 
-CHART = ROOT / "charts" / "node-requests-agent"
 #: A scraper of the debug port, as the values' comment shows it.
 PROMETHEUS_PEER = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
@@ -43,34 +42,8 @@ K8S_VERSION = "1.36"  # the oldest supported release, as tests/deploy/test_deplo
 
 
 @pytest.fixture(scope="module")
-def helm(tmp_path_factory) -> "Helm":
-    try:
-        binary = helm_bin() / "helm"
-    except Exception as error:  # a missing component fails the tests that need it, never skips them
-        pytest.fail(f"helm could not be built by components.helm: {error}", pytrace=False)
-    return Helm(binary, tmp_path_factory.mktemp("helm-home"))
-
-
-class Helm:
-    """The built helm with its own cache, config and data folders (nothing of the user's is read or written)."""
-
-    def __init__(self, binary: Path, home: Path) -> None:
-        self.binary = binary
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "HELM_"))}
-        for name in ("CACHE", "CONFIG", "DATA"):
-            self.env[f"HELM_{name}_HOME"] = str(home / name.lower())
-        self.env["KUBECONFIG"] = str(home / "no-kubeconfig")  # helm template needs no cluster; install passes one
-
-    def __call__(self, *args: str, kubeconfig: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-        env = dict(self.env)
-        if kubeconfig is not None:
-            env["KUBECONFIG"] = str(kubeconfig)
-        return subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=env, timeout=timeout)
-
-    def template(self, *args: str, release: str = "node-requests-agent", namespace: str = NAMESPACE) -> list[dict]:
-        result = self("template", release, str(CHART), "--namespace", namespace, *args)
-        assert result.returncode == 0, result.stderr
-        return [d for d in yaml.safe_load_all(result.stdout) if d]
+def helm(tmp_path_factory) -> Helm:
+    return built_helm(tmp_path_factory.mktemp("helm-home"))
 
 
 def by_key(objects: list[dict]) -> dict[tuple[str, str], dict]:
