@@ -3,7 +3,7 @@ PromQL query against real data.
 
 Not executed here (nothing of the kind runs on these machines): kubectl/kustomize against a cluster with a kubelet,
 a container build. The kustomizations are rendered by a small stand-in that follows kustomize's documented semantics
-for the features used (resources, namespace, configMapGenerator from files); the Dockerfile's steps run here, with
+for the features used (resources, namespace, configMapGenerator from files, replacements); the Dockerfile's steps run here, with
 the image's paths under a temporary folder. The Collector and Prometheus themselves run the shipped config, rules
 and dashboard queries in the ``collector`` tests (tests/collector/test_e2e_collector.py).
 """
