@@ -135,3 +135,31 @@ def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_s
     }]
     result = _run(tmp_path, tests)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_per_vm_rule_keeps_the_node_so_one_nodes_agent_cannot_add_to_anothers_vm(tmp_path):
+    """Issue 29: namespace and VM name are the sender's; only the node is the Collector's (from the token). A rogue
+    agent on node-r writes a series with the namespace and name of a VM running on node-a: the recording rule keeps
+    it apart, so the real VM's value stays the real one. A live migration (source on node-a, target on node-b) still
+    counts the VM once, on the source's node."""
+    def vm(node: str, pod: str, role: str, value: float) -> dict:
+        return {"series": f'vm_cpu_usage{{k8s_node_name="{node}",k8s_namespace_name="tenant",k8s_pod_name="{pod}",'
+                          f'k8s_pod_uid="uid-{pod}",neon_vm_name="db",neon_vm_migration_role="{role}"}}',
+                "values": f"{value}x20"}
+
+    rule = "vm:vm_cpu_usage:once"
+    tests = [{
+        "interval": STEP,
+        "input_series": [vm("node-a", "db-source", "source", 2), vm("node-b", "db-target", "target", 2),
+                         vm("node-r", "forged", "none", 50)],
+        "promql_expr_test": [{"expr": rule, "eval_time": "2m", "exp_samples": [
+            {"labels": f'{rule}{{k8s_node_name="node-a",k8s_namespace_name="tenant",neon_vm_name="db"}}', "value": 2},
+            {"labels": f'{rule}{{k8s_node_name="node-r",k8s_namespace_name="tenant",neon_vm_name="db"}}', "value": 50},
+        ]}],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Every recording rule whose input is a per-VM series groups by the node.
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    per_vm = [r for g in groups for r in g["rules"] if "record" in r and "neon_vm_name" in r["expr"]]
+    assert per_vm and all("k8s_node_name" in r["expr"].split("(")[1] for r in per_vm), per_vm
