@@ -92,7 +92,7 @@ def _dropped(otelcol: Collector) -> dict[str, float]:
     assert status == 200
     out: dict[str, float] = {}
     for line in body.decode().splitlines():
-        if line.startswith("otelcol_nodeidentity_dropped_points"):
+        if line.startswith("otelcol_nodeidentity_dropped_points{"):  # the name docs/deployment.md gives
             reason = re.search(r'reason="([^"]+)"', line).group(1)
             assert 'node="node-a"' in line, line
             out[reason] = out.get(reason, 0) + float(line.rsplit(" ", 1)[1])
