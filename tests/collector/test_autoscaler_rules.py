@@ -163,3 +163,27 @@ def test_every_per_vm_rule_keeps_the_node_so_one_nodes_agent_cannot_add_to_anoth
     groups = yaml.safe_load(RULES.read_text())["groups"]
     per_vm = [r for g in groups for r in g["rules"] if "record" in r and "neon_vm_name" in r["expr"]]
     assert per_vm and all("k8s_node_name" in r["expr"].split("(")[1] for r in per_vm), per_vm
+
+
+def test_points_the_collector_drops_for_a_node_alert_after_ten_minutes(tmp_path):
+    """Issue 29: beyond a node's pod budget (or with a wrong type) nodeidentity drops points; not silently. The
+    Collector's counter (as tests/collector/test_collector_write_path.py reads it) rising for 10 min fires the alert
+    naming the node and the reason; a node whose counter stays flat does not."""
+    alert = "OtelCollectorDroppingAgentPoints"
+    counter = 'otelcol_nodeidentity_dropped_points{{instance="collector-0:8888",job="otel-collector",node="{}",reason="{}"}}'
+    tests = [{
+        "interval": STEP,
+        "input_series": [
+            {"series": counter.format("big-node", "pod_budget"), "values": f"0+80x{HOURS}"},  # 80 more each push
+            {"series": counter.format("quiet-node", "pod_budget"), "values": f"5x{HOURS}"},  # dropped once, long ago
+        ],
+        "alert_rule_test": [
+            {"eval_time": "9m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "12m", "alertname": alert, "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "node": "big-node", "reason": "pod_budget"},
+                "exp_annotations": {"summary": "The Collector drops pod_budget points of node big-node: its pods or "
+                                               "series are not all in Prometheus"}}]},
+        ],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -556,7 +556,7 @@ def test_rules_pass_promtool():
     result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 18 rules found" in result.stdout
+    assert "SUCCESS: 19 rules found" in result.stdout
 
 
 def _expressions() -> list[tuple[str, str]]:
