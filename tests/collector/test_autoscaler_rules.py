@@ -135,3 +135,55 @@ def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_s
     }]
     result = _run(tmp_path, tests)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_per_vm_rule_keeps_the_node_so_one_nodes_agent_cannot_add_to_anothers_vm(tmp_path):
+    """Issue 29: namespace and VM name are the sender's; only the node is the Collector's (from the token). A rogue
+    agent on node-r writes a series with the namespace and name of a VM running on node-a: the recording rule keeps
+    it apart, so the real VM's value stays the real one. A live migration (source on node-a, target on node-b) still
+    counts the VM once, on the source's node."""
+    def vm(node: str, pod: str, role: str, value: float) -> dict:
+        return {"series": f'vm_cpu_usage{{k8s_node_name="{node}",k8s_namespace_name="tenant",k8s_pod_name="{pod}",'
+                          f'k8s_pod_uid="uid-{pod}",neon_vm_name="db",neon_vm_migration_role="{role}"}}',
+                "values": f"{value}x20"}
+
+    rule = "vm:vm_cpu_usage:once"
+    tests = [{
+        "interval": STEP,
+        "input_series": [vm("node-a", "db-source", "source", 2), vm("node-b", "db-target", "target", 2),
+                         vm("node-r", "forged", "none", 50)],
+        "promql_expr_test": [{"expr": rule, "eval_time": "2m", "exp_samples": [
+            {"labels": f'{rule}{{k8s_node_name="node-a",k8s_namespace_name="tenant",neon_vm_name="db"}}', "value": 2},
+            {"labels": f'{rule}{{k8s_node_name="node-r",k8s_namespace_name="tenant",neon_vm_name="db"}}', "value": 50},
+        ]}],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Every recording rule whose input is a per-VM series groups by the node.
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    per_vm = [r for g in groups for r in g["rules"] if "record" in r and "neon_vm_name" in r["expr"]]
+    assert per_vm and all("k8s_node_name" in r["expr"].split("(")[1] for r in per_vm), per_vm
+
+
+def test_points_the_collector_drops_for_a_node_alert_after_ten_minutes(tmp_path):
+    """Issue 29: beyond a node's pod budget (or with a wrong type) nodeidentity drops points; not silently. The
+    Collector's counter (as tests/collector/test_collector_write_path.py reads it) rising for 10 min fires the alert
+    naming the node and the reason; a node whose counter stays flat does not."""
+    alert = "OtelCollectorDroppingAgentPoints"
+    counter = 'otelcol_nodeidentity_dropped_points{{instance="collector-0:8888",job="otel-collector",node="{}",reason="{}"}}'
+    tests = [{
+        "interval": STEP,
+        "input_series": [
+            {"series": counter.format("big-node", "pod_budget"), "values": f"0+80x{HOURS}"},  # 80 more each push
+            {"series": counter.format("quiet-node", "pod_budget"), "values": f"5x{HOURS}"},  # dropped once, long ago
+        ],
+        "alert_rule_test": [
+            {"eval_time": "9m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "12m", "alertname": alert, "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "node": "big-node", "reason": "pod_budget"},
+                "exp_annotations": {"summary": "The Collector drops pod_budget points of node big-node: its pods or "
+                                               "series are not all in Prometheus"}}]},
+        ],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr

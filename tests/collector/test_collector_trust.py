@@ -9,6 +9,7 @@ with its remote-write receiver and the shipped rules. The rogue is a test sender
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 
@@ -16,7 +17,7 @@ import pytest
 
 from tests.support.agent_process import AgentProcess, otlp_env
 from tests.support.cluster import ApiError, write_kubeconfig
-from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, grpc_variant_config, otlp_request
 from tests.support.histogram_quantile import quantile_matches_agent
 from tests.support.waiting import wait_until
 from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus, series_count
@@ -157,9 +158,18 @@ def test_the_real_agent_passes_with_its_token_and_every_metric_it_sends_arrives(
         def kubeconfig(path):
             return str(write_kubeconfig(path, cluster.server, cluster.pki, "agent", token=api_token))
 
-    endpoint = otelcol.otlp_grpc_endpoint if protocol == "grpc" else otelcol.otlp_http_endpoint
-    env = {**otlp_env(endpoint, protocol), "NRA_OTLP_TOKEN_FILE": str(token_dir / "token")}
-    with AgentProcess(_Api(), tmp_path / "agent", node, env, 1.0) as agent:
+    # The shipped Collector takes OTLP/HTTP only; for gRPC, one with docs/deployment.md's gRPC receiver added.
+    own = (Collector(tmp_path / "otelcol", grpc_variant_config(tmp_path / "otelcol"),
+                     env=collector_env(cluster, f"{prom.url}/api/v1/write")) if protocol == "grpc" else None)
+    with own or contextlib.nullcontext(otelcol) as otelcol:
+        endpoint = otelcol.otlp_grpc_endpoint if protocol == "grpc" else otelcol.otlp_http_endpoint
+        _agent_sends_everything(prom, node, protocol, {**otlp_env(endpoint, protocol),
+                                                       "NRA_OTLP_TOKEN_FILE": str(token_dir / "token")}, _Api(), tmp_path)
+
+
+def _agent_sends_everything(prom, node, protocol, env, api, tmp_path) -> None:
+    """The real agent pushes with ``env`` until every metric it sends has arrived, each labelled with its node."""
+    with AgentProcess(api, tmp_path / "agent", node, env, 1.0) as agent:
         names = wait_until(lambda: (n := prom.names(f'{{job="node-requests-agent",instance="{node}"}}')) >= {
             "node_requests_agent_exports_total", "node_requests_node_cpu_cores", "process_memory_usage"} and n,
             timeout=30, message="the agent's series in Prometheus")

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import NamedTuple
@@ -362,7 +363,7 @@ def test_network_policy_admits_only_agents_to_otlp_and_only_prometheus_to_metric
     metrics_port = int(re.search(r":-(\d+)\}", str(reader["port"])).group(1))
     # The health_check extension's port; 13133 is its documented default.
     health_port = port_of(config.get("extensions", {}).get("health_check", {}).get("endpoint", ":13133"))
-    assert otlp_ports == {4317, 4318}
+    assert otlp_ports == {4318}  # only OTLP/HTTP, the protocol the shipped agent pushes
     # OTLP: only the agent's pods in the agent's namespace, both selectors in one peer (AND, not OR).
     ds = agent_objects[("DaemonSet", "node-requests-agent")]
     agent_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ds["metadata"]["namespace"]}},
@@ -379,6 +380,41 @@ def test_network_policy_admits_only_agents_to_otlp_and_only_prometheus_to_metric
     declared = {p["containerPort"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
     assert declared <= otlp_ports | {metrics_port, health_port}
     assert admitted(policy, 9808) == []
+
+
+def test_prometheus_network_policy_admits_only_the_collector_and_named_readers_to_its_write_port(collector_objects):
+    """Issue 29: Prometheus' remote-write receiver writes whatever any peer POSTs, around the Collector's token check.
+    The shipped policy beside it admits to the port of PROMETHEUS_REMOTE_WRITE_URL only the Collector's pods (in the
+    Collector's namespace, both selectors in one peer) and the readers it names; no other port. Rendered as
+    ``kubectl apply -k otel-config/prometheus`` would (no CNI enforcing it runs here: docs/testing.md says so)."""
+    objects = render(ROOT / "otel-config" / "prometheus")
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+    assert policy["metadata"]["namespace"] == "monitoring"  # Prometheus' namespace, not the Collector's
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    deployment = collector_objects[("Deployment", "otel-collector")]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    url = next(e["value"] for e in container["env"] if e["name"] == "PROMETHEUS_REMOTE_WRITE_URL")
+    config = (ROOT / "otel-config" / "collector.yaml").read_text()
+    default = re.search(r"PROMETHEUS_REMOTE_WRITE_URL:-([^}]+)\}", config).group(1)
+    write_port = {urllib.parse.urlsplit(u).port for u in (url, default)}
+    assert write_port == {9090}
+    collector_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": deployment["metadata"]["namespace"]}},
+                      "podSelector": {"matchLabels": deployment["spec"]["template"]["metadata"]["labels"]}}
+    peers = admitted(policy, 9090)
+    assert peers[0] == collector_peer
+    # The readers: each one named by namespace and pod label in one peer, never a whole namespace or everyone.
+    assert peers[1:] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "grafana"}}}]
+    for rule in policy["spec"]["ingress"]:
+        assert rule.get("from") and [p["port"] for p in rule["ports"]] == [9090]
+        for peer in rule["from"]:
+            assert set(peer) == {"namespaceSelector", "podSelector"} and peer["podSelector"]["matchLabels"]
+    # The agents' pods and any other pod: not admitted.
+    agent_peer_labels = {"app.kubernetes.io/name": "node-requests-agent"}
+    assert all(p["podSelector"]["matchLabels"] != agent_peer_labels for p in peers)
+    assert admitted(policy, 9091) == [] and admitted(policy, 8080) == []
 
 
 def test_agent_network_policy_admits_nobody_over_the_pod_network(agent_objects):
@@ -573,7 +609,7 @@ def test_rules_pass_promtool():
     result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 18 rules found" in result.stdout
+    assert "SUCCESS: 19 rules found" in result.stdout
 
 
 def _expressions() -> list[tuple[str, str]]:

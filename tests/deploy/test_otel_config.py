@@ -49,8 +49,27 @@ def _agent_metric_names() -> set[str]:
     return set(GAUGES) | set(PROCESS_METRICS) | {PREFIX + m.name for m in RUNTIME_METRICS}
 
 
-def test_the_allow_list_is_exactly_the_agents_metrics():
-    assert set(config()["processors"]["nodeidentity"]["metrics"]) == _agent_metric_names()
+def _agent_metric_types() -> dict[str, str]:
+    """Each metric the agent sends with the OTLP type it sends it as (agent/export/otlp/encode.py, the SDK's
+    observable counters for the process metrics)."""
+    from agent.export.metrics import GAUGES
+    from agent.export.otlp.process import PROCESS_METRICS
+    from agent.telemetry.table import PREFIX, RUNTIME_METRICS
+
+    otlp = {"gauge": "gauge", "counter": "sum", "histogram": "histogram"}
+    return ({n: "gauge" for n in GAUGES} | {n: "sum" for n in PROCESS_METRICS}
+            | {PREFIX + m.name: otlp[m.kind] for m in RUNTIME_METRICS})
+
+
+def test_the_allow_list_is_exactly_the_agents_metrics_each_with_its_type():
+    declared = {name: typ for typ, names in config()["processors"]["nodeidentity"]["metrics"].items() for name in names}
+    assert set(declared) == _agent_metric_names()
+    assert declared == _agent_metric_types()
+
+
+def test_the_per_node_pod_budget_is_the_kubelets_max_pods_plus_as_many_ended():
+    c = config()["processors"]["nodeidentity"]
+    assert c["max_pods_per_node"] == "${env:NODEIDENTITY_MAX_PODS_PER_NODE:-220}" and c["pod_window"] == "1m"
 
 
 def test_the_shipped_pipeline_checks_the_token_and_writes_synchronously():
@@ -74,9 +93,19 @@ def test_pull_variant_series_expire_after_three_of_the_agents_default_export_int
     assert expiration == f"{3 * interval:g}s"
 
 
-def test_otlp_receiver_takes_grpc_and_http_and_memory_limiter_runs_first():
+def test_otlp_receiver_takes_only_http_bounded_and_memory_limiter_runs_first():
+    """Issue 29: the agent pushes OTLP/HTTP (daemonset.yaml); a gRPC receiver was an unused way in. The body is
+    bounded (received and decompressed), and so are the requests read at once (the admission middleware)."""
     c = config()
-    assert set(c["receivers"]["otlp"]["protocols"]) == {"grpc", "http"}
+    assert set(c["receivers"]["otlp"]["protocols"]) == {"http"}
+    daemonset = yaml.safe_load((OTEL.parent / "daemonset" / "daemonset.yaml").read_text())
+    env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    http = c["receivers"]["otlp"]["protocols"]["http"]
+    assert http["max_request_body_size"] == 4 * 2**20
+    assert http["compression_algorithms"] == ["", "gzip"]
+    assert http["middlewares"] == [{"id": "admission"}] and "admission" in c["service"]["extensions"]
+    assert c["extensions"]["admission"]["max_concurrent_requests"] == 8
     assert c["service"]["pipelines"]["metrics"]["processors"][0] == "memory_limiter"
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import textwrap
 import time
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,10 +32,12 @@ from tests.support.waiting import wait_until
 from tests.support.repo import REPO
 
 __all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "gauge",
-           "otlp_request", "post_otlp", "prometheus_config", "pull_variant_config", "sum_metric"]
+           "grpc_receiver", "grpc_variant_config", "otlp_request", "post_otlp", "prometheus_config",
+           "pull_variant_config", "sum_metric"]
 
 SHIPPED_CONFIG = REPO / "otel-config" / "collector.yaml"
 SCRAPE_CONFIG = REPO / "otel-config" / "prometheus" / "scrape.yaml"
+DEPLOYMENT_DOC = REPO / "docs" / "deployment.md"
 
 # The environment variables otel-config/collector.yaml reads its listen addresses from.
 ENDPOINT_VARS = ("OTLP_GRPC_ENDPOINT", "OTLP_HTTP_ENDPOINT", "PROMETHEUS_EXPORTER_ENDPOINT", "HEALTH_CHECK_ENDPOINT")
@@ -89,6 +93,28 @@ def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5
     return http_request(url, "POST", timeout, data=request.SerializeToString(), headers=headers)[0]
 
 
+def grpc_receiver() -> dict:
+    """The gRPC receiver block docs/deployment.md gives for agents set to protocol grpc (the shipped config has
+    only OTLP/HTTP), read from the document so that what the tests run is what it tells operators to add."""
+    text = DEPLOYMENT_DOC.read_text()
+    block = re.search(r"Variant, gRPC receiver\*\*.*?```yaml\n(.*?)```", text, re.S)
+    assert block, "docs/deployment.md has no 'Variant, gRPC receiver' yaml block"
+    return yaml.safe_load(textwrap.dedent(block.group(1)))["grpc"]
+
+
+def _with_grpc(config: dict) -> dict:
+    config["receivers"]["otlp"]["protocols"]["grpc"] = grpc_receiver()
+    return config
+
+
+def grpc_variant_config(directory: Path) -> Path:
+    """The shipped config with docs/deployment.md's gRPC receiver added, written into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "collector-grpc-variant.yaml"
+    path.write_text(yaml.safe_dump(_with_grpc(yaml.safe_load(SHIPPED_CONFIG.read_text())), sort_keys=False))
+    return path
+
+
 def pull_variant_config(directory: Path) -> Path:
     """The shipped config as the scrape-based tests run it, written into ``directory``.
 
@@ -97,8 +123,9 @@ def pull_variant_config(directory: Path) -> Path:
     and the pipeline ends in the pull variant's prometheus exporter (with batch) as docs/deployment.md describes.
     Everything else (memory_limiter, the exporters' settings) is the shipped file's. The token path
     and the remote-write pipeline run unmodified in tests/test_collector_trust.py and its neighbours.
+    Those tests' agents push over both protocols, so docs/deployment.md's gRPC receiver is added.
     """
-    config = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    config = _with_grpc(yaml.safe_load(SHIPPED_CONFIG.read_text()))
     for protocol in config["receivers"]["otlp"]["protocols"].values():
         protocol.pop("auth", None)
     config["extensions"].pop("oidc")
