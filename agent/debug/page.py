@@ -18,7 +18,7 @@ import html
 import time
 
 from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
-from agent.model.scale_down import UNDERUTILIZED, Verdict as ScaleDownVerdict
+from agent.model.scale_down import Verdict as ScaleDownVerdict
 from agent.model.units import cores, memory, percent
 from agent.report.autoscaler import headline, ratio_text
 from agent.report.views import CANNOT_SEE
@@ -119,7 +119,7 @@ def _verdict_section(v: ScaleDownVerdict) -> str:
     pdbs = ("PodDisruptionBudgets known." if v.pdbs_known else
             "PodDisruptionBudgets not known (no PDB watch): a kube-system pod is shown as blocking unless a PDB covers it.")
     problems = "".join(f"<li>{e(p)}</li>" for p in v.problems)
-    candidate = " class=candidate" if v.state == UNDERUTILIZED and not v.blockers else ""
+    candidate = " class=candidate" if v.candidate else ""
     return f"""<h2>Cluster-autoscaler's verdict <small class=muted>release {e(v.release or '-')}</small></h2>
 <p id=verdict-state data-state="{e(v.state)}"{candidate}>{e(headline(v).removeprefix("AUTOSCALER  "))}</p>
 <div class=verdict><table id=autoscaler-utilization><tr><th>resource</th><th>utilization</th><th>threshold</th></tr>{util_rows}</table>
