@@ -13,8 +13,9 @@ Followed, with the source read (docs/autoscaler.md has the whole account):
   ignore flags say so; the larger of cpu and memory (memory on a tie), or on a GPU node the GPU's alone (0 when the
   node has a GPU label but no GPU allocatable yet). Terminal pods are left out as the autoscaler's pod lister does.
 * **eligibility** (core/scaledown/eligibility): the scale-down-disabled annotation (exactly "true") first; then
-  underutilized when below the threshold (the GPU threshold on a GPU node); from 1.37 at or below it
-  (``isNodeAtOrBelowUtilizationThreshold``).
+  underutilized when below the threshold (the GPU threshold on a GPU node); at or below it
+  (``isNodeAtOrBelowUtilizationThreshold``, kubernetes/autoscaler #8975) in 1.36 and later and in the patch
+  releases of 1.32 to 1.34 cut after 2026-01-09 (#9033, #9034, #9035; 1.35 treated alike, unverified).
 * **drain rules** (simulator/drainability/rules, defaults), in order, the first outcome wins: mirror,
   long-terminating, controller existence (skipped: the agent does not watch controllers, so a pod whose
   ReplicaSet/Job/StatefulSet/ReplicationController is gone is not reported as ControllerNotFound), DaemonSet,
@@ -49,7 +50,7 @@ from agent.model.valuation import PodValue
 __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "scale_down_verdict", "STATES", "REASONS",
            "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
-           "LONG_TERMINATING_EXTRA"]
+           "LONG_TERMINATING_EXTRA", "AT_OR_BELOW_FROM"]
 
 # The verdict's states (bounded: exported as a label value).
 UNDERUTILIZED = "underutilized"
@@ -68,6 +69,8 @@ NOT_ENOUGH_PDB = "not_enough_pdb"
 REASONS = (NOT_REPLICATED, UNMOVABLE_KUBE_SYSTEM, KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE,
            NOT_ENOUGH_PDB)
 
+#: The first minor release whose patch releases count a node exactly at its threshold as underutilized.
+AT_OR_BELOW_FROM = 32
 #: drain.PodLongTerminatingExtraThreshold: a deleted pod counts until its grace period plus this has passed.
 LONG_TERMINATING_EXTRA = 30.0
 #: apiv1.DefaultTerminationGracePeriodSeconds, for a pod whose spec does not say.
@@ -350,7 +353,9 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
         utilization, state = Utilization(cpu=None, memory=None), NO_NODE
     else:
         utilization = _utilization(node, live, settings, clock, problems)
-        at_or_below = _minor(settings.release) >= 37
+        # At or below the threshold (kubernetes/autoscaler #8975, merged to master for 1.36 and cherry-picked to
+        # release-1.32/1.33/1.34 on 2026-01-09): a release's latest patches; below it before 1.32.
+        at_or_below = _minor(settings.release) >= AT_OR_BELOW_FROM
         if node.scale_down_disabled == "true":
             state = SCALE_DOWN_DISABLED
         elif utilization.value is None:

@@ -37,7 +37,7 @@ def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
 
 
 def _relation(value: float, threshold: float) -> str:
-    """The comparison as it came out (a release from 1.37 counts a node at its threshold as underutilized)."""
+    """The comparison as it came out (from 1.32 a node at its threshold counts as underutilized)."""
     return "<" if value < threshold else ">" if value > threshold else "="
 
 

@@ -202,10 +202,14 @@ def test_scale_down_disabled_annotation_only_as_exactly_true():
 
 
 def test_threshold_boundary_by_release():
-    """Below the threshold before 1.37; at or below it from 1.37 (isNodeAtOrBelowUtilizationThreshold)."""
+    """At or below the threshold (isNodeAtOrBelowUtilizationThreshold, kubernetes/autoscaler #8975): in master from
+    2026-01 (so 1.36 and later) and cherry-picked to release-1.32, 1.33 and 1.34; strictly below before 1.32 (and in
+    neon's 1.31.1)."""
     half = pod("half", containers=[container("a", "4", "1Gi")], owner_references=rs())
-    assert verdict([half], node("node"), release="1.36", now=NOW).state == NOT_UNDERUTILIZED
-    assert verdict([half], node("node"), release="1.37", now=NOW).state == UNDERUTILIZED
+    for release in ("1.28", "1.31", "neon"):
+        assert verdict([half], node("node"), release=release, now=NOW).state == NOT_UNDERUTILIZED, release
+    for release in ("1.32", "1.34", "1.36", "1.37"):
+        assert verdict([half], node("node"), release=release, now=NOW).state == UNDERUTILIZED, release
 
 
 def test_no_node():
