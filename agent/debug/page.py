@@ -108,6 +108,11 @@ def _verdict_section(v: ScaleDownVerdict) -> str:
                               f"<td class=detail>{e(b.detail)}</td></tr>" for b in v.blockers) + "</table>")
     else:
         blockers = "<p id=autoscaler-blockers>No pod blocks the node's removal.</p>"
+    if v.pdb_risks:
+        blockers += ("<p id=autoscaler-pdb-risks>Risky, not blocking: "
+                     + "; ".join(f"PodDisruptionBudget {e(r.namespace)}/{e(r.name)} allows {r.disruptions_allowed} and "
+                                 f"covers {r.pods} of the node's pods" for r in v.pdb_risks)
+                     + " (the autoscaler cannot evict them all at once; the drain may time out).</p>")
     differing = ""
     if v.differing:
         differing = (f"<table id=autoscaler-differing><tr><th>pod counted differently by cluster-autoscaler "

@@ -180,3 +180,7 @@ def test_pdb_risks_reach_the_json_and_the_text():
     text = "\n".join(verdict_lines(v, width=None))
     assert "RISKY  PodDisruptionBudget ns/web allows 1 disruption and covers 3 of the node's pods" in text
     assert v.candidate  # a risk does not block
+    from agent.debug.page import _verdict_section
+
+    assert "PodDisruptionBudget ns/web allows 1 and covers 3 of the node's pods" in _verdict_section(v)
+    assert "autoscaler-pdb-risks" not in _verdict_section(verdict())
