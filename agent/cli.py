@@ -164,7 +164,8 @@ def _to_a_pipe(command: Callable[[], int]) -> int:
     """Run a command that prints; if the reader went away (``explain | head``), stop quietly as CLI tools do.
 
     Python's documented recipe (the signal module's note on SIGPIPE): the output still buffered goes to devnull, so
-    the interpreter's last flush does not raise again; the exit status is the shell's for a command its pipe ended.
+    the interpreter's last flush does not raise again. The recipe exits 1; this exits 141, what the shell reports for
+    `yes | head` and other tools a closed pipe ends, so `set -o pipefail` scripts see what they see for those.
     """
     try:
         code = command()
