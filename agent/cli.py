@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from agent import __version__
@@ -156,6 +156,27 @@ def _unknown_command(word: str) -> str:
     return f"unknown command {word!r}{hint}; commands: {', '.join(COMMANDS)}"
 
 
+#: What a shell reports for a command ended by SIGPIPE (128 + 13), as `yes | head` shows for yes.
+EXIT_PIPE_CLOSED = 141
+
+
+def _to_a_pipe(command: Callable[[], int]) -> int:
+    """Run a command that prints; if the reader went away (``explain | head``), stop quietly as CLI tools do.
+
+    Python's documented recipe (the signal module's note on SIGPIPE): the output still buffered goes to devnull, so
+    the interpreter's last flush does not raise again. The recipe exits 1; this exits 141, what the shell reports for
+    `yes | head` and other tools a closed pipe ends, so `set -o pipefail` scripts see what they see for those.
+    """
+    try:
+        code = command()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = _prog()
@@ -176,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ConfigError as exc:
                 print(f"node-requests-agent explain: {exc}", file=sys.stderr)
                 return EXIT_CONFIG
-            return explain(args, cluster_access(args.kubeconfig, args.context, os.environ), autoscaler=autoscaler)
+            return _to_a_pipe(lambda: explain(args, cluster_access(args.kubeconfig, args.context, os.environ),
+                                              autoscaler=autoscaler))
         flags = vars(args)
     try:
         config = from_sources(flags, os.environ)

@@ -18,7 +18,7 @@ import html
 import time
 
 from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
-from agent.model.scale_down import UNDERUTILIZED, Verdict as ScaleDownVerdict
+from agent.model.scale_down import Verdict as ScaleDownVerdict
 from agent.model.units import cores, memory, percent
 from agent.report.autoscaler import headline, ratio_text
 from agent.report.views import CANNOT_SEE
@@ -108,6 +108,11 @@ def _verdict_section(v: ScaleDownVerdict) -> str:
                               f"<td class=detail>{e(b.detail)}</td></tr>" for b in v.blockers) + "</table>")
     else:
         blockers = "<p id=autoscaler-blockers>No pod blocks the node's removal.</p>"
+    if v.pdb_risks:
+        blockers += ("<p id=autoscaler-pdb-risks>Risky, not blocking: "
+                     + "; ".join(f"PodDisruptionBudget {e(r.namespace)}/{e(r.name)} allows {r.disruptions_allowed} and "
+                                 f"covers {r.pods} of the node's pods" for r in v.pdb_risks)
+                     + " (the autoscaler cannot evict them all at once; the drain may time out).</p>")
     differing = ""
     if v.differing:
         differing = (f"<table id=autoscaler-differing><tr><th>pod counted differently by cluster-autoscaler "
@@ -119,7 +124,7 @@ def _verdict_section(v: ScaleDownVerdict) -> str:
     pdbs = ("PodDisruptionBudgets known." if v.pdbs_known else
             "PodDisruptionBudgets not known (no PDB watch): a kube-system pod is shown as blocking unless a PDB covers it.")
     problems = "".join(f"<li>{e(p)}</li>" for p in v.problems)
-    candidate = " class=candidate" if v.state == UNDERUTILIZED and not v.blockers else ""
+    candidate = " class=candidate" if v.candidate else ""
     return f"""<h2>Cluster-autoscaler's verdict <small class=muted>release {e(v.release or '-')}</small></h2>
 <p id=verdict-state data-state="{e(v.state)}"{candidate}>{e(headline(v).removeprefix("AUTOSCALER  "))}</p>
 <div class=verdict><table id=autoscaler-utilization><tr><th>resource</th><th>utilization</th><th>threshold</th></tr>{util_rows}</table>

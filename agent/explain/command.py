@@ -39,24 +39,23 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
     from agent.source.documents import DumpError
 
     from_server = False
-    pdbs_problem = ""
     try:
         version = kubernetes_version(args.kubernetes_version)
         if args.live:
             if args.file != "-" or args.node_file:
                 raise _Failed("--live reads the cluster: give no input file or --node-file")
             from_server = version is None
-            listed, server_version = list_live(args, cluster, ask_version=from_server)
-            pods, nodes, skipped, pdbs, pdbs_problem = listed
+            read, server_version = list_live(args, cluster, ask_version=from_server)
             version = version or server_version
         else:
             if args.kubeconfig or args.context:
                 raise _Failed("--kubeconfig and --context read the cluster: add --live")
             where = "standard input" if args.file == "-" else args.file
-            dump = pods_dump(_read(args.file, where), where)
-            pods, nodes, skipped, pdbs = dump.pods, dump.nodes, dump.skipped, dump.pdbs
+            read = pods_dump(_read(args.file, where), where)
             if args.node_file is not None:
-                nodes = nodes + nodes_only(_read(args.node_file, args.node_file), args.node_file)
+                read = read._replace(nodes=read.nodes + nodes_only(_read(args.node_file, args.node_file),
+                                                                   args.node_file))
+        pods, nodes, skipped, pdbs, pdbs_problem = read
         rules, warning = (NEWEST, None) if version is None else rules_for(version)
         view = explain_view(pods, nodes, rules, args.node, args.sort)
         # The verdict at this moment (a kube-system pod stops blocking after the autoscaler's timeout).
@@ -93,7 +92,7 @@ def _read(path: str, where: str) -> list:
 
 
 def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: bool = False):
-    """One LIST of pods, one of Nodes and one of PDBs through the agent's own source code (``Listed``); the API
+    """One LIST of pods, one of Nodes and one of PDBs through the agent's own source code (``ClusterObjects``); the API
     server's version if asked."""
     from agent.model.rules import VersionError
     from agent.source.cluster_list import list_cluster

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
 from agent.report.views import pod_report, summary_report, totals_report, verdict_report
 from agent.model.autoscaler_settings import AutoscalerSettings
-from agent.model.pdb import PdbRecord
 from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.node import NodeRecord
@@ -30,9 +29,9 @@ from agent.model.rules import KubernetesVersion, Rules
 from agent.model.valuation import PodValue, evaluate
 from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.pipeline.events import DELETED
-from agent.source.documents import DumpError, changes, objects_in
+from agent.source.documents import ClusterObjects, DumpError, changes, objects_in
 
-__all__ = ["Dump", "read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
+__all__ = ["read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
            "explain_json", "rules_line", "verdicts", "HOW_TO_DUMP"]
 
 HOW_TO_DUMP = "kubectl get nodes,pods -A -o json | node-requests-agent explain"
@@ -40,15 +39,6 @@ HOW_TO_DUMP = "kubectl get nodes,pods -A -o json | node-requests-agent explain"
 
 class NothingToExplain(DumpError):
     """The input parsed but holds no pod (or no Node where one was asked for)."""
-
-
-class Dump(NamedTuple):
-    pods: list[PodRecord]
-    nodes: list[NodeRecord]
-    skipped: list[Skipped]  # objects that could not be identified, with why
-    # The PodDisruptionBudgets; None when the dump holds none (not even an empty PodDisruptionBudgetList): then
-    # they are unknown, as for an agent without the PDB watch.
-    pdbs: list[PdbRecord] | None = None
 
 
 def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool) -> None:
@@ -59,7 +49,7 @@ def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool
             into[key] = record
 
 
-def read_dump(documents: Iterable[Any]) -> Dump:
+def read_dump(documents: Iterable[Any]) -> ClusterObjects:
     """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped."""
     pods: dict[str, PodRecord] = {}
     nodes: dict[str, NodeRecord] = {}
@@ -76,7 +66,8 @@ def read_dump(documents: Iterable[Any]) -> Dump:
         if change.pdbs or change.pdbs_only:
             pdbs = {} if pdbs is None else pdbs
             _apply(pdbs, ((p.uid, p) for p in pdb_records), deleted)
-    return Dump(list(pods.values()), list(nodes.values()), skipped, None if pdbs is None else list(pdbs.values()))
+    return ClusterObjects(list(pods.values()), list(nodes.values()), skipped,
+                          None if pdbs is None else list(pdbs.values()))
 
 
 def nodes_only(documents: list[Any], where: str) -> list[NodeRecord]:
@@ -119,7 +110,7 @@ def _require_objects(documents: list[Any], where: str) -> None:
         raise DumpError(f"{where}: expected Kubernetes objects (JSON or YAML), {found(documents)}; run {HOW_TO_DUMP}")
 
 
-def pods_dump(documents: list[Any], where: str = "the input") -> Dump:
+def pods_dump(documents: list[Any], where: str = "the input") -> ClusterObjects:
     """The dump, where it holds at least one pod: input without one says what it held and what to run."""
     _require_objects(documents, where)
     dump = read_dump(documents)

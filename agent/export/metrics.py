@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary
-from agent.model.scale_down import REASONS, STATES, UNDERUTILIZED, Verdict
+from agent.model.scale_down import STATES, Verdict
 from agent.model.valuation import PodValue
 
 __all__ = ["Gauge", "Point", "GAUGES", "state_points", "verdict_points", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
@@ -92,13 +92,11 @@ def verdict_points(verdict: Verdict) -> Iterator[Point]:
     yield Point(AUTOSCALER_THRESHOLD, {}, verdict.threshold)
     for state in STATES:
         yield Point(AUTOSCALER_STATE, {"state": state}, 1 if verdict.state == state else 0)
-    yield Point(AUTOSCALER_CANDIDATE, {}, 1 if verdict.state == UNDERUTILIZED and not verdict.blockers else 0)
-    counts = dict.fromkeys(REASONS, 0)
+    yield Point(AUTOSCALER_CANDIDATE, {}, 1 if verdict.candidate else 0)
     for blocker in verdict.blockers:
-        counts[blocker.reason] = counts.get(blocker.reason, 0) + 1
         yield Point(POD_BLOCKING, {"k8s.namespace.name": blocker.namespace, "k8s.pod.name": blocker.name,
                                    "k8s.pod.uid": blocker.uid, "reason": blocker.reason}, 1)
-    for reason, n in counts.items():
+    for reason, n in verdict.blocking_counts().items():
         yield Point(AUTOSCALER_BLOCKING_PODS, {"reason": reason}, n)
 
 

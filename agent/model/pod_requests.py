@@ -314,7 +314,7 @@ _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
 
 
 def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resources | None = None,
-                 use_status: bool = True, pod_level: bool = True) -> RequestsResult:
+                 use_status: bool = True, pod_level: bool = True, pod_status: bool = True) -> RequestsResult:
     """Effective cpu and memory requests of ``pod`` under ``rules``, in nano-units, and its spec-only sum.
 
     ``first_container_override`` replaces the first app container's requests,
@@ -322,8 +322,12 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     The spec-only sum (``spec_cpu``, ``spec_memory``) is what ``kubectl
     describe node`` shows as "Allocated resources": the same in every
     release, never overridden. ``use_status=False`` makes it the result too.
+    ``pod_status=False`` leaves the pod's own in-place resize status out (the helper's
+    InPlacePodLevelResourcesVerticalScalingEnabled option off): the containers' statuses still count.
     A resource nobody requests is 0.
     """
+    if not pod_status and pod.pod_status is not None:
+        pod = pod._replace(pod_status=None)
     aggregate, level_of = _BY_RULES[rules]
     problems: list[Problem] = []
     overridden = first_container_override is not None and bool(pod.containers)

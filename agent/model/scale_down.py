@@ -13,13 +13,22 @@ Followed, with the source read (docs/autoscaler.md has the whole account):
   ignore flags say so; the larger of cpu and memory (memory on a tie), or on a GPU node the GPU's alone (0 when the
   node has a GPU label but no GPU allocatable yet). Terminal pods are left out as the autoscaler's pod lister does.
 * **eligibility** (core/scaledown/eligibility): the scale-down-disabled annotation (exactly "true") first; then
-  underutilized when below the threshold (the GPU threshold on a GPU node); from 1.37 at or below it
-  (``isNodeAtOrBelowUtilizationThreshold``).
+  underutilized when below the threshold (the GPU threshold on a GPU node); at or below it
+  (``isNodeAtOrBelowUtilizationThreshold``, kubernetes/autoscaler #8975) in 1.36 and later and in the patch
+  releases of 1.32 to 1.34 cut after 2026-01-09 (#9033, #9034, #9035; 1.35 treated alike, unverified).
 * **drain rules** (simulator/drainability/rules, defaults), in order, the first outcome wins: mirror,
   long-terminating, controller existence (skipped: the agent does not watch controllers, so a pod whose
   ReplicaSet/Job/StatefulSet/ReplicationController is gone is not reported as ControllerNotFound), DaemonSet,
   safe-to-evict "true", terminal, then the blocking ones: replicated, system, safe-to-evict "false", local storage,
   PDB. 1.28 (before the rules were split out) checked local storage before safe-to-evict "false".
+* **PDB allowance across the node's pods** (core/scaledown/pdb/basic.go ``CanRemovePods``, used by
+  core/scaledown/planner/planner.go): the PDB rule blocks a pod only when its PDB allows no disruption; a PDB that
+  covers more of the node's pods to move than it allows does not block the node, it makes it *risky* (the
+  autoscaler's ``IsRisky``: its evictions cannot all run at once and the drain may time out). The allowance is
+  counted down across nodes (``RemovePods``) in the order the autoscaler considers them, which one node cannot see.
+
+The verdict depends on time only through thresholds (a pod's grace period running out, a kube-system pod's
+timeout); ``Verdict.holds_until`` says up to when it stays exactly what it is, so a caller may keep it until then.
 """
 
 from __future__ import annotations
@@ -38,10 +47,10 @@ from agent.model.pod_requests import aggregate
 from agent.model.quantity import QuantityError, div_round_up, parse_quantity
 from agent.model.valuation import PodValue
 
-__all__ = ["Utilization", "Blocker", "AutoscalerValue", "Verdict", "scale_down_verdict", "STATES", "REASONS",
+__all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "scale_down_verdict", "STATES", "REASONS",
            "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
-           "LONG_TERMINATING_EXTRA"]
+           "LONG_TERMINATING_EXTRA", "AT_OR_BELOW_FROM"]
 
 # The verdict's states (bounded: exported as a label value).
 UNDERUTILIZED = "underutilized"
@@ -60,6 +69,8 @@ NOT_ENOUGH_PDB = "not_enough_pdb"
 REASONS = (NOT_REPLICATED, UNMOVABLE_KUBE_SYSTEM, KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE,
            NOT_ENOUGH_PDB)
 
+#: The first minor release whose patch releases count a node exactly at its threshold as underutilized.
+AT_OR_BELOW_FROM = 32
 #: drain.PodLongTerminatingExtraThreshold: a deleted pod counts until its grace period plus this has passed.
 LONG_TERMINATING_EXTRA = 30.0
 #: apiv1.DefaultTerminationGracePeriodSeconds, for a pod whose spec does not say.
@@ -103,6 +114,16 @@ class AutoscalerValue(msgspec.Struct, frozen=True, kw_only=True):
     why: str
 
 
+class PdbRisk(msgspec.Struct, frozen=True, kw_only=True):
+    """A PDB covering more of the node's pods to move than it allows disruptions: the autoscaler still counts the
+    node removable, but marks it risky (``CanRemovePods``'s inParallel false)."""
+
+    namespace: str
+    name: str
+    disruptions_allowed: int
+    pods: int  # the node's pods to move that it covers
+
+
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     node: str
     state: str  # one of STATES
@@ -114,6 +135,23 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     release: str = ""
     differing: tuple[AutoscalerValue, ...] = ()
     problems: tuple[str, ...] = ()  # e.g. a malformed safe-to-evict annotation, read as documented
+    # PDBs that cover more of the node's pods to move than they allow: the node stays removable, but risky.
+    pdb_risks: tuple[PdbRisk, ...] = ()
+    # The verdict is exactly this for every ``now`` from the one it was computed at up to and including this time
+    # (a grace period or a kube-system pod's timeout then runs out); None: time alone never changes it.
+    holds_until: float | None = None
+
+    @property
+    def candidate(self) -> bool:
+        """Underutilized and no pod blocks: what the autoscaler would consider removing (what it cannot see aside)."""
+        return self.state == UNDERUTILIZED and not self.blockers
+
+    def blocking_counts(self) -> dict[str, int]:
+        """Blocking pods by reason, every reason of REASONS present (0 where none), in REASONS' order."""
+        counts = dict.fromkeys(REASONS, 0)
+        for blocker in self.blockers:
+            counts[blocker.reason] += 1
+        return counts
 
 
 def _minor(release: str) -> int:
@@ -142,12 +180,31 @@ def _is_daemonset_pod(facts: EvictionFacts) -> bool:
     return (controller is not None and controller.kind == "DaemonSet") or facts.daemonset_pod == "true"
 
 
-def _long_terminating(facts: EvictionFacts, now: float) -> bool:
+class _Clock:
+    """``now``, and the earliest threshold still ahead of it that the verdict read (when it may change)."""
+
+    __slots__ = ("now", "next")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.next: float | None = None
+
+    def passed(self, threshold: float) -> bool:
+        """Whether ``threshold`` is strictly behind ``now`` (the autoscaler's checks are strict); if not, the
+        verdict holds at most until it."""
+        if threshold < self.now:
+            return True
+        if self.next is None or threshold < self.next:
+            self.next = threshold
+        return False
+
+
+def _long_terminating(facts: EvictionFacts, clock: _Clock) -> bool:
     """drain.IsPodLongTerminating: deleted, and grace period plus 30 s strictly passed."""
     if facts.deleted is None:
         return False
     grace = DEFAULT_GRACE if facts.termination_grace is None else facts.termination_grace
-    return facts.deleted + grace + LONG_TERMINATING_EXTRA < now
+    return clock.passed(facts.deleted + grace + LONG_TERMINATING_EXTRA)
 
 
 def _gpu_request(facts: EvictionFacts, resource: str, problems: list[str], where: str) -> int:
@@ -168,7 +225,7 @@ class _Pod(NamedTuple):
     memory: int
 
 
-def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSettings, now: float,
+def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSettings, clock: _Clock,
                  problems: list[str]) -> Utilization:
     def ratio(resource: str, allocatable_text: str | None, request_of) -> float | None:
         allocatable = _quantity(allocatable_text, f"node allocatable {resource}", problems)
@@ -181,7 +238,7 @@ def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSetting
                 taken_out += request
             elif settings.ignore_mirror_pods_utilization and pod.facts.mirror:
                 taken_out += request
-            elif not _long_terminating(pod.facts, now):
+            elif not _long_terminating(pod.facts, clock):
                 used += request
         left = _milli(allocatable) - _milli(taken_out)
         if left <= 0:
@@ -221,15 +278,15 @@ def _local_volumes_blocking(facts: EvictionFacts, where: str, problems: list[str
     return tuple(v for v in facts.local_volumes if v not in names)
 
 
-def _blocker(pod: _Pod, facts: EvictionFacts, settings: AutoscalerSettings, pdbs: Sequence[PdbRecord] | None,
-             now: float, problems: list[str]) -> tuple[str, str] | None:
+def _blocker(pod: _Pod, facts: EvictionFacts, settings: AutoscalerSettings, matching: list[PdbRecord] | None,
+             clock: _Clock, problems: list[str]) -> tuple[str, str] | None:
     """(reason, detail) of the first drain rule that blocks the pod, or None."""
     value = pod.value
     where = f"{value.namespace}/{value.name}"
     safe = facts.safe_to_evict
     if safe is not None and safe not in ("true", "false"):
         problems.append(f"{where}: safe-to-evict {safe[:40]!r} is neither \"true\" nor \"false\": ignored")
-    if facts.mirror or _long_terminating(facts, now):
+    if facts.mirror or _long_terminating(facts, clock):
         return None
     # Controller existence (customcontroller/replicacount): not visible to the agent; see the module docstring.
     if _is_daemonset_pod(facts) or safe == "true":
@@ -240,13 +297,12 @@ def _blocker(pod: _Pod, facts: EvictionFacts, settings: AutoscalerSettings, pdbs
     if settings.skip_nodes_with_custom_controller_pods and controller.kind not in _REPLICATED_KINDS:
         return NOT_REPLICATED, (f"controller {controller.kind}/{controller.name} is not one the autoscaler trusts "
                                 "(--skip-nodes-with-custom-controller-pods)")
-    matching = None if pdbs is None else [p for p in pdbs if selects(p, value.namespace, facts.label_map())]
     minor = _minor(settings.release)
     if settings.skip_nodes_with_system_pods and value.namespace == _SYSTEM_NAMESPACE and not matching:
         timeout = settings.blocking_system_pod_distruption_timeout
         # From 1.33 a kube-system pod older than the timeout no longer blocks (no creationTimestamp reads as Go's
         # zero time: older than any timeout).
-        expired = minor >= 33 and (facts.created is None or facts.created + timeout < now)
+        expired = minor >= 33 and (facts.created is None or clock.passed(facts.created + timeout))
         if not expired:
             if matching is None:
                 return KUBE_SYSTEM_PDB_UNKNOWN, "kube-system pod: blocks unless a PodDisruptionBudget covers it " \
@@ -292,11 +348,14 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
     gpu_node = node is not None and (node.gpu_label is not None or node.gpu_resource is not None)
     threshold = (settings.scale_down_gpu_utilization_threshold if gpu_node
                  else settings.scale_down_utilization_threshold)
+    clock = _Clock(now)
     if node is None:
         utilization, state = Utilization(cpu=None, memory=None), NO_NODE
     else:
-        utilization = _utilization(node, live, settings, now, problems)
-        at_or_below = _minor(settings.release) >= 37
+        utilization = _utilization(node, live, settings, clock, problems)
+        # At or below the threshold (kubernetes/autoscaler #8975, merged to master for 1.36 and cherry-picked to
+        # release-1.32/1.33/1.34 on 2026-01-09): a release's latest patches; below it before 1.32.
+        at_or_below = _minor(settings.release) >= AT_OR_BELOW_FROM
         if node.scale_down_disabled == "true":
             state = SCALE_DOWN_DISABLED
         elif utilization.value is None:
@@ -309,11 +368,21 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
             problems.append(f"node annotation scale-down-disabled {node.scale_down_disabled[:40]!r} is not \"true\": "
                             "scale-down stays enabled")
     blockers = []
+    to_move: dict[tuple[str, str], tuple[PdbRecord, list[str]]] = {}  # PDB -> the node's pods to move it covers
     for pod in live:
-        found = _blocker(pod, pod.facts, settings, pdbs, now, problems)
+        value, facts = pod.value, pod.facts
+        matching = None if pdbs is None else [p for p in pdbs if selects(p, value.namespace, facts.label_map())]
+        found = _blocker(pod, facts, settings, matching, clock, problems)
         if found is not None:
-            blockers.append(Blocker(uid=pod.value.uid, namespace=pod.value.namespace, name=pod.value.name,
-                                    reason=found[0], detail=found[1]))
+            blockers.append(Blocker(uid=value.uid, namespace=value.namespace, name=value.name, reason=found[0],
+                                    detail=found[1]))
+        elif matching and not (facts.mirror or _long_terminating(facts, clock) or _is_daemonset_pod(facts)):
+            for pdb in matching:  # a pod the autoscaler would move (PodsToReschedule)
+                to_move.setdefault((pdb.namespace, pdb.name), (pdb, []))[1].append(value.name)
+    risks = tuple(PdbRisk(namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed,
+                          pods=len(names))
+                  for pdb, names in sorted(to_move.values(), key=lambda e: (e[0].namespace, e[0].name))
+                  if len(names) > pdb.disruptions_allowed)
     return Verdict(node=node_name, state=state, utilization=utilization, threshold=threshold,
                    blockers=tuple(blockers), pdbs_known=pdbs is not None, release=settings.release,
-                   differing=tuple(differing), problems=tuple(problems))
+                   differing=tuple(differing), problems=tuple(problems), pdb_risks=risks, holds_until=clock.next)

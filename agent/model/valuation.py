@@ -108,9 +108,10 @@ def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodVa
     return evaluate(pod, rules)
 
 
-def evaluate(pod: PodRecord, rules: Rules, *, use_status: bool = True, pod_level: bool = True) -> PodValue:
-    """The pod's value under ``rules``; ``use_status``/``pod_level`` False for a consumer whose helper reads neither
-    (the cluster-autoscaler before 1.33: see :mod:`agent.model.autoscaler_requests`)."""
+def evaluate(pod: PodRecord, rules: Rules, *, use_status: bool = True, pod_level: bool = True,
+             pod_status: bool = True) -> PodValue:
+    """The pod's value under ``rules``; ``use_status``/``pod_level``/``pod_status`` False for a consumer whose helper
+    reads none of them (the cluster-autoscaler: see :mod:`agent.model.autoscaler_requests`)."""
     problems = [Problem("pod", "malformed_pod", p) for p in pod.problems]
     raw_usage, applied = _vm_usage(pod, problems)
     override = None
@@ -119,7 +120,7 @@ def evaluate(pod: PodRecord, rules: Rules, *, use_status: bool = True, pod_level
             override = {"cpu": applied.cpu, "memory": applied.memory}
         else:
             problems.append(Problem("usage", "wrong_shape", "pod has no containers to apply vm.neon.tech/usage to"))
-    result = pod_requests(pod, rules, override, use_status, pod_level)
+    result = pod_requests(pod, rules, override, use_status, pod_level, pod_status)
     problems.extend(result.problems)
     vm = None
     if raw_usage is not None:

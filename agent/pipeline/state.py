@@ -21,7 +21,7 @@ from agent.model.rules import NEWEST, Rules
 from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.valuation import PodValue
 
-__all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo"]
+__all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo", "VerdictCache"]
 
 
 class KubernetesInfo(msgspec.Struct, frozen=True):
@@ -37,6 +37,31 @@ class KubernetesInfo(msgspec.Struct, frozen=True):
 
 
 DEFAULT_KUBERNETES = KubernetesInfo(NEWEST)
+
+
+class VerdictCache:
+    """The last verdict a node state's snapshots computed, kept while it is exact: for the same inputs (the state's
+    version and the autoscaler's settings) and while time has not passed the point the verdict holds until
+    (``Verdict.holds_until``). Every export and every view asks for the verdict; at 2,000 pods recomputing it each
+    time cost as much as the rest of the node's points. Shared by the snapshots of one state; any thread may ask."""
+
+    __slots__ = ("_lock", "_entry")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entry: tuple[object, float, Verdict] | None = None  # (inputs, computed at, verdict)
+
+    def get(self, inputs: object, now: float) -> Verdict | None:
+        with self._lock:
+            entry = self._entry
+        if entry is None or entry[0] != inputs or now < entry[1]:
+            return None  # other inputs, or a clock behind the one it was computed at
+        until = entry[2].holds_until
+        return entry[2] if until is None or now <= until else None
+
+    def put(self, inputs: object, now: float, verdict: Verdict) -> None:
+        with self._lock:
+            self._entry = (inputs, now, verdict)
 
 
 class NodeSnapshot(msgspec.Struct, frozen=True):
@@ -55,12 +80,26 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER
     # Why the PDBs are not known though watched ("" when they are, or are not watched).
     pdbs_problem: str = ""
+    # Bumped by every change of what the verdict reads (pods, Node, PDBs, rules): the key of ``verdicts``.
+    version: int = 0
+    verdicts: VerdictCache | None = None  # the state's; None: computed each time
 
     def summary(self) -> NodeSummary:
         return summarize(self.node_name, self.node, self.pods, self.usage)
 
     def verdict(self, now: float) -> Verdict:
-        """The cluster-autoscaler's verdict on the node at wall-clock ``now`` (model.scale_down)."""
+        """The cluster-autoscaler's verdict on the node at wall-clock ``now`` (model.scale_down), from the state's
+        cache while it is exact."""
+        if self.verdicts is None:
+            return self._verdict(now)
+        inputs = (self.version, self.autoscaler)
+        verdict = self.verdicts.get(inputs, now)
+        if verdict is None:
+            verdict = self._verdict(now)
+            self.verdicts.put(inputs, now, verdict)
+        return verdict
+
+    def _verdict(self, now: float) -> Verdict:
         pdbs = self.pdbs
         if pdbs:
             # A PDB covers pods of its own namespace only: the model matches the node's pods against the few
@@ -98,10 +137,14 @@ class NodeState:
         self._pdb_tuple: tuple[PdbRecord, ...] | None = None  # what snapshots share until the next PDB change
         # Over max_pdbs: how many the cluster holds; the records are dropped until the next LIST within the limit.
         self._pdbs_over = 0
+        # Every change the verdict reads bumps it (under the lock); usage samples and bookmarks do not.
+        self._version = 0
+        self._verdicts = VerdictCache()
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
         with self._lock:
+            self._version += 1
             self._node = node
             self._node_listed = self._node_listed or listed
 
@@ -113,6 +156,7 @@ class NodeState:
 
     def set_kubernetes(self, info: KubernetesInfo) -> None:
         with self._lock:
+            self._version += 1
             self._kubernetes = info
 
     def set_usage(self, usage: Usage | None) -> None:
@@ -129,6 +173,7 @@ class NodeState:
         """
         key = (value.namespace, value.name)
         with self._lock:
+            self._version += 1
             replaced = []
             if (previous := self._pods.get(value.uid)) is not None:
                 replaced.append(previous)
@@ -141,6 +186,7 @@ class NodeState:
 
     def remove(self, uid: str) -> PodValue | None:
         with self._lock:
+            self._version += 1
             value = self._pods.pop(uid, None)
             if value is not None and self._by_name.get((value.namespace, value.name)) == uid:
                 del self._by_name[(value.namespace, value.name)]
@@ -157,6 +203,7 @@ class NodeState:
             fresh[v.uid] = v
             by_name[key] = v.uid
         with self._lock:
+            self._version += 1
             previous = self._pods
             self._pods, self._by_name = fresh, by_name
             self._synced = True
@@ -167,6 +214,7 @@ class NodeState:
         """Exactly these PDBs (a LIST); ``more`` held beyond the limit makes them unknown, with their count."""
         fresh = {p.uid: p for p in pdbs}
         with self._lock:
+            self._version += 1
             if more:
                 self._pdbs, self._pdbs_over = {}, len(fresh) + more
             else:
@@ -177,6 +225,7 @@ class NodeState:
         """Store ``pdb``; return the version it replaced. Past ``max_pdbs`` every record is dropped and only the
         count is kept (``added``: an ADDED event, which counts one more)."""
         with self._lock:
+            self._version += 1
             if self._pdbs_over:
                 self._pdbs_over += added
                 return None
@@ -191,6 +240,7 @@ class NodeState:
 
     def remove_pdb(self, uid: str) -> PdbRecord | None:
         with self._lock:
+            self._version += 1
             if self._pdbs_over:
                 self._pdbs_over = max(0, self._pdbs_over - 1)
                 return None
@@ -233,7 +283,7 @@ class NodeState:
             pdbs, problem = self._pdbs_snapshot()
             return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
                                 self._synced, self._node_listed, self._resource_version, self._kubernetes,
-                                pdbs, self.autoscaler, problem)
+                                pdbs, self.autoscaler, problem, self._version, self._verdicts)
 
     def __len__(self) -> int:
         with self._lock:

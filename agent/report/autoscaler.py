@@ -9,7 +9,6 @@ of a ``Verdict``.
 from __future__ import annotations
 
 import textwrap
-from collections import Counter
 
 from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, Blocker, Verdict
 from agent.model.units import cores, memory, percent
@@ -38,7 +37,7 @@ def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
 
 
 def _relation(value: float, threshold: float) -> str:
-    """The comparison as it came out (a release from 1.37 counts a node at its threshold as underutilized)."""
+    """The comparison as it came out (from 1.32 a node at its threshold counts as underutilized)."""
     return "<" if value < threshold else ">" if value > threshold else "="
 
 
@@ -107,8 +106,7 @@ def _blocker_rows(blockers: list[Blocker], width: int | None) -> list[str]:
 
 
 def _reasons(v: Verdict) -> str:
-    counts = Counter(b.reason for b in v.blockers)
-    return ", ".join(f"{reason} {counts[reason]}" for reason in sorted(counts, key=lambda r: _REASON_ORDER.get(r, 99)))
+    return ", ".join(f"{reason} {n}" for reason, n in v.blocking_counts().items() if n)
 
 
 DETAILS = ("line", "brief", "full")
@@ -137,6 +135,12 @@ def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full") -> 
         if len(ordered) < len(v.blockers):
             lines.extend(_say(f"  (one pod per reason; `node-requests-agent explain --node {v.node}` shows all "
                               f"{len(v.blockers)})", width))
+    if v.pdb_risks and detail != "line":
+        lines.extend(_say("  RISKY  " + "; ".join(
+            f"PodDisruptionBudget {r.namespace}/{r.name} allows {r.disruptions_allowed} disruption"
+            f"{'s' if r.disruptions_allowed != 1 else ''} and covers {r.pods} of the node's pods" for r in v.pdb_risks)
+            + ": the autoscaler still counts the node removable, but its pods cannot all be evicted at once "
+              "(the drain may time out)", width))
     if not v.pdbs_known and detail != "line":
         lines.extend(_say("  PDBS  not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget "
                           "covers it", width))

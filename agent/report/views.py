@@ -11,7 +11,7 @@ from typing import Any
 
 from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary, pod_totals
-from agent.model.scale_down import REASONS, UNDERUTILIZED, Verdict
+from agent.model.scale_down import Verdict
 from agent.model.valuation import PodValue
 from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
@@ -107,26 +107,25 @@ def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
 def verdict_report(v: Verdict) -> dict[str, Any]:
     """The cluster-autoscaler's verdict on one node, the schema docs/operations.md documents for ``explain --output
     json`` and ``/debug/node``: ratios as fractions (0.5, not 50), pods in cores and bytes, null where unknown."""
-    counts = dict.fromkeys(REASONS, 0)
-    for b in v.blockers:
-        counts[b.reason] = counts.get(b.reason, 0) + 1
     u = v.utilization
     return {
         "node": v.node,
         "state": v.state,
-        "scale_down_candidate": v.state == UNDERUTILIZED and not v.blockers,
+        "scale_down_candidate": v.candidate,
         "utilization": {"cpu": u.cpu, "memory": u.memory, "gpu": u.gpu, "value": u.value,
                         "resource": u.resource or None},
         "threshold": v.threshold,
         "blockers": [{"namespace": b.namespace, "name": b.name, "uid": b.uid, "reason": b.reason, "detail": b.detail}
                      for b in sorted(v.blockers, key=lambda b: (b.namespace, b.name, b.uid))],
-        "blocking_pods": counts,
+        "blocking_pods": v.blocking_counts(),
         "differing": [{"namespace": d.namespace, "name": d.name, "uid": d.uid,
                        "cpu_cores": to_float(d.cpu), "memory_bytes": to_bytes(d.memory),
                        "scheduler_cpu_cores": to_float(d.scheduler_cpu),
                        "scheduler_memory_bytes": to_bytes(d.scheduler_memory), "why": d.why}
                       for d in sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))],
         "pdbs_known": v.pdbs_known,
+        "pdb_risks": [{"namespace": r.namespace, "name": r.name, "disruptions_allowed": r.disruptions_allowed,
+                       "pods": r.pods} for r in v.pdb_risks],
         "release": v.release,
         "problems": list(v.problems),
         "cannot_see": list(CANNOT_SEE),

@@ -9,26 +9,15 @@ live answer and the agent's numbers come from the same code.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from agent.decode.reader import Skipped
-from agent.model.node import NodeRecord
-from agent.model.pdb import PdbRecord
-from agent.model.pod import PodRecord
+from agent.source.documents import ClusterObjects
 from agent.source.kube import ApiError
 from agent.source.listing import read_list
 from agent.source.reflector import ListWatchApi, NodeObject, PdbsOfCluster, PodsOfNode, Watched
 
-__all__ = ["Listed", "list_cluster", "list_resource"]
-
-
-class Listed(NamedTuple):
-    pods: list[PodRecord]
-    nodes: list[NodeRecord]
-    skipped: list[Skipped]  # objects that could not be identified, with why
-    # None: the PDBs could not be listed (not allowed, or not asked for); the verdict then says they are unknown.
-    pdbs: list[PdbRecord] | None = None
-    pdbs_error: str = ""  # why they could not be listed
+__all__ = ["list_cluster", "list_resource"]
 
 
 def list_resource(api: ListWatchApi, watched: Watched, timeout: float = 60.0) -> tuple[list[Any], list[Skipped]]:
@@ -38,7 +27,7 @@ def list_resource(api: ListWatchApi, watched: Watched, timeout: float = 60.0) ->
     return watched.kind.decode_all(items)
 
 
-def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0, pdbs: bool = True) -> Listed:
+def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0, pdbs: bool = True) -> ClusterObjects:
     """The pods (bound to ``node`` when given, by the indexed field spec.nodeName), the Nodes and, if ``pdbs``,
     every PDB of the cluster (a refusal of that LIST, say by RBAC, leaves them unknown rather than failing)."""
     pods, skipped_pods = list_resource(api, PodsOfNode(node_name=node), timeout)
@@ -51,4 +40,4 @@ def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60
             if exc.status not in (401, 403, 404):
                 raise
             error = f"cannot list PodDisruptionBudgets ({exc}): they are unknown"
-    return Listed(pods, nodes, skipped_pods + skipped_nodes + skipped_pdbs, found, error)
+    return ClusterObjects(pods, nodes, skipped_pods + skipped_nodes + skipped_pdbs, found, error)

@@ -16,13 +16,30 @@ from typing import Any, NamedTuple
 
 import yaml
 
-__all__ = ["DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason", "read_documents", "objects_in",
+from agent.decode.reader import Skipped
+from agent.model.node import NodeRecord
+from agent.model.pdb import PdbRecord
+from agent.model.pod import PodRecord
+
+__all__ = ["ClusterObjects", "DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason", "read_documents", "objects_in",
            "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
 
 PDB_KIND = "PodDisruptionBudget"
 
 # A List document: its objects are the whole state at that point (a relist), not one change.
 LISTED = "LISTED"
+
+
+class ClusterObjects(NamedTuple):
+    """The pods, Nodes and PodDisruptionBudgets ``explain`` reads at once, from a dump or from one LIST of each."""
+
+    pods: list[PodRecord]
+    nodes: list[NodeRecord]
+    skipped: list[Skipped]  # objects that could not be identified, with why
+    # None: the PDBs are unknown (a dump holding none, not even an empty PodDisruptionBudgetList; a LIST refused or
+    # not asked for), as for an agent without the PDB watch; the verdict then says so.
+    pdbs: list[PdbRecord] | None = None
+    pdbs_error: str = ""  # why they could not be listed
 
 
 class DumpError(ValueError):

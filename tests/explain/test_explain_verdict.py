@@ -90,7 +90,8 @@ def verdict(*args: str, text: str | None = None) -> dict:
 def test_every_kind_of_pod_gets_the_rules_answer_and_the_schema_is_complete():
     v = verdict()
     assert set(v) == {"node", "state", "scale_down_candidate", "utilization", "threshold", "blockers", "blocking_pods",
-                      "differing", "pdbs_known", "release", "problems", "cannot_see"}
+                      "differing", "pdbs_known", "pdb_risks", "release", "problems", "cannot_see"}
+    assert v["pdb_risks"] == []  # the one PDB allows 1 and covers the one metrics-server pod
     assert (v["node"], v["state"], v["scale_down_candidate"], v["threshold"]) == ("node-a", "underutilized", False, 0.5)
     assert v["utilization"] == {"cpu": pytest.approx(CPU), "memory": pytest.approx(MEMORY), "gpu": None,
                                 "value": pytest.approx(CPU), "resource": "cpu"}

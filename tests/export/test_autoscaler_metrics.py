@@ -6,6 +6,7 @@ tests run the real verdict of a snapshot through the same path.
 
 from __future__ import annotations
 
+import msgspec
 from opentelemetry.sdk.metrics.export import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -144,3 +145,42 @@ def test_both_paths_judge_at_the_clock_they_are_given_once_per_export():
                 for m in sm.metrics if m.name in AUTOSCALER_METRICS}
     assert exported[AUTOSCALER_STATE] == len(STATES) and exported[AUTOSCALER_BLOCKING_PODS] == len(REASONS)
     assert exported[POD_BLOCKING] == 1
+
+
+def test_blocking_counts_and_candidacy_are_one_computation_for_metrics_json_text_and_page():
+    """The metric, explain's JSON, the text answer and the page read the counts and the candidacy from the Verdict
+    (Verdict.blocking_counts, Verdict.candidate), so none can count differently."""
+    from agent.debug.page import _verdict_section
+    from agent.report.autoscaler import verdict_lines
+    from agent.report.views import verdict_report
+
+    v = verdict(blockers=(blocker("b", NOT_REPLICATED), blocker("c", NOT_ENOUGH_PDB), blocker("a", NOT_REPLICATED)))
+    counts = v.blocking_counts()
+    assert list(counts) == list(REASONS) and counts[NOT_REPLICATED] == 2 and counts[NOT_ENOUGH_PDB] == 1
+    assert sum(counts.values()) == 3
+    got = points(v)
+    assert {r: got[(AUTOSCALER_BLOCKING_PODS, frozenset({("reason", r)}))] for r in REASONS} == counts
+    assert verdict_report(v)["blocking_pods"] == counts
+    assert "BLOCKING  3 pods: not_replicated 2, not_enough_pdb 1" in "\n".join(verdict_lines(v, width=None))
+    assert not v.candidate and verdict_report(v)["scale_down_candidate"] is False
+    assert got[(AUTOSCALER_CANDIDATE, frozenset())] == 0 and "class=candidate" not in _verdict_section(v)
+    free = verdict()
+    assert free.candidate and verdict_report(free)["scale_down_candidate"] is True
+    assert points(free)[(AUTOSCALER_CANDIDATE, frozenset())] == 1 and "class=candidate" in _verdict_section(free)
+
+
+def test_pdb_risks_reach_the_json_and_the_text():
+    from agent.model.scale_down import PdbRisk
+    from agent.report.autoscaler import verdict_lines
+    from agent.report.views import verdict_report
+
+    v = msgspec.structs.replace(verdict(), pdb_risks=(PdbRisk(namespace="ns", name="web", disruptions_allowed=1,
+                                                              pods=3),))
+    assert verdict_report(v)["pdb_risks"] == [{"namespace": "ns", "name": "web", "disruptions_allowed": 1, "pods": 3}]
+    text = "\n".join(verdict_lines(v, width=None))
+    assert "RISKY  PodDisruptionBudget ns/web allows 1 disruption and covers 3 of the node's pods" in text
+    assert v.candidate  # a risk does not block
+    from agent.debug.page import _verdict_section
+
+    assert "PodDisruptionBudget ns/web allows 1 and covers 3 of the node's pods" in _verdict_section(v)
+    assert "autoscaler-pdb-risks" not in _verdict_section(verdict())

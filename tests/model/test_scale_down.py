@@ -8,6 +8,8 @@ vector runs through the decode path (the fast msgspec path and the tolerant one)
   of the whole default chain (``expect``), which is the rule's where the rule decides;
 * utilization.json: simulator/utilization/info_test.go's TestCalculate and the non-DRA cases of
   TestCalculateWithDynamicResources;
+* pdb_tracker.json: core/scaledown/pdb/basic_test.go's TestBasicCanRemovePods, the PDB allowance counted across the
+  pods of one node (a PDB allowing no disruption blocks; one allowing fewer than it covers makes the node risky);
 * neon.json: neon's patched autoscaler on its pre-1.33 base, and the release-dependent parts (which requests each
   release computes, the system-pod timeout), computed by hand from the helpers each release vendors.
 
@@ -32,8 +34,8 @@ from agent.model.node import NodeRecord
 from agent.model.pdb import LabelSelector, PdbRecord, Requirement, selects
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36
-from agent.model.scale_down import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_REPLICATED, NOT_SAFE_TO_EVICT,
-                                    NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED,
+from agent.model.scale_down import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED,
+                                    NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED,
                                     UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
 from agent.model.valuation import evaluate
 from tests.support.factory import container, node, pod
@@ -42,6 +44,7 @@ VECTORS = Path(__file__).parent / "vectors"
 DRAIN = json.loads((VECTORS / "drainability.json").read_text())
 UTIL = json.loads((VECTORS / "utilization.json").read_text())
 NEON = json.loads((VECTORS / "neon.json").read_text())
+TRACKER = json.loads((VECTORS / "pdb_tracker.json").read_text())
 
 # Upstream's drain.BlockingPodReason names -> the agent's reasons.
 UPSTREAM_REASONS = {"NotReplicated": NOT_REPLICATED, "UnmovableKubeSystemPod": UNMOVABLE_KUBE_SYSTEM,
@@ -86,6 +89,33 @@ def test_the_drainability_vectors_name_their_source():
     assert DRAIN["source"]["repo"] == "kubernetes/autoscaler" and len(DRAIN["source"]["commits"]) == 10
     assert len(DRAIN["cases"]) == 49
 
+
+
+@pytest.mark.parametrize("case", TRACKER["cases"], ids=lambda c: c["upstream"])
+def test_upstream_pdb_allowance_across_the_node(case):
+    """CanRemovePods on the node's pods: cannot disrupt <=> a pod blocked by a PDB allowing none (the PDB rule);
+    not in parallel <=> a PDB covering more of the node's pods to move than it allows (the node stays removable)."""
+    got = verdict(case["pods"], TRACKER["node"], pdbs=case["pdbs"], now=epoch(TRACKER["now"]))
+    assert (NOT_ENOUGH_PDB not in {b.reason for b in got.blockers}) is case["can_disrupt"]
+    assert {b.reason for b in got.blockers} <= {NOT_ENOUGH_PDB}
+    assert (not got.pdb_risks) is case["in_parallel"]
+
+
+def test_two_pods_of_a_pdb_allowing_one_do_not_block_the_node_but_make_it_risky():
+    pods = [pod(f"web-{i}", namespace="ns", labels={"app": "web"}, owner_references=rs()) for i in range(3)]
+    one = {"metadata": {"name": "web", "namespace": "ns", "uid": "p"},
+           "spec": {"selector": {"matchLabels": {"app": "web"}}}, "status": {"disruptionsAllowed": 1}}
+    got = verdict(pods, node("node"), pdbs=[one], now=NOW)
+    assert not got.blockers and got.candidate
+    assert [(r.name, r.disruptions_allowed, r.pods) for r in got.pdb_risks] == [("web", 1, 3)]
+    one["status"]["disruptionsAllowed"] = 3
+    assert not verdict(pods, node("node"), pdbs=[one], now=NOW).pdb_risks
+
+
+def test_the_pdb_tracker_vectors_name_their_source():
+    source = TRACKER["source"]
+    assert source["path"].endswith("core/scaledown/pdb/basic_test.go") and len(source["commit"]) == 40
+    assert len(TRACKER["cases"]) == 6
 
 @pytest.mark.parametrize("case", UTIL["cases"], ids=lambda c: c["upstream"])
 def test_upstream_utilization(case):
@@ -172,10 +202,14 @@ def test_scale_down_disabled_annotation_only_as_exactly_true():
 
 
 def test_threshold_boundary_by_release():
-    """Below the threshold before 1.37; at or below it from 1.37 (isNodeAtOrBelowUtilizationThreshold)."""
+    """At or below the threshold (isNodeAtOrBelowUtilizationThreshold, kubernetes/autoscaler #8975): in master from
+    2026-01 (so 1.36 and later) and cherry-picked to release-1.32, 1.33 and 1.34; strictly below before 1.32 (and in
+    neon's 1.31.1)."""
     half = pod("half", containers=[container("a", "4", "1Gi")], owner_references=rs())
-    assert verdict([half], node("node"), release="1.36", now=NOW).state == NOT_UNDERUTILIZED
-    assert verdict([half], node("node"), release="1.37", now=NOW).state == UNDERUTILIZED
+    for release in ("1.28", "1.31", "neon"):
+        assert verdict([half], node("node"), release=release, now=NOW).state == NOT_UNDERUTILIZED, release
+    for release in ("1.32", "1.34", "1.36", "1.37"):
+        assert verdict([half], node("node"), release=release, now=NOW).state == UNDERUTILIZED, release
 
 
 def test_no_node():
@@ -194,6 +228,25 @@ def test_long_terminating_cutoff_is_strict():
     p["metadata"]["deletionTimestamp"] = "2026-12-01T11:59:00Z"  # 60 s ago; grace 30 + 30 = 60: not yet strictly past
     assert verdict([p], node("node"), now=NOW).utilization.cpu == 0.5
     assert verdict([p], node("node"), now=NOW + 0.001).utilization.cpu == 0
+
+
+def test_the_verdict_says_until_when_it_holds():
+    """holds_until is the earliest threshold still ahead (a grace period, a kube-system pod's timeout): the verdict
+    is the same at every moment up to it and differs just after; None when time alone never changes it."""
+    going = pod("going", containers=[container("a", "4", "1Gi")], owner_references=rs())
+    going["metadata"]["deletionTimestamp"] = "2026-12-01T11:59:30Z"  # long-terminating after 12:00:30
+    dns = pod("dns", namespace="kube-system", owner_references=rs())
+    dns["metadata"]["creationTimestamp"] = "2026-12-01T11:30:00Z"  # stops blocking after 12:30 (1.33 and later)
+    got = verdict([going, dns], node("node"), now=NOW)
+    assert got.holds_until == NOW + 30
+    assert verdict([going, dns], node("node"), now=NOW + 30) == got
+    after = verdict([going, dns], node("node"), now=NOW + 30.5)
+    assert after.utilization.cpu < got.utilization.cpu and after.holds_until == NOW + 1800
+    assert [b.reason for b in after.blockers] == [UNMOVABLE_KUBE_SYSTEM]
+    later = verdict([going, dns], node("node"), now=NOW + 1800.5)
+    assert not later.blockers and later.holds_until is None
+    assert verdict([pod("a", owner_references=rs())], node("node"), now=NOW).holds_until is None
+    assert verdict([dns], node("node"), release="1.32", now=NOW).holds_until is None  # no timeout before 1.33
 
 
 # -- malformed annotations: the documented reading, and a problem line -------------------
