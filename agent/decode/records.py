@@ -12,12 +12,12 @@ from datetime import datetime
 
 from agent.decode.spec import Annotations, Condition, Container, ContainerStatus, Labels, Meta, Node, OwnerReference, \
     Pdb, Pod, PodStatus, Quantities, Resources, Spec
-from agent.model.fields import NO_REQUESTS, DecodeError, Requests
+from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
 from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
-from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, VM_NAME_LABEL, ContainerRequests, Controller,
-                             EvictionFacts, PodRecord, StatusRequests)
+from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+                             VM_NAME_LABEL, ContainerRequests, Controller, EvictionFacts, PodRecord, StatusRequests)
 
 __all__ = ["pod_of", "node_of", "pdb_of"]
 
@@ -180,12 +180,24 @@ def _local_volumes(spec: Spec) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _listed_local_volumes(text: str, local: tuple[str, ...], problems: list[str]) -> str:
+    """safe-to-evict-local-volumes as the drain rules read it; a list too long to keep is cut to the names that are
+    the pod's local volumes (the only ones the rules use: upstream ignores the others), with a problem saying so."""
+    if len(text) <= MAX_ANNOTATION:
+        return text
+    problems.append(f"metadata.annotations[{SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION}] longer than {MAX_ANNOTATION} "
+                    f"characters ({bounded(text)}): only the names of the pod's local volumes "
+                    "in it are kept")
+    return ",".join(dict.fromkeys(n for n in text.split(",") if n in local))
+
+
 def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
               problems: list[str]) -> EvictionFacts:
     if meta is None:
         return NO_EVICTION_FACTS
     gpu = _gpu_requests(spec.containers, False) + _gpu_requests(spec.init_containers, True) \
         if spec.containers or spec.init_containers else ()
+    volumes = _local_volumes(spec) if spec.volumes else ()
     if annotations is None:
         safe = local = daemonset = mirror = None
     else:
@@ -194,16 +206,24 @@ def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
     return EvictionFacts(
         controller=_controller(meta.owner_references),
         labels=_labels(meta.labels),
-        local_volumes=_local_volumes(spec) if spec.volumes else (),
-        safe_to_evict=safe,
-        safe_to_evict_local_volumes=local,
-        daemonset_pod=daemonset,
+        local_volumes=volumes,
+        safe_to_evict=None if safe is None else clipped(safe),
+        safe_to_evict_local_volumes=None if local is None else _listed_local_volumes(local, volumes, problems),
+        daemonset_pod=None if daemonset is None else clipped(daemonset),
         mirror=mirror is not None,
         created=_time(meta.creation_timestamp, "metadata.creationTimestamp", problems),
         deleted=_time(meta.deletion_timestamp, "metadata.deletionTimestamp", problems),
         termination_grace=spec.termination_grace_period_seconds,
         gpu=tuple(gpu),
     )
+
+
+def _annotation(text: str | None) -> str | Oversized | None:
+    """A NeonVM annotation: shared (overcommit factors repeat), or only its length and excerpt when too long to read."""
+    if text is None:
+        return None
+    kept = bounded(text)
+    return _shared(kept) if kept.__class__ is str and len(kept) <= 64 else kept
 
 
 def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
@@ -238,9 +258,8 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         statuses=_statuses(status),
         pod_status=_pod_status(status),
         resize_infeasible=_resize_infeasible(status.conditions),
-        usage_annotation=annotations.usage if annotations is not None else None,
-        overcommit_annotation=(None if annotations is None or annotations.overcommit is None
-                               else _shared(annotations.overcommit)),
+        usage_annotation=_annotation(annotations.usage) if annotations is not None else None,
+        overcommit_annotation=_annotation(annotations.overcommit) if annotations is not None else None,
         vm_name=(labels.get(VM_NAME_LABEL) or None) if labels is not None else None,
         migration_role=_migration_role(refs),
         problems=problems,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from agent.model.fields import Requests
+from agent.model.fields import Oversized, Requests
 
 __all__ = [
     "ContainerRequests",
@@ -95,7 +95,9 @@ class EvictionFacts(NamedTuple):
     labels: tuple[str, ...] = ()
     # Names of the volumes the autoscaler calls local storage: hostPath, and emptyDir whose medium is not Memory.
     local_volumes: tuple[str, ...] = ()
-    # The annotations as written (None when absent): the rules compare them to exact strings.
+    # The annotations as written (None when absent): the rules compare them to exact strings. Words compared to
+    # "true"/"false" are kept clipped (agent.model.fields.clipped); a local-volumes list longer than MAX_ANNOTATION
+    # keeps only the names of the pod's local volumes (the rest could only be ignored).
     safe_to_evict: str | None = None
     safe_to_evict_local_volumes: str | None = None
     daemonset_pod: str | None = None
@@ -142,8 +144,9 @@ class PodRecord(NamedTuple):
     # (in-place pod-level resize); None when the status has neither.
     pod_status: StatusRequests | None = None
     resize_infeasible: bool = False
-    usage_annotation: str | None = None
-    overcommit_annotation: str | None = None
+    # As written, or only the length and an excerpt of text too long to read (refused: agent.model.neon).
+    usage_annotation: str | Oversized | None = None
+    overcommit_annotation: str | Oversized | None = None
     vm_name: str | None = None
     # "source" or "target" while a NeonVM live migration owns the pod, else "".
     migration_role: str = ""
