@@ -164,15 +164,9 @@ def _controller(refs: list[OwnerReference] | None) -> Controller | None:
     return None
 
 
-def _labels(labels: Labels | None) -> tuple[str, ...]:
-    if not labels:
-        return ()
-    out: list[str] = []
-    for key in sorted(labels):
-        value = labels[key]
-        if value is not None:
-            out += (_shared(key), _shared(value))
-    return tuple(out)
+def _labels(labels: Labels) -> str:
+    """EvictionFacts.labels: every label with a value, sorted by key, NUL-separated."""
+    return "\0".join([f"{key}\0{value}" for key, value in sorted(labels.items()) if value is not None])
 
 
 def _local_volumes(spec: Spec) -> tuple[str, ...]:
@@ -217,7 +211,7 @@ def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
             daemonset = clipped(daemonset)
     return EvictionFacts(
         _controller(refs) if refs else None,
-        _labels(labels) if labels else (),
+        _labels(labels) if labels else "",
         volumes, safe, listed, daemonset, mirror,
         None if created is None else _time(created, "metadata.creationTimestamp", problems),
         None if deleted is None else _time(deleted, "metadata.deletionTimestamp", problems),

@@ -95,8 +95,10 @@ class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     """
 
     controller: Controller | None = None
-    # Every label, flat and immutable: (key1, value1, key2, value2, ...), sorted by key (PDB selectors read them).
-    labels: tuple[str, ...] = ()
+    # Every label, sorted by key, as one string: "key1\0value1\0key2\0value2" (PDB selectors read them). One string,
+    # not a tuple of them: no object the garbage collector tracks, one allocation per event. No label key or value
+    # holds a NUL (the API server admits only a few ASCII characters in both).
+    labels: str = ""
     # Names of the volumes the autoscaler calls local storage: hostPath, and emptyDir whose medium is not Memory.
     local_volumes: tuple[str, ...] = ()
     # The annotations as written (None when absent): the rules compare them to exact strings. Words compared to
@@ -116,14 +118,13 @@ class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     gpu: tuple[tuple[str, str, str], ...] = ()
 
     def label(self, key: str) -> str | None:
-        labels = self.labels
-        for i in range(0, len(labels), 2):
-            if labels[i] == key:
-                return labels[i + 1]
-        return None
+        return self.label_map().get(key)
 
     def label_map(self) -> dict[str, str]:
-        return dict(zip(self.labels[::2], self.labels[1::2]))
+        if not self.labels:
+            return {}
+        parts = self.labels.split("\0")
+        return dict(zip(parts[::2], parts[1::2]))
 
 
 NO_EVICTION_FACTS = EvictionFacts()
