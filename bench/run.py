@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches|worst-node]
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -37,9 +37,16 @@ def pdb_watches() -> None:
     pdb_watches.main()
 
 
+def worst_node() -> None:
+    """110 running and 600 completed pods, annotations at the 256 KiB limit, against a real API server (bench/worst_node.py)."""
+    from bench import worst_node
+
+    worst_node.main()
+
+
 #: Not part of "all": each runs a control plane (cluster-scale about an hour, NRA_SCALE_QUICK=1: minutes;
-#: pdb-watches about 6 minutes).
-SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches}
+#: pdb-watches about 6 minutes; worst-node about 6 minutes).
+SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches, "worst-node": worst_node}
 
 
 def main() -> None:

@@ -12,12 +12,12 @@ from datetime import datetime
 
 from agent.decode.spec import Annotations, Condition, Container, ContainerStatus, Labels, Meta, Node, OwnerReference, \
     Pdb, Pod, PodStatus, Quantities, Resources, Spec
-from agent.model.fields import NO_REQUESTS, DecodeError, Requests
+from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
 from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
-from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, VM_NAME_LABEL, ContainerRequests, Controller,
-                             EvictionFacts, PodRecord, StatusRequests)
+from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+                             VM_NAME_LABEL, ContainerRequests, Controller, EvictionFacts, PodRecord, StatusRequests)
 
 __all__ = ["pod_of", "node_of", "pdb_of"]
 
@@ -64,16 +64,20 @@ def _is_gpu(resource: str) -> bool:
     return resource in GPU_RESOURCES or resource.startswith("nvidia.com/")
 
 
-def _gpu_requests(items: list[Container] | None, init: bool) -> list[tuple[str, str, str]]:
-    """(kind, resource, quantity) of each GPU request: only for the rare request map with more than cpu and memory."""
-    out: list[tuple[str, str, str]] = []
-    for c in items or ():
-        raw = c.resources.requests if c.resources is not None else None
-        if not raw or len(raw) <= ("cpu" in raw) + ("memory" in raw):
-            continue
-        kind = ("sidecar" if c.restart_policy == "Always" else "init") if init else "container"
-        out.extend((kind, _shared(r), q) for r, q in raw.items() if _is_gpu(r))
-    return out
+def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str], ...]:
+    """(kind, resource, quantity) of each GPU request: looked for only in a request map with more than cpu and
+    memory, which few pods have, so most pods cost one pass and no allocation."""
+    out: list[tuple[str, str, str]] | None = None
+    for items, init in ((spec.containers, False), (spec.init_containers, True)):
+        for c in items or ():
+            raw = c.resources.requests if c.resources is not None else None
+            if not raw or len(raw) <= ("cpu" in raw) + ("memory" in raw):
+                continue
+            kind = ("sidecar" if c.restart_policy == "Always" else "init") if init else "container"
+            found = [(kind, _shared(r), q) for r, q in raw.items() if _is_gpu(r)]
+            if found:
+                out = found if out is None else out + found
+    return () if out is None else tuple(out)
 
 
 def _containers(items: list[Container] | None, init: bool) -> tuple[ContainerRequests, ...]:
@@ -160,15 +164,9 @@ def _controller(refs: list[OwnerReference] | None) -> Controller | None:
     return None
 
 
-def _labels(labels: Labels | None) -> tuple[str, ...]:
-    if not labels:
-        return ()
-    out: list[str] = []
-    for key in sorted(labels):
-        value = labels[key]
-        if value is not None:
-            out += (_shared(key), _shared(value))
-    return tuple(out)
+def _labels(labels: Labels) -> str:
+    """EvictionFacts.labels: every label with a value, sorted by key, NUL-separated."""
+    return "\0".join([f"{key}\0{value}" for key, value in sorted(labels.items()) if value is not None])
 
 
 def _local_volumes(spec: Spec) -> tuple[str, ...]:
@@ -180,30 +178,54 @@ def _local_volumes(spec: Spec) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _listed_local_volumes(text: str, local: tuple[str, ...], problems: list[str]) -> str:
+    """safe-to-evict-local-volumes as the drain rules read it; a list too long to keep is cut to the names that are
+    the pod's local volumes (the only ones the rules use: upstream ignores the others), with a problem saying so."""
+    if len(text) <= MAX_ANNOTATION:
+        return text
+    problems.append(f"metadata.annotations[{SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION}] longer than {MAX_ANNOTATION} "
+                    f"characters ({bounded(text)}): only the names of the pod's local volumes "
+                    "in it are kept")
+    return ",".join(dict.fromkeys(n for n in text.split(",") if n in local))
+
+
 def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
               problems: list[str]) -> EvictionFacts:
+    """The drain rules' facts. Built for every watch event: each part only when its field is there, positionally."""
     if meta is None:
         return NO_EVICTION_FACTS
-    gpu = _gpu_requests(spec.containers, False) + _gpu_requests(spec.init_containers, True) \
-        if spec.containers or spec.init_containers else ()
-    if annotations is None:
-        safe = local = daemonset = mirror = None
-    else:
-        safe, local, daemonset, mirror = (annotations.safe_to_evict, annotations.safe_to_evict_local_volumes,
-                                          annotations.daemonset_pod, annotations.mirror)
+    refs, labels, created, deleted = (meta.owner_references, meta.labels, meta.creation_timestamp,
+                                      meta.deletion_timestamp)
+    volumes = _local_volumes(spec) if spec.volumes else ()
+    safe = listed = daemonset = None
+    mirror = False
+    if annotations is not None:
+        safe, listed, daemonset = (annotations.safe_to_evict, annotations.safe_to_evict_local_volumes,
+                                   annotations.daemonset_pod)
+        mirror = annotations.mirror is not None
+        if safe is not None:
+            safe = clipped(safe)
+        if listed is not None:
+            listed = _listed_local_volumes(listed, volumes, problems)
+        if daemonset is not None:
+            daemonset = clipped(daemonset)
     return EvictionFacts(
-        controller=_controller(meta.owner_references),
-        labels=_labels(meta.labels),
-        local_volumes=_local_volumes(spec) if spec.volumes else (),
-        safe_to_evict=safe,
-        safe_to_evict_local_volumes=local,
-        daemonset_pod=daemonset,
-        mirror=mirror is not None,
-        created=_time(meta.creation_timestamp, "metadata.creationTimestamp", problems),
-        deleted=_time(meta.deletion_timestamp, "metadata.deletionTimestamp", problems),
-        termination_grace=spec.termination_grace_period_seconds,
-        gpu=tuple(gpu),
+        _controller(refs) if refs else None,
+        _labels(labels) if labels else "",
+        volumes, safe, listed, daemonset, mirror,
+        None if created is None else _time(created, "metadata.creationTimestamp", problems),
+        None if deleted is None else _time(deleted, "metadata.deletionTimestamp", problems),
+        spec.termination_grace_period_seconds,
+        _gpu_requests(spec),
     )
+
+
+def _annotation(text: str | None) -> str | Oversized | None:
+    """A NeonVM annotation: shared (overcommit factors repeat), or only its length and excerpt when too long to read."""
+    if text is None:
+        return None
+    kept = bounded(text)
+    return _shared(kept) if kept.__class__ is str and len(kept) <= 64 else kept
 
 
 def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
@@ -238,9 +260,8 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         statuses=_statuses(status),
         pod_status=_pod_status(status),
         resize_infeasible=_resize_infeasible(status.conditions),
-        usage_annotation=annotations.usage if annotations is not None else None,
-        overcommit_annotation=(None if annotations is None or annotations.overcommit is None
-                               else _shared(annotations.overcommit)),
+        usage_annotation=_annotation(annotations.usage) if annotations is not None else None,
+        overcommit_annotation=_annotation(annotations.overcommit) if annotations is not None else None,
         vm_name=(labels.get(VM_NAME_LABEL) or None) if labels is not None else None,
         migration_role=_migration_role(refs),
         problems=problems,

@@ -18,13 +18,11 @@ from typing import Any
 
 import msgspec
 
+from agent.model.fields import MAX_ANNOTATION, Oversized, bounded
 from agent.model.quantity import NANO, QuantityError, div_round_up, parse_quantity
 
 __all__ = ["AnnotationError", "VmResources", "Overcommit", "parse_vm_usage", "parse_overcommit"]
 
-# Larger than any annotation neonvm writes by orders of magnitude; refusing
-# longer text bounds the JSON parser's work on hostile input.
-_MAX_ANNOTATION = 4096
 _FIELDS = ("cpu", "memory")
 
 
@@ -56,9 +54,12 @@ def _divide(value: int, factor: int | None) -> int:
     return value if factor is None else div_round_up(value * NANO, factor)
 
 
-def _object(text: str) -> dict[str, Any]:
-    if len(text) > _MAX_ANNOTATION:
-        raise AnnotationError("out_of_range", f"annotation longer than {_MAX_ANNOTATION} characters")
+def _object(text: str | Oversized) -> dict[str, Any]:
+    # MAX_ANNOTATION is larger than any annotation neonvm writes by orders of magnitude; refusing longer text bounds
+    # the JSON parser's work on hostile input. Decoding already replaced such text by its length and an excerpt.
+    if isinstance(text, Oversized) or len(text) > MAX_ANNOTATION:
+        found = text if isinstance(text, Oversized) else bounded(text)
+        raise AnnotationError("out_of_range", f"annotation longer than {MAX_ANNOTATION} characters ({found})")
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -82,7 +83,7 @@ def _quantity(field: str, raw: Any) -> int:
     return value
 
 
-def parse_vm_usage(text: str) -> VmResources:
+def parse_vm_usage(text: str | Oversized) -> VmResources:
     """Parse ``{"cpu": <quantity>, "memory": <quantity>}``; both fields are required."""
     data = _object(text)
     for field in _FIELDS:
@@ -91,7 +92,7 @@ def parse_vm_usage(text: str) -> VmResources:
     return VmResources(_quantity("cpu", data["cpu"]), _quantity("memory", data["memory"]))
 
 
-def parse_overcommit(text: str) -> Overcommit:
+def parse_overcommit(text: str | Oversized) -> Overcommit:
     """Parse ``{"cpu": <factor>, "memory": <factor>}``; each factor optional, present ones positive."""
     data = _object(text)
     factors: dict[str, int | None] = {}

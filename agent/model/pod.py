@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from agent.model.fields import Requests
+import msgspec
+
+from agent.model.fields import Oversized, Requests
 
 __all__ = [
     "ContainerRequests",
@@ -83,19 +85,25 @@ class Controller(NamedTuple):
     name: str
 
 
-class EvictionFacts(NamedTuple):
+class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     """What the cluster-autoscaler's drain rules read of a pod, and nothing its value depends on.
 
     Kept apart from the requests so a change here (a label, a deletion) never re-evaluates the pod's value. The
-    defaults describe a bare pod, so records built without them stay valid.
+    defaults describe a bare pod, so records built without them stay valid. Built for every watch event, so a
+    Struct not tracked by the garbage collector (it holds no cycles: strings, numbers, tuples of them): the
+    collector's passes over a queue of events skip it. Fields in this order are the positional constructor's.
     """
 
     controller: Controller | None = None
-    # Every label, flat and immutable: (key1, value1, key2, value2, ...), sorted by key (PDB selectors read them).
-    labels: tuple[str, ...] = ()
+    # Every label, sorted by key, as one string: "key1\0value1\0key2\0value2" (PDB selectors read them). One string,
+    # not a tuple of them: no object the garbage collector tracks, one allocation per event. No label key or value
+    # holds a NUL (the API server admits only a few ASCII characters in both).
+    labels: str = ""
     # Names of the volumes the autoscaler calls local storage: hostPath, and emptyDir whose medium is not Memory.
     local_volumes: tuple[str, ...] = ()
-    # The annotations as written (None when absent): the rules compare them to exact strings.
+    # The annotations as written (None when absent): the rules compare them to exact strings. Words compared to
+    # "true"/"false" are kept clipped (agent.model.fields.clipped); a local-volumes list longer than MAX_ANNOTATION
+    # keeps only the names of the pod's local volumes (the rest could only be ignored).
     safe_to_evict: str | None = None
     safe_to_evict_local_volumes: str | None = None
     daemonset_pod: str | None = None
@@ -110,14 +118,13 @@ class EvictionFacts(NamedTuple):
     gpu: tuple[tuple[str, str, str], ...] = ()
 
     def label(self, key: str) -> str | None:
-        labels = self.labels
-        for i in range(0, len(labels), 2):
-            if labels[i] == key:
-                return labels[i + 1]
-        return None
+        return self.label_map().get(key)
 
     def label_map(self) -> dict[str, str]:
-        return dict(zip(self.labels[::2], self.labels[1::2]))
+        if not self.labels:
+            return {}
+        parts = self.labels.split("\0")
+        return dict(zip(parts[::2], parts[1::2]))
 
 
 NO_EVICTION_FACTS = EvictionFacts()
@@ -142,8 +149,9 @@ class PodRecord(NamedTuple):
     # (in-place pod-level resize); None when the status has neither.
     pod_status: StatusRequests | None = None
     resize_infeasible: bool = False
-    usage_annotation: str | None = None
-    overcommit_annotation: str | None = None
+    # As written, or only the length and an excerpt of text too long to read (refused: agent.model.neon).
+    usage_annotation: str | Oversized | None = None
+    overcommit_annotation: str | Oversized | None = None
     vm_name: str | None = None
     # "source" or "target" while a NeonVM live migration owns the pod, else "".
     migration_role: str = ""

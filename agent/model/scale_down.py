@@ -273,8 +273,8 @@ def _local_volumes_blocking(facts: EvictionFacts, where: str, problems: list[str
     names = listed.split(",")  # not trimmed, as upstream
     unknown = [n for n in names if n not in facts.local_volumes]
     if unknown:
-        problems.append(f"{where}: safe-to-evict-local-volumes names {', '.join(repr(n) for n in unknown)}, no local "
-                        "volume of the pod: ignored")
+        shown = ", ".join(repr(n[:40]) for n in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        problems.append(f"{where}: safe-to-evict-local-volumes names {shown}, no local volume of the pod: ignored")
     return tuple(v for v in facts.local_volumes if v not in names)
 
 

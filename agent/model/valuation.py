@@ -19,7 +19,7 @@ from agent.model.problems import Problem
 from agent.model.pod_requests import Contribution, pod_requests
 from agent.model.rules import Rules
 
-__all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
+__all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "retained", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
 SOURCE_VM_USAGE = "vm_usage"
 SOURCE_POD_REQUESTS = "pod_requests"
@@ -106,6 +106,18 @@ def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodVa
             and previous.uid == pod.uid and previous.record.value_inputs == pod.value_inputs):
         return previous.with_status(pod)
     return evaluate(pod, rules)
+
+
+def retained(value: PodValue) -> PodValue:
+    """What the node state keeps of a pod: all of it while it counts; of a Succeeded/Failed pod only its reporting.
+
+    A terminal pod counts in no sum, no utilization and no verdict, yet stays bound to the node until deleted (a
+    Job's completed pods, hundreds per node); it is shown by phase, value and problems (/debug/pods, the phase
+    counts), so its record (containers, statuses, labels, eviction facts) and contributions are dropped.
+    """
+    if value.reported or (value.record is None and not value.contributions):
+        return value
+    return value._replace(contributions=(), record=None)
 
 
 def evaluate(pod: PodRecord, rules: Rules, *, use_status: bool = True, pod_level: bool = True,

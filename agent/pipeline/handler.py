@@ -15,7 +15,7 @@ from collections.abc import Callable
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PODS
 from agent.model.rules import rules_for
-from agent.model.valuation import SOURCE_POD_REQUESTS, PodValue, evaluate, reevaluate
+from agent.model.valuation import SOURCE_POD_REQUESTS, PodValue, evaluate, reevaluate, retained
 from agent.pipeline.events import (ADDED, Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
                                    PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed, UsageSampled,
                                    VersionRead)
@@ -61,7 +61,7 @@ class Handler:
         self._state.observed(event.resource_version)
         pod = event.pod
         previous = self._state.get(pod.uid)
-        value = reevaluate(pod, previous, self._rules)
+        value = retained(reevaluate(pod, previous, self._rules))
         for gone in self._state.upsert(value):
             if gone.uid != value.uid:
                 log.info("pod %s/%s is now uid %s; dropping its old uid %s (its DELETED event was missed)",
@@ -75,7 +75,7 @@ class Handler:
     def _pods_listed(self, event: PodsListed) -> None:
         self._state.observed(event.resource_version)
         known = {v.uid: v for v in self._state.pods()}
-        values = [reevaluate(p, known.get(p.uid), self._rules) for p in event.pods]
+        values = [retained(reevaluate(p, known.get(p.uid), self._rules)) for p in event.pods]
         removed = self._state.replace(values)
         for value in values:
             self._report_problems(value, known.get(value.uid))
@@ -151,7 +151,7 @@ class Handler:
             for previous in self._state.pods():
                 if previous.record is None:
                     continue
-                value = evaluate(previous.record, rules)
+                value = retained(evaluate(previous.record, rules))
                 self._state.upsert(value)
                 self._report_problems(value, previous)
                 changed += (value.cpu, value.memory) != (previous.cpu, previous.memory)

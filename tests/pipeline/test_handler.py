@@ -53,3 +53,48 @@ def test_phase_change_alone_updates_reported():
     assert state.pods()[0].reported is False
     handler.handle(PodDeleted(pod=POD.record(p)))
     assert len(state) == 0
+
+
+def _job_pod(name: str, phase: str) -> dict:
+    """One of a tenant's Job pods: owned by the Job, labelled, a scratch volume, annotations at the API's limit."""
+    p = pod(name, namespace="tenant", phase=phase, labels={"job-name": "batch", "batch.kubernetes.io/job-name": "batch"},
+            owner_references=[{"apiVersion": "batch/v1", "kind": "Job", "name": "batch", "uid": "j", "controller": True}],
+            annotations={"vm.neon.tech/usage": '{"cpu":"1","memory":"1Gi","pad":"' + "x" * 250_000 + '"}',
+                         "example.com/notes": "n" * 2_000})
+    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    return p
+
+
+def test_a_completed_pod_keeps_only_what_its_reporting_needs():
+    """Issue 29 item 2: a Succeeded/Failed pod counts nowhere; the state keeps its identity, phase, value and
+    problems, not its record (containers, labels, eviction facts) nor its contributions."""
+    import pickle
+
+    from agent.report.views import pods_report
+
+    def size(value) -> int:
+        return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    state = NodeState("node-a")
+    handler = Handler(state=state, metrics=RuntimeStats())
+    running = POD.record(_job_pod("batch-running", "Running"))
+    done = [POD.record(_job_pod(f"batch-{i}", "Succeeded" if i % 2 else "Failed")) for i in range(20)]
+    handler.handle(PodsListed(pods=(running, *done[:10])))
+    for record in done[10:]:
+        handler.handle(PodChanged(type=ADDED, pod=record))
+    kept = state.get(running.uid)
+    assert kept.record is not None and kept.contributions  # a running pod keeps what the verdict and explain read
+    for record in done:
+        value = state.get(record.uid)
+        assert value.record is None and value.contributions == ()
+        assert not value.reported and value.phase == record.phase and value.memory == kept.memory
+        assert [p.reason for p in value.problems] == ["out_of_range"]  # still shown why its usage was refused
+        assert size(value) < size(kept) / 2 and size(value) < 1500, size(value)
+    # The same pod finishing on a watch event (Running -> Succeeded) is slimmed too.
+    finished = _job_pod("batch-running", "Succeeded")
+    handler.handle(PodChanged(type=MODIFIED, pod=POD.record(finished)))
+    assert state.get(running.uid).record is None
+    snapshot = state.snapshot()
+    assert snapshot.summary().pods_by_phase == {"Succeeded": 11, "Failed": 10}
+    shown = {p["name"]: p for p in pods_report(snapshot.pods)["pods"]}
+    assert shown["batch-1"]["reported"] is False and shown["batch-1"]["problems"]
