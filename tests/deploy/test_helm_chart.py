@@ -243,8 +243,8 @@ def test_the_network_policy_selects_the_agents_pods_and_admits_only_the_debug_pe
     assert "NetworkPolicy" not in {o["kind"] for o in helm.template("--set", "networkPolicy.enabled=false")}
 
 
-def test_without_the_token_the_pod_mounts_nothing(helm: Helm) -> None:
-    rendered = helm.template("--set", "collector.token.enabled=false")
+def test_without_the_token_and_the_ca_the_pod_mounts_nothing(helm: Helm) -> None:
+    rendered = helm.template("--set", "collector.token.enabled=false", "--set", "collector.tls.secretName=")
     container = agent_container(rendered)
     assert "NRA_OTLP_TOKEN_FILE" not in env_of(container) and "volumeMounts" not in container
     assert "volumes" not in by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
