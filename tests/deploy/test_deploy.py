@@ -190,11 +190,12 @@ def test_daemonset_policy(agent_objects):
     assert set(env) <= {name for setting in SETTINGS.values() for name in setting.env}, set(env)
     assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_COMPRESSION"} <= set(env)
     # Nothing from the host: `used` comes from the container's own /proc (host-wide stat and meminfo).
-    # The one volume is the Collector's projected token, read by the agent from NRA_OTLP_TOKEN_FILE.
+    # The volumes are the Collector's projected token, read by the agent from NRA_OTLP_TOKEN_FILE, and the
+    # Collector's CA (a Secret, test_the_push_path_is_tls_verified_against_the_collectors_ca): nothing else.
     assert "HOST_PROC" not in env
-    (volume,) = spec["volumes"]
-    assert set(volume) == {"name", "projected"}
-    (mount,) = c["volumeMounts"]
+    volume, ca = spec["volumes"]
+    assert set(volume) == {"name", "projected"} and set(ca) == {"name", "secret"}
+    mount, _ = c["volumeMounts"]
     assert env["NRA_OTLP_TOKEN_FILE"]["value"] == f"{mount['mountPath']}/{volume['projected']['sources'][0]['serviceAccountToken']['path']}"
     assert restricted_violations(spec) == []
     # Probes on the debug port.
