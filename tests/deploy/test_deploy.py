@@ -328,6 +328,40 @@ def test_kube_apiserver_pod_security_admits_both_pods_and_refuses_a_host_proc_mo
 # --------------------------------------------------------------------------- who may reach the Collector
 
 
+
+@pytest.mark.cluster
+def test_the_cert_manager_component_keeps_the_secret_the_collector_mounts(collector_objects, agent_objects, tmp_path):
+    """otel-config/cert-manager/, rendered by the real kubectl's kustomize in an overlay as its header says: a CA
+    chain ending in a server certificate for every name the agent may dial, in the Secret the Deployment mounts.
+    Static only: no cert-manager runs here (docs/deployment.md says so)."""
+    from components.kubernetes import kubernetes_bin
+    from tests.support.cluster import NEWEST
+
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(ROOT / "otel-config", tmp_path)],
+        "components": [os.path.relpath(ROOT / "otel-config" / "cert-manager", tmp_path)]}))
+    rendered = subprocess.run([str(kubernetes_bin(NEWEST) / "kubectl"), "kustomize", str(tmp_path)],
+                              capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(rendered.stdout) if o}
+    assert set(collector_objects) < set(objects)
+    (tls,) = [v["secret"]["secretName"] for v in workload(collector_objects, "Deployment")["spec"]["template"]["spec"]
+              ["volumes"] if "secret" in v]
+    serving = next(o for o in objects.values() if o["kind"] == "Certificate" and o["spec"]["secretName"] == tls)
+    namespace = namespace_of(collector_objects)["metadata"]["name"]
+    assert serving["metadata"]["namespace"] == namespace and "server auth" in serving["spec"]["usages"]
+    env = {e["name"]: e.get("value") for e in workload(agent_objects, "DaemonSet")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].split("//")[1].rsplit(":", 1)[0] in serving["spec"]["dnsNames"]
+    # The chain: serving <- CA Issuer <- CA Certificate (isCA) <- self-signed Issuer, all in the Collector's namespace.
+    ca_issuer = objects[("Issuer", serving["spec"]["issuerRef"]["name"])]
+    ca = next(o for o in objects.values() if o["kind"] == "Certificate"
+              and o["spec"]["secretName"] == ca_issuer["spec"]["ca"]["secretName"])
+    assert ca["spec"]["isCA"] is True and "selfSigned" in objects[("Issuer", ca["spec"]["issuerRef"]["name"])]["spec"]
+    assert {o["metadata"]["namespace"] for o in objects.values() if o["kind"] in ("Issuer", "Certificate")} == {namespace}
+
+
 def port_of(endpoint: str) -> int:
     """The port of a Collector endpoint setting (``0.0.0.0:4317``, ``${env:POD_IP}:13133``, or the default of
     ``${env:OTLP_GRPC_ENDPOINT:-0.0.0.0:4317}``)."""
