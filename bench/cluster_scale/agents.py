@@ -22,7 +22,8 @@ def collector_token(cluster: TrustCluster, agent: AgentContainer, folder: Path) 
     agent.env["NRA_OTLP_TOKEN_FILE"] = str(volume.token_path)
 
 
-def prepare_agents(cluster: TrustCluster, deployment, nodes: list[str], workdir: Path, endpoint: str) -> list[AgentContainer]:
+def prepare_agents(cluster: TrustCluster, deployment, nodes: list[str], workdir: Path, endpoint: str,
+                   ca_file: str | None = None) -> list[AgentContainer]:
     pods = {p["spec"].get("nodeName"): p for p in daemon_pods(cluster, deployment)
             if not p["metadata"].get("deletionTimestamp")}
     missing = [n for n in nodes if n not in pods]
@@ -30,7 +31,7 @@ def prepare_agents(cluster: TrustCluster, deployment, nodes: list[str], workdir:
         raise RuntimeError(f"no DaemonSet pod on {missing[:5]}")
     agents = []
     for node in nodes:
-        agent = prepare_agent_pod(cluster, pods[node], workdir / node, endpoint)
+        agent = prepare_agent_pod(cluster, pods[node], workdir / node, endpoint, otlp_ca_file=ca_file)
         collector_token(cluster, agent, workdir / node / "collector-token")
         agents.append(agent)
     return agents

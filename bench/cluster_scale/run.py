@@ -152,7 +152,7 @@ def window_before(scene: Scene) -> Before:
 def first_cold_start(scene: Scene) -> ColdStart:
     """Every agent prepared from its DaemonSet pod, then all started at once."""
     scene.agents = prepare_agents(scene.cluster, scene.deployment, scene.measured, scene.workdir / "agents",
-                                  scene.collector.otlp_http_endpoint)
+                                  scene.collector.otlp_http_endpoint, scene.collector.ca_file)
     cold = cold_start(scene.cluster, scene.agents, scene.expected)
     log(f"{AGENTS} agents synced {cold.seconds:.1f} s after the start")
     return cold

@@ -41,9 +41,9 @@ def fast_rules(directory) -> tuple:
     return path, [r["alert"] for r in group["rules"]]
 
 
-def _pushing(url: str, token: str, stop: threading.Event) -> threading.Thread:
+def _pushing(collector: Collector, token: str, stop: threading.Event) -> threading.Thread:
     def run() -> None:
-        pusher = Pusher(token)
+        pusher, url = Pusher(token, collector.ca_file), collector.otlp_http_metrics_url
         while not stop.is_set():
             try:
                 pusher.post(url, otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", [(POD, 1.0)])]), timeout=3)
@@ -96,7 +96,7 @@ def test_every_collector_alert_fires_on_its_fault_and_resolves_after_it(trust_cl
             prom.scrape_targets = list(targets.values())
             prom.start()
             for n in ("refusing", "failing", "queue", "down"):
-                _pushing(collectors[n].otlp_http_metrics_url, token, stop)
+                _pushing(collectors[n], token, stop)
             wait_until(lambda: all(t["health"] == "up" for t in prom.targets()), timeout=30,
                        message="every Collector scraped")
             started = time.monotonic()

@@ -44,7 +44,7 @@ def agent_a(chain):
 
 
 def _push(otelcol, token, resource, metrics) -> int:
-    return Pusher(token).post(otelcol.otlp_http_metrics_url, otlp_request(resource, metrics))
+    return Pusher(token, otelcol.ca_file).post(otelcol.otlp_http_metrics_url, otlp_request(resource, metrics))
 
 
 def _tampered(token: str, node: str) -> str:
@@ -118,7 +118,7 @@ def test_rolling_upgrade_two_versions_never_double_count(chain, tmp_path):
     with remote_write_prometheus(tmp_path / "prometheus", rule_files=[rules]) as prom, \
             Collector(tmp_path / "otelcol", SHIPPED_CONFIG, env=collector_env(cluster, f"{prom.url}/api/v1/write")) as oc:
         old_pod, new_pod = cluster.agent_pod("node-b", name="agent-old"), cluster.agent_pod("node-b", name="agent-new")
-        old, new = Pusher(cluster.pod_token(old_pod)), Pusher(cluster.pod_token(new_pod))
+        old, new = Pusher(cluster.pod_token(old_pod), oc.ca_file), Pusher(cluster.pod_token(new_pod), oc.ca_file)
         pods = [({"k8s.namespace.name": "default", "k8s.pod.name": f"p{i}", "k8s.pod.uid": f"u{i}", "source": "pod_requests"},
                  0.5) for i in range(4)]
         truth = sum(v for _, v in pods)
@@ -163,7 +163,8 @@ def test_the_real_agent_passes_with_its_token_and_every_metric_it_sends_arrives(
                      env=collector_env(cluster, f"{prom.url}/api/v1/write")) if protocol == "grpc" else None)
     with own or contextlib.nullcontext(otelcol) as otelcol:
         endpoint = otelcol.otlp_grpc_endpoint if protocol == "grpc" else otelcol.otlp_http_endpoint
-        _agent_sends_everything(prom, node, protocol, {**otlp_env(endpoint, protocol),
+        tls = {"OTEL_EXPORTER_OTLP_CERTIFICATE": otelcol.ca_file} if protocol != "grpc" else {}
+        _agent_sends_everything(prom, node, protocol, {**otlp_env(endpoint, protocol), **tls,
                                                        "NRA_OTLP_TOKEN_FILE": str(token_dir / "token")}, _Api(), tmp_path)
 
 

@@ -95,7 +95,55 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
     service = collector_objects[("Service", "otel-collector")]
     (http,) = [p["port"] for p in service["spec"]["ports"] if p["name"] == "otlp-http"]
     assert ds_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == \
-        f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{http}"
+        f"https://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{http}"
+
+
+def mounted_secret(pod_spec: dict, container: dict, path: str) -> tuple[str, str]:
+    """(Secret name, key) a file ``path`` of ``container`` comes from; fails unless a required Secret volume holds it."""
+    volumes = {v["name"]: v for v in pod_spec["volumes"]}
+    for mount in container["volumeMounts"]:
+        if path.startswith(mount["mountPath"].rstrip("/") + "/"):
+            secret = volumes[mount["name"]]["secret"]
+            assert not secret.get("optional") and mount.get("readOnly"), (secret, mount)
+            return secret["secretName"], path[len(mount["mountPath"].rstrip("/")) + 1:]
+    raise AssertionError(f"{path} is on no mounted volume of {container['name']}")
+
+
+def test_the_push_path_is_tls_verified_against_the_collectors_ca(agent_objects, collector_objects, tmp_path):
+    """Issue 29 item 6: the token never travels in clear. The agent pushes to https and verifies the Collector with
+    the CA of a required Secret; the Collector's OTLP/HTTP receiver serves the certificate of a required Secret;
+    otel-config/tls/make-secrets.sh makes both, for the name the agent dials; the token lives 10 minutes."""
+    ds = agent_objects[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
+    (agent,) = ds["containers"]
+    env = {e["name"]: e.get("value") for e in agent["env"]}
+    endpoint = env["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert endpoint.startswith("https://") and "OTEL_EXPORTER_OTLP_INSECURE" not in env
+    assert mounted_secret(ds, agent, env["OTEL_EXPORTER_OTLP_CERTIFICATE"]) == ("otel-collector-ca", "ca.crt")
+    (token,) = [s["serviceAccountToken"] for v in ds["volumes"] for s in v.get("projected", {}).get("sources", [])]
+    assert token["expirationSeconds"] == 600  # the API server's minimum
+
+    deployment = collector_objects[("Deployment", "otel-collector")]["spec"]["template"]["spec"]
+    (collector,) = deployment["containers"]
+    config = yaml.safe_load(collector_objects[("ConfigMap", "otel-collector-config")]["data"]["collector.yaml"])
+    tls = config["receivers"]["otlp"]["protocols"]["http"]["tls"]
+    default = lambda value: re.fullmatch(r"\$\{env:\w+:-(.+)\}", value).group(1)  # noqa: E731
+    assert mounted_secret(deployment, collector, default(tls["cert_file"])) == ("otel-collector-tls", "tls.crt")
+    assert mounted_secret(deployment, collector, default(tls["key_file"])) == ("otel-collector-tls", "tls.key")
+    assert "ca_file" not in tls and "client_ca_file" not in tls  # the token authenticates the agent, not a cert
+
+    script = ROOT / "otel-config" / "tls" / "make-secrets.sh"
+    made = subprocess.run([str(script), "--no-apply", str(tmp_path / "tls")], capture_output=True, text=True,
+                          timeout=60)
+    assert made.returncode == 0, made.stderr
+    host = endpoint.split("//", 1)[1].rsplit(":", 1)[0]
+    text = subprocess.run(["openssl", "x509", "-in", str(tmp_path / "tls" / "tls.crt"), "-noout", "-ext",
+                           "subjectAltName,extendedKeyUsage"], capture_output=True, text=True, check=True).stdout
+    assert f"DNS:{host}," in text.replace(" ", "") + "," and "TLS Web Server Authentication" in text, text
+    verified = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "tls" / "ca.crt"),
+                               str(tmp_path / "tls" / "tls.crt")], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    script_text = script.read_text()
+    assert "secret tls otel-collector-tls" in script_text and "secret generic otel-collector-ca" in script_text
 
 
 def test_rbac_is_exactly_list_and_watch_of_pods_nodes_and_pdbs(agent_objects):
@@ -147,11 +195,12 @@ def test_daemonset_policy(agent_objects):
     assert set(env) <= {name for setting in SETTINGS.values() for name in setting.env}, set(env)
     assert {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_COMPRESSION"} <= set(env)
     # Nothing from the host: `used` comes from the container's own /proc (host-wide stat and meminfo).
-    # The one volume is the Collector's projected token, read by the agent from NRA_OTLP_TOKEN_FILE.
+    # The volumes are the Collector's projected token, read by the agent from NRA_OTLP_TOKEN_FILE, and the
+    # Collector's CA (a Secret, test_the_push_path_is_tls_verified_against_the_collectors_ca): nothing else.
     assert "HOST_PROC" not in env
-    (volume,) = spec["volumes"]
-    assert set(volume) == {"name", "projected"}
-    (mount,) = c["volumeMounts"]
+    volume, ca = spec["volumes"]
+    assert set(volume) == {"name", "projected"} and set(ca) == {"name", "secret"}
+    mount, _ = c["volumeMounts"]
     assert env["NRA_OTLP_TOKEN_FILE"]["value"] == f"{mount['mountPath']}/{volume['projected']['sources'][0]['serviceAccountToken']['path']}"
     assert restricted_violations(spec) == []
     # Probes on the debug port.
@@ -331,6 +380,40 @@ def test_kubectls_kustomize_renders_the_renamed_restriction(tmp_path):
 
 
 # --------------------------------------------------------------------------- who may reach the Collector
+
+
+
+@pytest.mark.cluster
+def test_the_cert_manager_component_keeps_the_secret_the_collector_mounts(collector_objects, agent_objects, tmp_path):
+    """otel-config/cert-manager/, rendered by the real kubectl's kustomize in an overlay as its header says: a CA
+    chain ending in a server certificate for every name the agent may dial, in the Secret the Deployment mounts.
+    Static only: no cert-manager runs here (docs/deployment.md says so)."""
+    from components.kubernetes import kubernetes_bin
+    from tests.support.cluster import NEWEST
+
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(ROOT / "otel-config", tmp_path)],
+        "components": [os.path.relpath(ROOT / "otel-config" / "cert-manager", tmp_path)]}))
+    rendered = subprocess.run([str(kubernetes_bin(NEWEST) / "kubectl"), "kustomize", str(tmp_path)],
+                              capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(rendered.stdout) if o}
+    assert set(collector_objects) < set(objects)
+    (tls,) = [v["secret"]["secretName"] for v in workload(collector_objects, "Deployment")["spec"]["template"]["spec"]
+              ["volumes"] if "secret" in v]
+    serving = next(o for o in objects.values() if o["kind"] == "Certificate" and o["spec"]["secretName"] == tls)
+    namespace = namespace_of(collector_objects)["metadata"]["name"]
+    assert serving["metadata"]["namespace"] == namespace and "server auth" in serving["spec"]["usages"]
+    env = {e["name"]: e.get("value") for e in workload(agent_objects, "DaemonSet")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].split("//")[1].rsplit(":", 1)[0] in serving["spec"]["dnsNames"]
+    # The chain: serving <- CA Issuer <- CA Certificate (isCA) <- self-signed Issuer, all in the Collector's namespace.
+    ca_issuer = objects[("Issuer", serving["spec"]["issuerRef"]["name"])]
+    ca = next(o for o in objects.values() if o["kind"] == "Certificate"
+              and o["spec"]["secretName"] == ca_issuer["spec"]["ca"]["secretName"])
+    assert ca["spec"]["isCA"] is True and "selfSigned" in objects[("Issuer", ca["spec"]["issuerRef"]["name"])]["spec"]
+    assert {o["metadata"]["namespace"] for o in objects.values() if o["kind"] in ("Issuer", "Certificate")} == {namespace}
 
 
 def port_of(endpoint: str) -> int:

@@ -218,8 +218,30 @@ def test_the_network_policy_selects_the_agents_pods_and_admits_only_the_debug_pe
     assert "NetworkPolicy" not in {o["kind"] for o in helm.template("--set", "networkPolicy.enabled=false")}
 
 
-def test_without_the_token_the_pod_mounts_nothing(helm: Helm) -> None:
-    rendered = helm.template("--set", "collector.token.enabled=false")
+def test_by_default_the_agent_pushes_over_https_verified_with_the_collectors_ca(helm: Helm) -> None:
+    """Issue 29 item 6, as the chart renders it (the kustomize side: test_deploy.py): https, the CA of Secret
+    otel-collector-ca mounted and named, a 600 s token, and the agent's configuration reads them so; NOTES.txt names
+    the Secret the pods wait for."""
+    rendered = helm.template()
+    pod = by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
+    container = agent_container(rendered)
+    env = env_of(container)
+    assert {"name": "otlp-tls", "secret": {"secretName": "otel-collector-ca"}} in pod["volumes"]
+    assert {"name": "otlp-tls", "mountPath": "/etc/node-requests-agent/otlp-tls", "readOnly": True} in \
+        container["volumeMounts"]
+    (token,) = [s["serviceAccountToken"] for v in pod["volumes"] for s in v.get("projected", {}).get("sources", [])]
+    assert token["expirationSeconds"] == 600
+    from agent.config import from_sources
+
+    otlp = from_sources({}, {"NODE_NAME": "n", **{k: v for k, v in env.items() if isinstance(v, str)}}).otlp
+    assert otlp.endpoint.startswith("https://otel-collector.node-requests-collector.svc:")
+    assert otlp.certificate == "/etc/node-requests-agent/otlp-tls/ca.crt" and otlp.insecure is None
+    notes = helm("install", "nra", str(CHART), "--namespace", "observability", "--dry-run=client").stdout
+    assert "Secret otel-collector-ca" in notes and "AGENT_NAMESPACE=observability" in notes, notes
+
+
+def test_without_the_token_and_the_ca_the_pod_mounts_nothing(helm: Helm) -> None:
+    rendered = helm.template("--set", "collector.token.enabled=false", "--set", "collector.tls.secretName=")
     container = agent_container(rendered)
     assert "NRA_OTLP_TOKEN_FILE" not in env_of(container) and "volumeMounts" not in container
     assert "volumes" not in by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]

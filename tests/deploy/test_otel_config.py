@@ -82,7 +82,7 @@ def test_the_shipped_pipeline_checks_the_token_and_writes_synchronously():
     assert c["exporters"]["prometheus_remote_write"]["remote_write_queue"] == {"enabled": False}
     assert "oidc" in c["service"]["extensions"]
     daemonset = yaml.safe_load((OTEL.parent / "daemonset" / "daemonset.yaml").read_text())
-    (volume,) = daemonset["spec"]["template"]["spec"]["volumes"]
+    (volume,) = [v for v in daemonset["spec"]["template"]["spec"]["volumes"] if "projected" in v]
     audience = volume["projected"]["sources"][0]["serviceAccountToken"]["audience"]
     assert re.search(rf"audience: \$\{{env:OIDC_AUDIENCE:-{audience}\}}", CONFIG.read_text())
 

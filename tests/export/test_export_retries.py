@@ -4,6 +4,7 @@ the injected one, decides when an export is out of time, for the exporter and it
 from __future__ import annotations
 
 import datetime as dt
+import ssl
 import time
 
 import pytest
@@ -138,3 +139,57 @@ def test_a_busy_collectors_retry_after_in_either_form(header, seconds):
     finally:
         transport.close()
         server.shutdown()
+
+
+def _serving(pki) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.crt("loopback-serving"), pki.key("loopback-serving"))
+    return context
+
+
+def test_a_collector_the_configured_ca_did_not_sign_gets_nothing_and_the_failure_says_tls(tmp_path):
+    """Issue 29 item 6: pointed at a Collector whose certificate another CA signed, the agent sends nothing (the
+    receiver sees no request, in TLS or in clear), tries once per export (no retry changes a certificate) and
+    counts ``reason="tls"``; the same exporter with the right CA succeeds, and an https endpoint never speaks
+    plain HTTP to a server that only speaks it. On main the failure was counted as "transport" and retried."""
+    from tests.support.pki import make_pki
+
+    collectors_ca, other_ca = make_pki(tmp_path / "collector"), make_pki(tmp_path / "other")
+    receiver = HttpReceiver().start(_serving(collectors_ca))
+    plain = HttpReceiver().start()
+    try:
+        assert receiver.endpoint.startswith("https://")
+        for ca, expected in ((other_ca, "tls"), (collectors_ca, None)):
+            settings = OtlpSettings(protocol="http/protobuf", endpoint=f"{receiver.endpoint}/v1/metrics",
+                                    compression="none", certificate=str(ca.crt("ca")))
+            sent: list[Attempt] = []
+
+            class Counting(HttpTransport):
+                def send(self, *args, **kwargs) -> Attempt:
+                    sent.append(super().send(*args, **kwargs))
+                    return sent[-1]
+
+            transport = Counting(settings)
+            try:
+                exporter, stats = _exporter(transport, VirtualClock())
+                result = exporter.export(MetricsData(resource_metrics=[]))
+            finally:
+                transport.close()
+            failures = stats.snapshot().export_failures
+            if expected:
+                assert result == MetricExportResult.FAILURE and failures == {"tls": 1}, failures
+                assert [a.reason for a in sent] == ["tls"] and "CERTIFICATE_VERIFY_FAILED" in sent[0].message
+                assert receiver.requests == []
+            else:
+                assert result == MetricExportResult.SUCCESS and failures == {} and len(receiver.requests) == 1
+        https_to_plain = HttpTransport(OtlpSettings(
+            protocol="http/protobuf", endpoint=f"https://127.0.0.1:{plain.port}/v1/metrics", compression="none",
+            certificate=str(collectors_ca.crt("ca"))))
+        try:
+            attempt = https_to_plain.send(ExportMetricsServiceRequest(), 0, 5.0)
+        finally:
+            https_to_plain.close()
+        assert not attempt.ok and plain.requests == [], attempt
+    finally:
+        receiver.stop()
+        plain.stop()

@@ -5,22 +5,28 @@ containerd, kube-proxy and CoreDNS inside a network namespace the fixture makes;
 shipped (`kubectl apply -k daemonset/`, and `-k` of an overlay in the test's tmp dir over the unchanged otel-config/
 that sets only the Deployment's two ADAPT values, as an operator would), so the agent runs from the image under the
 DaemonSet's security context, with its probes, memory limit and grace period acted on by the kubelet, and pushes
-with its projected token to both Collector replicas, which verify it against the API server's issuer and write into
-Prometheus 3 by remote write. The DaemonSet goes through an overlay too, which changes one value: the Collector
-token's lifetime, from the shipped 3600 s to the API server's minimum of 600 s, so that the kubelet rotates it
-within the suite (at 80 % of it) and the token test sees the agent push with the new token after the old one expired.
+with its projected token over TLS (the Collector's certificate and the agent's CA made by otel-config/tls/
+make-secrets.sh, as the docs have an operator do) to both Collector replicas, which verify the token against the API
+server's issuer and write into Prometheus 3 by remote write. The shipped token lifetime is the API server's minimum,
+600 s, so the kubelet rotates it within the suite (at 80 % of it) and the token test sees the agent push with the new
+token after the old one expired. An agent given a CA that did not sign the Collector's certificate pushes nothing.
 The rollout restart runs last, over the real node and simulated ones (KWOK), so ``maxUnavailable`` is a share.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
+import socket
+import ssl
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +34,8 @@ from tests.support.cluster import Cluster
 from tests.support.kwok import KWOK_NODE_TAINT, Kwok
 from tests.support.node_cluster import NODE_NAME, Node
 from tests.support.node_rollout import (  # the fixtures prometheus and rollout live there
-    AGENT_NS, AGENT_SELECTOR, COLLECTOR_AUDIENCE, COLLECTOR_NS, ROTATED_TOKEN_SECONDS, SHIPPED_DAEMONSET)
+    AGENT_NS, AGENT_SELECTOR, COLLECTOR_AUDIENCE, COLLECTOR_NS, COLLECTOR_SELECTOR, MAKE_TLS_SECRETS,
+    ROTATED_TOKEN_SECONDS, SHIPPED_DAEMONSET)
 from tests.support.waiting import wait_until
 
 _AGENT_CONTAINER = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["containers"][0]
@@ -36,6 +43,8 @@ _AGENT_CONTAINER = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["containers"][0
 DEBUG_PORT = next(p["containerPort"] for p in _AGENT_CONTAINER["ports"] if p["name"] == "debug")
 # Where the agent reads the Collector's token (the projected volume the kubelet writes and rotates).
 COLLECTOR_TOKEN_FILE = next(e["value"] for e in _AGENT_CONTAINER["env"] if e["name"] == "NRA_OTLP_TOKEN_FILE")
+# The name the agent dials and the Collector's certificate is for: the Service's, in the Collector's namespace.
+COLLECTOR_HOST = f"otel-collector.{COLLECTOR_NS}.svc"
 
 pytestmark = pytest.mark.node
 
@@ -146,7 +155,8 @@ def test_agent_pushes_to_the_collector_by_dns_name_and_prometheus_shows_pod_or_v
     assert prometheus.query('pod_or_vm_mem_requests{k8s_pod_name="plain-0"}')
     # No DNS workaround: the agent's endpoint is the shipped Service name, resolved by CoreDNS in the pod.
     env = {e["name"]: e.get("value") for e in agent_pod(node)["spec"]["containers"][0]["env"]}
-    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.node-requests-collector.svc:4318"
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"https://{COLLECTOR_HOST}:4318"
+    assert not agent_debug(node, "/debug/runtime")["export_failures"]  # TLS verified: not one failed export
 
 
 # --------------------------------------------------------------------------- 2. workload pods are real containers
@@ -456,17 +466,20 @@ def test_wedged_agent_fails_liveness_and_is_restarted(node_cluster: Node, rollou
 READ_COLLECTOR_TOKEN = f"import sys; sys.stdout.write(open({COLLECTOR_TOKEN_FILE!r}).read())"
 
 
-def _push_empty(node: Node, token: str) -> int:
-    """The HTTP status the Collector's OTLP receiver (through its Service) gives an empty push with ``token``: the
-    oidc authenticator answers before the body is read."""
-    url = f"http://{node.service_ip(COLLECTOR_NS, 'otel-collector')}:4318/v1/metrics"
-    request = urllib.request.Request(url, data=b"", method="POST", headers={
-        "Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"})
+def _push_empty(node: Node, token: str, ca_file: Path) -> int:
+    """The HTTP status the Collector's OTLP receiver (through its Service's address, over TLS verified against
+    ``ca_file`` for the Service's name) gives an empty push with ``token``: the oidc authenticator answers before
+    the body is read."""
+    context = ssl.create_default_context(cafile=str(ca_file))
+    raw = socket.create_connection((node.service_ip(COLLECTOR_NS, "otel-collector"), 4318), timeout=10)
+    conn = http.client.HTTPConnection(COLLECTOR_HOST, 4318, timeout=10)
+    conn.sock = context.wrap_socket(raw, server_hostname=COLLECTOR_HOST)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
+        conn.request("POST", "/v1/metrics", body=b"", headers={
+            "Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def test_the_kubelet_rotates_the_collector_token_and_the_same_agent_process_pushes_with_the_new_one(
@@ -516,8 +529,8 @@ def test_the_kubelet_rotates_the_collector_token_and_the_same_agent_process_push
     wait_until(sampled_after_expiry, old["exp"] - time.time() + 90, interval=2,
                message="a sample pushed after the first token expired, in Prometheus")
     FIGURES["pushed_after_expiry_at_s_of_600"] = time.time() - old["iat"]
-    assert _push_empty(node, first) == 401  # the expired token is refused
-    assert _push_empty(node, second) == 200  # the rotated one is accepted
+    assert _push_empty(node, first, rollout["tls"] / "ca.crt") == 401  # the expired token is refused
+    assert _push_empty(node, second, rollout["tls"] / "ca.crt") == 200  # the rotated one is accepted
     stats_after = agent_debug(node, "/debug/runtime")
     assert stats_after["last_export_success_unixtime"] > old["exp"] + 1, stats_after
     refused = [sum(n for reason, n in stats["export_failures"].items() if reason.startswith("http_4"))
@@ -536,6 +549,78 @@ def _log_follower(node: Node, pod: str):
     return subprocess.Popen([str(node.cluster._bins["kubectl"]), f"--kubeconfig={node.cluster.admin_kubeconfig}",
                              "logs", "-f", "-n", AGENT_NS, pod, "-c", "agent", "--tail=0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _apply_agents_ca(node: Node, ca_file: Path) -> None:
+    """Secret otel-collector-ca holding ``ca_file``, as make-secrets.sh writes it."""
+    secret = node.cluster.kubectl("create", "secret", "generic", "otel-collector-ca", "-n", AGENT_NS,
+                                  f"--from-file=ca.crt={ca_file}", "--dry-run=client", "-o", "yaml")
+    assert secret.returncode == 0, secret.stderr
+    applied = node.cluster.kubectl("apply", "-f", "-", input=secret.stdout)
+    assert applied.returncode == 0, applied.stderr
+
+
+def _replace_agent_pod(node: Node) -> dict:
+    """Delete the agent's pod; its replacement (which reads the CA afresh) once Ready."""
+    old = agent_pod(node)["metadata"]["uid"]
+    result = node.cluster.kubectl("delete", "pod", "-n", AGENT_NS, agent_pod(node)["metadata"]["name"])
+    assert result.returncode == 0, result.stderr
+    return wait_until(lambda: next((p for p in [agent_pod_or_none(node)] if p and p["metadata"]["uid"] != old
+                                    and ready(p)), None), 120, interval=1, message="a new agent pod Ready")
+
+
+def agent_pod_or_none(node: Node) -> dict | None:
+    try:
+        return agent_pod(node)
+    except AssertionError:  # between the old pod's end and the new one's creation
+        return None
+
+
+def test_an_agent_given_another_ca_pushes_nothing_and_says_tls_never_clear_text(
+        node_cluster: Node, rollout: dict, prometheus, tmp_path) -> None:
+    """Issue 29 item 6, the negative check on the real Service path: the agent's CA Secret holds a CA that did not
+    sign the Collector's certificate (as with a Collector someone else stands up behind the name). The new agent pod
+    verifies, refuses and pushes nothing: its export health counts only ``tls`` failures (a push in clear would be
+    answered 400 by the TLS listener and counted http_4xx), no sample of it reaches Prometheus, and the Collector
+    logs the TLS handshakes the agent aborted, from its pod's address. With the right CA back, the next pod pushes again."""
+    node = node_cluster
+    other = subprocess.run([str(MAKE_TLS_SECRETS), "--no-apply", str(tmp_path / "other")], capture_output=True,
+                           text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+    _apply_agents_ca(node, tmp_path / "other" / "ca.crt")
+    try:
+        pod = _replace_agent_pod(node)
+        name = pod["metadata"]["name"]
+
+        def refused() -> dict | None:
+            stats = agent_debug(node, "/debug/runtime")
+            return stats if stats["export_failures"].get("tls", 0) >= 3 else None
+
+        wait_until(lambda: agent_debug(node, "/debug/runtime")["export_failures"].get("tls"), 60, interval=1,
+                   message="a first export refused for TLS")
+        refusing_since = time.time()  # the old pod's final export (at its SIGTERM) is over by now
+        stats = wait_until(refused, 120, interval=2, message="three exports refused for TLS")
+        assert set(stats["export_failures"]) == {"tls"}, stats["export_failures"]
+        assert stats["exports"].get("success", 0) == 0 and stats["last_export_success_unixtime"] is None, stats
+        logs = node.cluster.kubectl("logs", "-n", AGENT_NS, name, "-c", "agent").stdout
+        assert "tls: SSLCertVerificationError" in logs and "CERTIFICATE_VERIFY_FAILED" in logs, logs[-2000:]
+        assert not prometheus.query(f'pod_or_vm_cpu_requests{{k8s_pod_name="{name}"}}')
+        samples = prometheus.query(f'timestamp(node_requests_agent_exports_total{{instance="{NODE_NAME}"}})')
+        assert all(float(r["value"][1]) < refusing_since for r in samples), (refusing_since, samples)
+        collector_logs = "".join(node.cluster.kubectl("logs", "-n", COLLECTOR_NS, p["metadata"]["name"]).stdout
+                                 for p in node.pods(COLLECTOR_NS, COLLECTOR_SELECTOR))
+        # The agent aborts the handshake once it has seen the certificate; Go's TLS 1.3 server logs that as
+        # "local error: tls: bad record MAC" (not as the client's alert), so the test asks only that the aborted
+        # handshakes came from the agent's pod: it spoke TLS to the Collector, never plain HTTP.
+        handshakes = [line for line in collector_logs.splitlines()
+                      if "TLS handshake error" in line and f'{pod["status"]["podIP"]}:' in line]
+        assert handshakes, collector_logs[-3000:]
+    finally:
+        _apply_agents_ca(node, rollout["tls"] / "ca.crt")
+    pod = _replace_agent_pod(node)
+    wait_until(lambda: agent_debug(node, "/debug/runtime")["exports"].get("success", 0) >= 1, 60, interval=2,
+               message="the agent with the right CA pushes again")
+    assert not agent_debug(node, "/debug/runtime")["export_failures"]
 
 
 def test_delete_pod_sigterm_final_export_and_exit_within_grace(node_cluster: Node, rollout: dict) -> None:

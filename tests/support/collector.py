@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import subprocess
 import textwrap
 import time
@@ -43,6 +44,10 @@ DEPLOYMENT_DOC = REPO / "docs" / "deployment.md"
 ENDPOINT_VARS = ("OTLP_GRPC_ENDPOINT", "OTLP_HTTP_ENDPOINT", "PROMETHEUS_EXPORTER_ENDPOINT", "HEALTH_CHECK_ENDPOINT")
 # The collector's own metrics: host and port are separate keys in its telemetry config.
 TELEMETRY_HOST_VAR, TELEMETRY_PORT_VAR = "OTELCOL_TELEMETRY_HOST", "OTELCOL_TELEMETRY_PORT"
+# Where the shipped OTLP/HTTP receiver reads its serving certificate (its tls block), and the script an operator
+# runs to make it (the tests run it too, so the certificate they serve is the one the docs have operators make).
+TLS_VARS = ("OTLP_TLS_CERT_FILE", "OTLP_TLS_KEY_FILE")
+MAKE_TLS_SECRETS = REPO / "otel-config" / "tls" / "make-secrets.sh"
 
 
 def _attributes(values: Mapping[str, object]) -> list[KeyValue]:
@@ -86,11 +91,13 @@ def otlp_request(resource: Mapping[str, object], metrics: Sequence[metrics_pb2.M
         scope_metrics=[metrics_pb2.ScopeMetrics(scope={"name": scope}, metrics=list(metrics))])])
 
 
-def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5.0, token: str | None = None) -> int:
+def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5.0, token: str | None = None,
+              ca_file: str | None = None) -> int:
     """POST a protobuf OTLP/HTTP request (as the SDK's HTTP exporter does), with ``token`` as its bearer token if
-    one is given; returns the HTTP status."""
+    one is given, an https ``url`` verified against ``ca_file``; returns the HTTP status."""
     headers = {"Content-Type": "application/x-protobuf"} | ({"Authorization": f"Bearer {token}"} if token else {})
-    return http_request(url, "POST", timeout, data=request.SerializeToString(), headers=headers)[0]
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+    return http_request(url, "POST", timeout, data=request.SerializeToString(), headers=headers, context=context)[0]
 
 
 def grpc_receiver() -> dict:
@@ -121,13 +128,15 @@ def pull_variant_config(directory: Path) -> Path:
     Those tests' agents watch a fake API server, so they hold no ServiceAccount token: the receivers'
     oidc authenticator and the nodeidentity processor (which needs the verified token) are left out,
     and the pipeline ends in the pull variant's prometheus exporter (with batch) as docs/deployment.md describes.
-    Everything else (memory_limiter, the exporters' settings) is the shipped file's. The token path
-    and the remote-write pipeline run unmodified in tests/test_collector_trust.py and its neighbours.
+    Everything else (memory_limiter, the exporters' settings) is the shipped file's; without the token the
+    receiver's TLS is left out too. The token path, its TLS and the remote-write pipeline run unmodified in
+    tests/collector/test_collector_trust.py and its neighbours, and on the real node (tests/node/).
     Those tests' agents push over both protocols, so docs/deployment.md's gRPC receiver is added.
     """
     config = _with_grpc(yaml.safe_load(SHIPPED_CONFIG.read_text()))
     for protocol in config["receivers"]["otlp"]["protocols"].values():
         protocol.pop("auth", None)
+        protocol.pop("tls", None)  # no token to protect: these tests' senders push in clear
     config["extensions"].pop("oidc")
     config["processors"].pop("nodeidentity")
     config["service"]["extensions"] = [e for e in config["service"]["extensions"] if e != "oidc"]
@@ -150,6 +159,10 @@ class Collector:
     find the collector again after a fault test. ``overrides`` are
     ``--set key::path=value`` settings (e.g. a tiny memory limit); ``env`` is
     applied last, so it can also point an endpoint variable elsewhere.
+
+    A config whose OTLP/HTTP receiver has a ``tls`` block (the shipped one) serves the certificate that
+    otel-config/tls/make-secrets.sh makes in the workdir, for the Service's names and 127.0.0.1: its OTLP/HTTP URLs
+    are https, verified against ``ca_file``.
     """
 
     def __init__(self, workdir: Path, config_path: Path | None = None, env: Mapping[str, str] | None = None,
@@ -162,6 +175,24 @@ class Collector:
         self.log_path = self.workdir / "otelcol.log"
         self.ports = dict(zip([*ENDPOINT_VARS, TELEMETRY_PORT_VAR], free_ports(len(ENDPOINT_VARS) + 1)))
         self._proc: subprocess.Popen | None = None
+        http = yaml.safe_load(self.config_path.read_text())["receivers"]["otlp"]["protocols"].get("http") or {}
+        self.tls_dir = self.workdir / "tls" if http.get("tls") else None
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA that signed the OTLP/HTTP receiver's certificate; None when it serves in clear."""
+        return str(self.tls_dir / "ca.crt") if self.tls_dir else None
+
+    def _make_tls(self) -> dict[str, str]:
+        """The serving certificate, made once per instance (a restart serves the same one)."""
+        if self.tls_dir is None:
+            return {}
+        if not (self.tls_dir / "tls.crt").exists():
+            made = subprocess.run([str(MAKE_TLS_SECRETS), "--no-apply", str(self.tls_dir)], capture_output=True,
+                                  text=True, env={**os.environ, "EXTRA_SANS": "IP:127.0.0.1"}, timeout=60)
+            if made.returncode != 0:
+                raise RuntimeError(f"{MAKE_TLS_SECRETS.name} failed: {made.stderr}")
+        return dict(zip(TLS_VARS, (str(self.tls_dir / "tls.crt"), str(self.tls_dir / "tls.key"))))
 
     def env(self) -> dict[str, str]:
         """The endpoint variables on this instance's ports (what a test would export in a shell)."""
@@ -179,7 +210,8 @@ class Collector:
         """Launch the collector and wait until its health_check reports it ready."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen(self._argv(), env={**os.environ, **self.env(), **self.extra_env}, stdout=log,
+            self._proc = subprocess.Popen(self._argv(), env={**os.environ, **self.env(), **self._make_tls(),
+                                                              **self.extra_env}, stdout=log,
                                           stderr=subprocess.STDOUT, cwd=self.workdir)
         self._wait_ready(timeout)
         return self
@@ -214,18 +246,22 @@ class Collector:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
-    def _url(self, var: str, path: str = "") -> str:
-        return f"http://127.0.0.1:{self.ports[var]}{path}"
+    def _url(self, var: str, path: str = "", scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.ports[var]}{path}"
+
+    @property
+    def _otlp_http_scheme(self) -> str:
+        return "https" if self.tls_dir else "http"
 
     @property
     def otlp_http_endpoint(self) -> str:
         """Base URL for OTEL_EXPORTER_OTLP_ENDPOINT (the SDK appends /v1/metrics)."""
-        return self._url("OTLP_HTTP_ENDPOINT")
+        return self._url("OTLP_HTTP_ENDPOINT", scheme=self._otlp_http_scheme)
 
     @property
     def otlp_http_metrics_url(self) -> str:
         """Full URL for OTEL_EXPORTER_OTLP_METRICS_ENDPOINT."""
-        return self._url("OTLP_HTTP_ENDPOINT", "/v1/metrics")
+        return self._url("OTLP_HTTP_ENDPOINT", "/v1/metrics", self._otlp_http_scheme)
 
     @property
     def otlp_grpc_endpoint(self) -> str:

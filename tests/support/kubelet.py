@@ -188,6 +188,8 @@ class ServiceAccountVolume:
 #: What a test changes in the pod's environment, and why (each names something only a real node provides).
 TEST_OVERRIDES = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": "cluster DNS for the Collector Service: the test's OTLP receiver instead",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE": "the Secret volume with the Collector's CA: the test Collector's CA file "
+                                      "(none for a receiver in clear)",
     "DEBUG_ADDRESS": "the pod's own network namespace: a free loopback port instead of the default debug port",
     SERVICEACCOUNT_DIR_ENV: "the volume mount: the folder the stand-in projected the volume into",
 }
@@ -278,12 +280,12 @@ def start_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoint
 
 def prepare_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoint: str,
                       service_address: tuple[str, int] | None = None, container_name: str = AGENT_CONTAINER,
-                      dockerfile: Path = DOCKERFILE) -> AgentContainer:
+                      dockerfile: Path = DOCKERFILE, otlp_ca_file: str | None = None) -> AgentContainer:
     """Everything the kubelet does before the container starts, once KWOK reported the pod Running: volume
     projected, command line and environment resolved. ``start()`` on the result starts the process.
 
     ``service_address`` is what KUBERNETES_SERVICE_HOST/PORT point at (default: the API server itself; a test may
-    put a proxy in between).
+    put a proxy in between). ``otlp_ca_file``: the CA of an https ``otlp_endpoint`` (``Collector.ca_file``).
     """
     meta = pod["metadata"]
     # KWOK reports the pod running with its node's IP; the downward API then reads status.hostIP from it.
@@ -306,7 +308,8 @@ def prepare_agent_pod(cluster: Cluster, pod: Mapping, workdir: Path, otlp_endpoi
         "HOSTNAME": meta["name"],
         **services, **env_from_spec,
     }
-    overrides = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, SERVICEACCOUNT_DIR_ENV: str(volume.folder)}
+    overrides = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint, "OTEL_EXPORTER_OTLP_CERTIFICATE": otlp_ca_file or "",
+                 SERVICEACCOUNT_DIR_ENV: str(volume.folder)}
     assert overrides.keys() | {"DEBUG_ADDRESS"} == TEST_OVERRIDES.keys()  # DEBUG_ADDRESS: set by start()
     env.update(overrides)
     argv = container_argv(image.entrypoint, image.cmd, container, {**services, **env_from_spec})

@@ -1,18 +1,20 @@
 """The shipped manifests rolled out on the real node of node_cluster.py, for every `node` test module.
 
 ``prometheus``: Prometheus 3 with the remote-write receiver (what the shipped Collector writes into), listening
-on the node's address inside the test's namespace so the Collector pods reach it. ``rollout``: `kubectl apply -k`
-of an overlay in the test's tmp dir over the unchanged otel-config/ that sets only the Deployment's two ADAPT
-values, as an operator would, then of an overlay over daemonset/ that shortens only the Collector token's lifetime
-(so the real kubelet rotates it during the run); both wait until every pod is Ready through its own
-probes. Both fixtures are per test module, like the node they run on; the rollout's figures go into
-``node.timings``.
+on the node's address inside the test's namespace so the Collector pods reach it. ``rollout``: the two Namespaces,
+then otel-config/tls/make-secrets.sh as docs/deployment.md has an operator run it (the Collector's serving
+certificate and the agents' CA, as Secrets), then `kubectl apply -k` of an overlay in the test's tmp dir over the
+unchanged otel-config/ that sets only the Deployment's two ADAPT values, as an operator would, then of daemonset/ as
+shipped (its Collector token lives the API server's minimum, 600 s, so the real kubelet rotates it during the run);
+both wait until every pod is Ready through its own probes. Both fixtures are per test module, like the node they run
+on; the rollout's figures go into ``node.timings``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,16 +27,22 @@ from tests.support.node_cluster import NODE_IP, Node
 from tests.support.repo import REPO
 
 __all__ = ["AGENT_NS", "AGENT_SELECTOR", "COLLECTOR_AUDIENCE", "COLLECTOR_NS", "COLLECTOR_SELECTOR",
-           "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "agent_overlay", "collector_overlay", "prometheus", "rollout"]
+           "MAKE_TLS_SECRETS", "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "collector_overlay", "make_tls_secrets",
+           "prometheus", "rollout"]
 
 AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
 COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
 SHIPPED_DAEMONSET = next(d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml").read_text())
                          if d and d.get("kind") == "DaemonSet")
 COLLECTOR_AUDIENCE = "node-requests-collector"
-# The shortest lifetime the API server issues (TokenRequest validation: at least 10 minutes); the kubelet's token
-# manager (pkg/kubelet/token/token_manager.go) renews once less than 20 % of it is left, minus up to 10 s of jitter.
-ROTATED_TOKEN_SECONDS = 600
+# The shipped token lifetime: the shortest the API server issues (TokenRequest validation: at least 10 minutes); the
+# kubelet's token manager (pkg/kubelet/token/token_manager.go) renews once less than 20 % of it is left, minus up to
+# 10 s of jitter, so it rotates within the suite.
+ROTATED_TOKEN_SECONDS = next(
+    s["serviceAccountToken"]["expirationSeconds"] for v in SHIPPED_DAEMONSET["spec"]["template"]["spec"]["volumes"]
+    for s in v.get("projected", {}).get("sources", []) if s.get("serviceAccountToken", {}).get("audience")
+    == COLLECTOR_AUDIENCE)
+MAKE_TLS_SECRETS = REPO / "otel-config" / "tls" / "make-secrets.sh"
 
 
 @pytest.fixture(scope="module")
@@ -62,31 +70,29 @@ def collector_overlay(node: Node, prometheus: Prometheus, workdir: Path) -> str:
     return str(workdir)
 
 
-def agent_overlay(workdir: Path) -> str:
-    """daemonset/ unchanged but for the Collector token's lifetime (ROTATED_TOKEN_SECONDS, so the real kubelet
-    rotates it within a test run), as a kustomize overlay; the JSON patch tests the audience first, so it fails
-    loudly if the shipped volume moves."""
-    volumes = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["volumes"]
-    v, volume = next((i, v) for i, v in enumerate(volumes) if v["name"] == "collector-token")
-    s = next(i for i, source in enumerate(volume["projected"]["sources"]) if "serviceAccountToken" in source)
-    at = f"/spec/template/spec/volumes/{v}/projected/sources/{s}/serviceAccountToken"
-    ops = [{"op": "test", "path": f"{at}/audience", "value": COLLECTOR_AUDIENCE},
-           {"op": "replace", "path": f"{at}/expirationSeconds", "value": ROTATED_TOKEN_SECONDS}]
-    (workdir / "kustomization.yaml").write_text(json.dumps({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(REPO / "daemonset", workdir)],
-        "patches": [{"target": {"kind": "DaemonSet", "name": "node-requests-agent"}, "patch": json.dumps(ops)}]},
-        indent=1))
-    return str(workdir)
+def make_tls_secrets(node: Node, directory: Path) -> Path:
+    """otel-config/tls/make-secrets.sh as an operator runs it, with the built kubectl as admin: the Collector's
+    serving certificate (Secret otel-collector-tls) and its CA for the agents (Secret otel-collector-ca); its files
+    (ca.crt, ca.key, tls.crt, tls.key) stay in ``directory``."""
+    made = subprocess.run([str(MAKE_TLS_SECRETS), str(directory)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KUBECTL": str(node.cluster.kubectl_binary),
+                               "KUBECONFIG": str(node.cluster.admin_kubeconfig)})
+    assert made.returncode == 0, made.stdout + made.stderr
+    return directory
 
 
 @pytest.fixture(scope="module")
 def rollout(node_cluster: Node, prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The shipped manifests applied through overlays that set only the Collector's ADAPT values and shorten the
-    agent's Collector token (agent_overlay): ``{"collector": [its Ready pods], "agent": the agent's Ready pod}``."""
+    """The Secrets of make-secrets.sh, then the shipped manifests applied, the Collector's through an overlay that
+    sets only its ADAPT values: ``{"collector": [its Ready pods], "agent": the agent's Ready pod, "tls": the folder
+    with the CA and the serving certificate}``."""
     node = node_cluster
-    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
     started = time.monotonic()
+    result = node.cluster.kubectl("apply", "-f", str(REPO / "otel-config" / "namespace.yaml"),
+                                  "-f", str(REPO / "daemonset" / "namespace.yaml"))
+    assert result.returncode == 0, result.stderr
+    tls = make_tls_secrets(node, tmp_path_factory.mktemp("collector-tls"))
+    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
     result = node.cluster.kubectl("apply", "-k", overlay)
     assert result.returncode == 0, result.stderr
     deployment = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{COLLECTOR_NS}/deployments/otel-collector")
@@ -95,10 +101,10 @@ def rollout(node_cluster: Node, prometheus: Prometheus, tmp_path_factory: pytest
     collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)
     node.timings["collector_apply_to_ready_s"] = time.monotonic() - started
     started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", agent_overlay(tmp_path_factory.mktemp("agent-overlay")))
+    result = node.cluster.kubectl("apply", "-k", str(REPO / "daemonset"))
     assert result.returncode == 0, result.stderr
     assert "PodSecurity" not in result.stderr, result.stderr
     agent = node.wait_pods_ready(AGENT_NS, AGENT_SELECTOR, 1, 180)[0]
     node.timings["agent_apply_to_ready_s"] = time.monotonic() - started
     print(f"\nnode figures: {json.dumps(node.timings, indent=1)}")
-    return {"collector": collector, "agent": agent}
+    return {"collector": collector, "agent": agent, "tls": tls}

@@ -8,6 +8,7 @@ Elsewhere ``with HttpReceiver() as receiver:`` starts one and stops it.
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -70,10 +71,11 @@ class _Store:
         self.mode: str | None = None
         self.trickle_seconds = 0.5
         self.port = 0  # the loopback port start() listens on
+        self.scheme = "http"  # https when started with a TLS context
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def __enter__(self):
         """The receiver started (each kind's ``start``); leaving the block stops it."""
@@ -106,7 +108,8 @@ class _Store:
 
 
 class HttpReceiver(_Store):
-    def start(self) -> "HttpReceiver":
+    def start(self, tls: ssl.SSLContext | None = None) -> "HttpReceiver":
+        """Listening on loopback; over TLS with ``tls`` (a server context holding its certificate)."""
         store = self
 
         class Handler(QuietHandler):
@@ -150,8 +153,9 @@ class HttpReceiver(_Store):
                     return
                 answer(self, 200, content_type, data)
 
-        self.server = serve(Handler)
+        self.server = serve(Handler, tls)
         self.port = self.server.server_address[1]
+        self.scheme = "https" if tls is not None else "http"
         return self
 
     def stop(self) -> None:

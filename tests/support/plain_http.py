@@ -44,9 +44,12 @@ class QuietHTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def serve(handler: type[BaseHTTPRequestHandler]) -> QuietHTTPServer:
-    """``handler`` served on a loopback port of the kernel's choice, on a thread of its own."""
+def serve(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> QuietHTTPServer:
+    """``handler`` served on a loopback port of the kernel's choice, on a thread of its own; over TLS with ``tls``
+    (a server context), the handshake on the connection's own thread."""
     server = QuietHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server

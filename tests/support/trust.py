@@ -152,11 +152,13 @@ def collector_env(cluster: TrustCluster, remote_write_url: str) -> dict[str, str
 class Pusher:
     """POSTs OTLP/HTTP protobuf with a bearer token; returns the HTTP status."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, ca_file: str | None = None) -> None:
+        """``ca_file``: the CA of an https Collector's certificate (``Collector.ca_file``)."""
         self.token = token
+        self.ca_file = ca_file
 
     def post(self, url: str, request: ExportMetricsServiceRequest, timeout: float = 10.0) -> int:
-        return post_otlp(url, request, timeout, token=self.token)
+        return post_otlp(url, request, timeout, token=self.token, ca_file=self.ca_file)
 
 
 def series_count(prom, selector: str = '{__name__=~".+"}') -> int:

@@ -135,6 +135,10 @@ class HttpTransport:
             # Cut by the watchdog, or one socket operation waited out the whole timeout: out of time either way.
             if timed_out.is_set() or isinstance(exc, TimeoutError):
                 return Attempt(False, "timeout", message=str(exc))
+            # The Collector's certificate is not one the configured CA signed (or expired, or for another
+            # name): said as such, and not retried within the export, since no retry changes the certificate.
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                return Attempt(False, "tls", message=f"{type(exc).__name__}: {exc}")
             return Attempt(False, "transport", retryable=True, message=f"{type(exc).__name__}: {exc}")
         finally:
             watchdog.cancel()
