@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,12 +72,14 @@ def _body_of_size(size: int, prefix: str) -> bytes:
     return body
 
 
-def _post(url: str, token: str, body: bytes, gzipped: bool) -> int:
+def _post(url: str, token: str, body: bytes, gzipped: bool, ca_file: str | None) -> int:
+    """One push of ``body`` to the Collector at ``url``, verified against ``ca_file`` (its TLS)."""
     headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"}
     if gzipped:
         headers["Content-Encoding"] = "gzip"
     try:
-        return http_request(url, "POST", 60.0, data=body, headers=headers)[0]
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        return http_request(url, "POST", 60.0, data=body, headers=headers, context=context)[0]
     except OSError:  # the connection closed while the body was still being sent: not accepted either
         return -1
 
@@ -113,11 +116,12 @@ def test_thirty_parallel_maximum_size_pushes_are_bounded(chain):
     print(f"bodies: bomb {len(bomb)} B gzipped -> {OLD_MAX_BODY} B; over {len(over)} B; largest {len(largest)} B "
           f"({len(largest_gz)} B gzipped); limit {MAX_BODY} B")
     before = _memory_kib(otelcol.pid)
+    ca = otelcol.ca_file
     with ThreadPoolExecutor(30) as pool:
-        bombs = list(pool.map(lambda _: _post(url, token, bomb, True), range(30)))
-        overs = list(pool.map(lambda i: _post(url, token, over_gz if i % 2 else over, i % 2 == 1), range(30)))
+        bombs = list(pool.map(lambda _: _post(url, token, bomb, True, ca), range(30)))
+        overs = list(pool.map(lambda i: _post(url, token, over_gz if i % 2 else over, i % 2 == 1, ca), range(30)))
         peak_refused = _memory_kib(otelcol.pid)["VmHWM"]
-        largest_codes = list(pool.map(lambda i: _post(url, token, largest_gz if i % 2 else largest, i % 2 == 1),
+        largest_codes = list(pool.map(lambda i: _post(url, token, largest_gz if i % 2 else largest, i % 2 == 1, ca),
                                       range(30)))
     after = _memory_kib(otelcol.pid)
     print(f"statuses: bombs {sorted(set(bombs))}, over the limit {sorted(set(overs))}, "
@@ -136,13 +140,14 @@ def test_thirty_parallel_maximum_size_pushes_are_bounded(chain):
     # Deployment's memory limit (a 20 MiB bomb is never expanded past 4 MiB).
     assert after["VmHWM"] < MEMORY_LIMIT_MIB * 1024 // 2, after
     # The Collector still answers an ordinary push.
-    assert Pusher(token).post(url, otlp_request({}, [gauge("pod_or_vm_mem_requests", "By", [(POD, 1.0)])])) == 200
+    assert Pusher(token, otelcol.ca_file).post(
+        url, otlp_request({}, [gauge("pod_or_vm_mem_requests", "By", [(POD, 1.0)])])) == 200
 
 
 def test_a_node_writes_at_most_its_pod_budget(chain):
     otelcol, prom, token = chain
     pods = _pods(BUDGET + 80, "budget")
-    status = Pusher(token).post(otelcol.otlp_http_metrics_url,
+    status = Pusher(token, otelcol.ca_file).post(otelcol.otlp_http_metrics_url,
                                 otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", pods)]))
     assert status == 200  # the rest of the push is written
     count = 'count(pod_or_vm_cpu_requests{k8s_node_name="node-a"})'
@@ -151,7 +156,7 @@ def test_a_node_writes_at_most_its_pod_budget(chain):
     assert float(prom.query(count)[0]["value"][1]) == BUDGET
     # The pods admitted are the first ones; the same push again changes nothing, a new pod still finds no place.
     again = otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", [*pods, *_pods(5, "late")])])
-    assert Pusher(token).post(otelcol.otlp_http_metrics_url, again) == 200
+    assert Pusher(token, otelcol.ca_file).post(otelcol.otlp_http_metrics_url, again) == 200
     time.sleep(2)
     assert float(prom.query(count)[0]["value"][1]) == BUDGET
     assert not prom.query('pod_or_vm_cpu_requests{k8s_pod_uid=~"late-.*"}')
@@ -174,7 +179,8 @@ def test_an_allowed_gauge_sent_as_a_histogram_or_summary_creates_no_series(chain
             attributes=attrs, time_unix_nano=now, start_time_unix_nano=now - 10**9, count=2, sum=4.0,
             quantile_values=[metrics_pb2.SummaryDataPoint.ValueAtQuantile(quantile=0.5, value=2.0)])]))
     real = gauge("node_requests_node_pod_slots", "{pod}", [({"quantity": "allocatable"}, 110.0)])
-    assert Pusher(token).post(otelcol.otlp_http_metrics_url, otlp_request({}, [histogram, summary, real])) == 200
+    assert Pusher(token, otelcol.ca_file).post(otelcol.otlp_http_metrics_url,
+                                               otlp_request({}, [histogram, summary, real])) == 200
     wait_until(lambda: prom.query('node_requests_node_pod_slots{k8s_node_name="node-a"}'), timeout=20,
                message="the push's declared gauge reached Prometheus")
     time.sleep(2)
