@@ -37,6 +37,12 @@ def _blocking(node: str, counts: dict[str, str]) -> list[dict]:
              "values": counts.get(r, f"0x{HOURS}")} for r in REASONS]
 
 
+def _one_sample(rule: str, node: str, at: str, value: float) -> dict:
+    """A promtool expression test: recording rule ``rule`` holds exactly one sample, ``value`` for ``node`` (the
+    selector's text, e.g. ``k8s_node_name="a"``), at ``at``."""
+    return {"expr": rule, "eval_time": at, "exp_samples": [{"labels": f"{rule}{{{node}}}", "value": value}]}
+
+
 def _run(tmp_path, tests: list[dict]) -> subprocess.CompletedProcess:
     from components.prometheus import promtool_bin
 
@@ -116,21 +122,11 @@ def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_s
              "values": "1x20 0x40"},
         ],
         "promql_expr_test": [
-            {"expr": "node:node_requests_node_autoscaler_node_utilization:max", "eval_time": "4m",
-             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_node_utilization:max{{{node}}}",
-                              "value": 0.4}]},
-            {"expr": "node:node_requests_node_autoscaler_node_utilization:max", "eval_time": "5m30s",
-             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_node_utilization:max{{{node}}}",
-                              "value": 0.45}]},
-            {"expr": "node:node_requests_node_autoscaler_node_utilization:max", "eval_time": "8m",
-             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_node_utilization:max{{{node}}}",
-                              "value": 0.45}]},
-            {"expr": "node:node_requests_node_autoscaler_scale_down_candidate:max", "eval_time": "8m",
-             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_scale_down_candidate:max{{{node}}}",
-                              "value": 1}]},
-            {"expr": "node:node_requests_node_autoscaler_blocking_pods:sum", "eval_time": "8m",
-             "exp_samples": [{"labels": f"node:node_requests_node_autoscaler_blocking_pods:sum{{{node}}}",
-                              "value": 0}]},
+            _one_sample("node:node_requests_node_autoscaler_node_utilization:max", node, "4m", 0.4),
+            _one_sample("node:node_requests_node_autoscaler_node_utilization:max", node, "5m30s", 0.45),
+            _one_sample("node:node_requests_node_autoscaler_node_utilization:max", node, "8m", 0.45),
+            _one_sample("node:node_requests_node_autoscaler_scale_down_candidate:max", node, "8m", 1),
+            _one_sample("node:node_requests_node_autoscaler_blocking_pods:sum", node, "8m", 0),
         ],
     }]
     result = _run(tmp_path, tests)
