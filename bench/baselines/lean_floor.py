@@ -11,36 +11,18 @@ Run by bench/floor_program.py with the production venv's interpreter:
 python lean_floor.py SERVER CA_FILE TOKEN POINTS_JSON INTERVAL
 """
 
-import json
 import sys
-import time
-from collections import defaultdict
 
-import psutil
 import urllib3
-from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-from opentelemetry.metrics import Observation
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+from floor import hold_and_export  # this folder is the script's: on sys.path
 
 
 def main() -> None:
     server, ca_file, token, points_file, interval = sys.argv[1:5] + [float(sys.argv[5])]
     pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=ca_file, retries=False)
     pool.request("GET", server + "/version", headers={"Authorization": f"Bearer {token}"}).data  # kept open
-    by_metric = defaultdict(list)
-    with open(points_file) as f:
-        for name, attributes, value in json.load(f):
-            by_metric[name].append((attributes, value))
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=interval * 1000)
-    meter = MeterProvider(metric_readers=[reader]).get_meter("floor")
-    for name, points in by_metric.items():
-        meter.create_observable_gauge(name, callbacks=[lambda options, p=points: [Observation(v, a) for a, v in p]])
-    process = psutil.Process()
-    print("ready", flush=True)
-    while True:
-        process.cpu_times()
-        time.sleep(interval)
+    hold_and_export(points_file, interval)
 
 
 if __name__ == "__main__":

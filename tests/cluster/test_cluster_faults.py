@@ -228,13 +228,20 @@ def accepted(target: Cluster, token: str, node: str) -> bool:
         raise
 
 
+def _agent_behind_a_proxy(cluster: Cluster, kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, folder,
+                          node: str) -> tuple[AgentContainer, TcpProxy]:
+    """A KWOK Node and its DaemonSet pod's agent, prepared (not started), reaching the API server through a proxy
+    a test can cut, so each request after the cut authenticates again."""
+    kwok.add_node(node, cpu="8", memory="16Gi")
+    proxy = TcpProxy(cluster.ports["apiserver"]).start()
+    return prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), folder, receiver.endpoint,
+                             service_address=("127.0.0.1", proxy.port)), proxy
+
+
 def test_token_rotated_on_disk_keeps_the_agent_working_after_the_old_one_expired(
         cluster: Cluster, kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver, tmp_path) -> None:
     node = "fault-token-rotation"
-    kwok.add_node(node, cpu="8", memory="16Gi")
-    proxy = TcpProxy(cluster.ports["apiserver"]).start()
-    agent = prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), tmp_path / node,
-                              module_http_receiver.endpoint, service_address=("127.0.0.1", proxy.port))
+    agent, proxy = _agent_behind_a_proxy(cluster, kwok, deployed, module_http_receiver, tmp_path / node, node)
     volume = agent.serviceaccount
     try:
         if TOKEN_SECONDS >= 600:  # a TokenRequest can do it: the kubelet's own timing, rotation at 80 %
@@ -281,10 +288,7 @@ def test_a_token_made_invalid_at_once_is_replaced_by_the_rotated_file_without_a_
     The agent's next request reads the changed file first (its stat changed), so not one request is refused. On
     main (the kubernetes package re-read the file once a minute) the requests right after were refused (401)."""
     node = "fault-token-bound"
-    kwok.add_node(node, cpu="8", memory="16Gi")
-    proxy = TcpProxy(cluster.ports["apiserver"]).start()
-    agent = prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), tmp_path / node,
-                              module_http_receiver.endpoint, service_address=("127.0.0.1", proxy.port))
+    agent, proxy = _agent_behind_a_proxy(cluster, kwok, deployed, module_http_receiver, tmp_path / node, node)
     volume = agent.serviceaccount
     namespace, account = volume.pod["metadata"]["namespace"], volume.pod["spec"]["serviceAccountName"]
     restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
