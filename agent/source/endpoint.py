@@ -22,7 +22,7 @@ import msgspec
 from agent.telemetry.log_limit import RateLimitedLog
 
 __all__ = ["ApiEndpoint", "FileToken", "KubeConfigError", "KubeconfigToken", "TokenSource", "endpoint_of_configuration",
-           "in_cluster_endpoint", "TOKEN_REREAD_SECONDS"]
+           "first_line", "in_cluster_endpoint", "TOKEN_REREAD_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +59,14 @@ class ApiEndpoint(msgspec.Struct, frozen=True, kw_only=True):
     tokens: Any = None  # a TokenSource, or None: no bearer token
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (OpenSSL's and urllib3's run to several), else its type's name."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _file_problem(path: str, exc: OSError) -> str:
     """``path: No such file or directory`` (the errno's words, the path said once)."""
-    return f"{path}: {exc.strerror or _first_line(exc)}"
+    return f"{path}: {exc.strerror or first_line(exc)}"
 
 
 class _Stat(msgspec.Struct, frozen=True):
@@ -180,7 +181,7 @@ def in_cluster_endpoint(host: str, port: str | None, folder: str,
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=pem.decode("ascii", errors="replace"))
     except (ssl.SSLError, ValueError) as exc:
-        raise KubeConfigError(f"{ca_file}: no CA certificate in it ({_first_line(exc)})") from None
+        raise KubeConfigError(f"{ca_file}: no CA certificate in it ({first_line(exc)})") from None
     tokens = FileToken(os.path.join(folder, "token"), clock=clock)
     return ApiEndpoint(server=f"https://{_join_host_port(host.strip(), port)}", ca_file=ca_file, tokens=tokens)
 

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 import urllib3
 
 from agent.model.retry_after import retry_after_seconds
-from agent.source.endpoint import (ApiEndpoint, KubeConfigError, endpoint_of_configuration,
+from agent.source.endpoint import (ApiEndpoint, KubeConfigError, endpoint_of_configuration, first_line,
                                    in_cluster_endpoint)
 
 __all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
@@ -208,10 +208,6 @@ class KubeApi:
         self._streams: set = set()
         self._streams_lock = threading.Lock()
 
-    @property
-    def endpoint(self) -> ApiEndpoint:
-        return self._endpoint
-
     def interrupt(self) -> None:
         """Unblock every watch stream being read (for a prompt shutdown)."""
         with self._streams_lock:
@@ -235,7 +231,7 @@ class KubeApi:
             return self._pool.request("GET", url, headers=headers, preload_content=False, retries=False,
                                       timeout=urllib3.Timeout(connect=self._connect_timeout, read=read_timeout))
         except urllib3.exceptions.SSLError as exc:
-            raise TransportError(_first_line(exc) or "connection failed") from None
+            raise TransportError(first_line(exc)) from None
 
     def _get(self, path: str, params: Mapping[str, str], read_timeout: float):
         url = self._server + path + (f"?{urlencode(list(params.items()))}" if params else "")
@@ -310,10 +306,6 @@ class KubeApi:
                 self._streams.discard(response)
             response.close()
             response.release_conn()
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0]
 
 
 def split_lines(chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[bytes]:
