@@ -56,7 +56,7 @@ class ApiEndpoint(msgspec.Struct, frozen=True, kw_only=True):
     verify: bool = True
     tls_server_name: str | None = None  # the name the server certificate is checked against, when not the host's
     proxy: str | None = None  # an http(s):// or socks5:// proxy, already decided against no_proxy
-    tokens: Any = None  # a TokenSource, or None: no bearer token
+    tokens: TokenSource | None = None  # None: no bearer token (a client certificate authenticates)
 
 
 def first_line(exc: BaseException) -> str:
@@ -69,7 +69,9 @@ def _file_problem(path: str, exc: OSError) -> str:
     return f"{path}: {exc.strerror or first_line(exc)}"
 
 
-class _Stat(msgspec.Struct, frozen=True):
+class _Stat(msgspec.Struct, frozen=True, kw_only=True):
+    """What tells a rewritten or swapped file from the one read last, without reading it."""
+
     inode: int
     device: int
     mtime_ns: int
@@ -78,7 +80,7 @@ class _Stat(msgspec.Struct, frozen=True):
 
 def _stat(path: str) -> _Stat:
     st = os.stat(path)  # follows the kubelet's ``token -> ..data/token`` link: a swapped ``..data`` is a new inode
-    return _Stat(st.st_ino, st.st_dev, st.st_mtime_ns, st.st_size)
+    return _Stat(inode=st.st_ino, device=st.st_dev, mtime_ns=st.st_mtime_ns, size=st.st_size)
 
 
 class FileToken:
