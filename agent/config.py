@@ -106,7 +106,8 @@ SETTINGS: dict[str, Setting[Any]] = {
     "serviceaccount_dir": Setting(
         default="/var/run/secrets/kubernetes.io/serviceaccount", env=("NRA_SERVICEACCOUNT_DIR",),
         shown="/var/run/secrets/kubernetes.io/serviceaccount",
-        help="in-cluster: the folder holding token and ca.crt (the token is re-read every minute)"),
+        help="in-cluster: the folder holding token and ca.crt (the token is re-read when it changes on disk, "
+             "at least every minute, and after a 401)"),
     "replay": Setting(
         default=None, flag="--replay", metavar="FILE",
         help="replay a capture (pod list + watch events) instead of watching a cluster; 'sample' is the bundled "
@@ -255,7 +256,7 @@ class InCluster(msgspec.Struct, frozen=True, kw_only=True):
     """Inside a pod: the API server's Service and the folder the kubelet projects the token and CA into."""
 
     host: str
-    port: str | None  # as set; the kubernetes package says what is wrong with a missing or empty one
+    port: str | None  # as set; source.endpoint says what is wrong with a missing or empty one
     serviceaccount_dir: str
 
 

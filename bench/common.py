@@ -85,14 +85,16 @@ def production_venv() -> Path:
     The memory, idle, churn and versus figures come from it: the editable test
     venv carries pytest, hypothesis and the rest, and the source tree on the path.
     """
+    # NRA_BENCH_TREE: install another checkout's agent (main's, for a before/after in the same session).
+    tree = os.environ.get("NRA_BENCH_TREE") or str(ROOT)
     kept = os.environ.get("NRA_BENCH_VENV")  # a venv kept between runs (profiling): the agent is reinstalled into it
     venv = Path(kept) if kept else Path(tempfile.mkdtemp(prefix="nra-production-"))
     pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
     if kept and (venv / "bin" / "node-requests-agent").exists():
-        subprocess.run([*pip, "--no-deps", "--force-reinstall", str(ROOT)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([*pip, "--no-deps", "--force-reinstall", tree], check=True, stdout=subprocess.DEVNULL)
         return venv
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([*pip, str(ROOT)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([*pip, tree], check=True, stdout=subprocess.DEVNULL)
     return venv
 
 
@@ -112,6 +114,19 @@ def deployed_env(node: str, kubeconfig: str | Path, **settings: str) -> dict[str
     a bench run inside a pod still talks to its own fake API server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
     return {**env, "NODE_NAME": node, "KUBECONFIG": str(kubeconfig), **settings}
+
+
+def in_cluster_env(api: FakeApiServer, folder: str | Path) -> dict[str, str]:
+    """The variables a pod's agent finds (the kubernetes Service's host and port, and the service account folder,
+    written here with ``api``'s token and CA): with them the agent ignores KUBECONFIG, as in its DaemonSet."""
+    import shutil
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "token").write_text(api.token)
+    shutil.copy(api.ca_file, folder / "ca.crt")
+    return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api.port),
+            "NRA_SERVICEACCOUNT_DIR": str(folder)}
 
 
 def vm_hwm_mib(pid: int) -> float:
@@ -144,8 +159,12 @@ class RunningAgent:
     """The installed agent (production venv) as a subprocess, against the fake API server, exporting OTLP/HTTP."""
 
     def __init__(self, api: FakeApiServer, receiver: HttpReceiver, node: str = "bench-node",
-                 interval: float = 15.0, extra_env: dict[str, str] | None = None) -> None:
+                 interval: float = 15.0, extra_env: dict[str, str] | None = None, in_cluster: bool = False) -> None:
+        """``in_cluster``: as in its pod, the service account folder and the Service's variables (TLS ``api`` only),
+        else a kubeconfig."""
         self._dir = tempfile.mkdtemp(prefix="bench-agent-")
+        if in_cluster:
+            extra_env = {**in_cluster_env(api, Path(self._dir) / "serviceaccount"), **(extra_env or {})}
         kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
         self.debug_url = f"http://127.0.0.1:{free_ports(1)[0]}"  # the default port may be held by another agent
         env = deployed_env(node, kubeconfig, OTEL_METRIC_EXPORT_INTERVAL=f"{interval * 1000:g}",

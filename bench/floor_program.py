@@ -18,18 +18,24 @@ from bench.measure import Point
 
 class FloorProgram:
     """bench/baselines/floor.py from the production venv, exporting ``points`` to its own receiver every
-    ``interval`` seconds; with ``connect`` it keeps one TLS connection to ``api``."""
+    ``interval`` seconds; with ``connect`` it keeps one TLS connection to ``api``. ``lean``: lean_floor.py instead
+    (issue 30's floor: one TLS connection through urllib3, no kubernetes package)."""
 
-    def __init__(self, api: FakeApiServer, points: list[Point], interval: float = 1.0, connect: bool = True) -> None:
+    def __init__(self, api: FakeApiServer, points: list[Point], interval: float = 1.0, connect: bool = True,
+                 lean: bool = False) -> None:
         work = Path(tempfile.mkdtemp(prefix="bench-floor-"))
         (work / "points.json").write_text(json.dumps(points))
         self.receiver = HttpReceiver().start()
         env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": self.receiver.endpoint,
                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": self.receiver.endpoint + "/v1/metrics",
                "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"}
-        self.proc = subprocess.Popen(baseline_command("floor.py", api.kubeconfig(work / "kubeconfig"),
-                                                      str(work / "points.json"), str(interval),
-                                                      *(["connect"] if connect else [])),
+        if lean:
+            command = baseline_command("lean_floor.py", api.url, str(api.ca_file), api.token,
+                                       str(work / "points.json"), str(interval))
+        else:
+            command = baseline_command("floor.py", api.kubeconfig(work / "kubeconfig"), str(work / "points.json"),
+                                       str(interval), *(["connect"] if connect else []))
+        self.proc = subprocess.Popen(command,
                                      cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         if self.proc.stdout.readline().strip() != "ready":
             self.stop()

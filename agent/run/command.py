@@ -85,7 +85,7 @@ def run(config: Config) -> int:
     logging.raiseExceptions = False
     _few_malloc_arenas(config.malloc_arenas)
     agent = Agent(config)
-    # Everything built so far (the modules of the kubernetes package, pydantic, the OTel SDK, the agent) lives as
+    # Everything built so far (the OTel SDK, the agent; out of a pod the kubernetes package and pydantic) lives as
     # long as the process: out of the collector's way, a full collection walks only what the events bring, not
     # some 50,000 objects that can never be garbage (a third of the collector's time on a busy watch).
     gc.collect()

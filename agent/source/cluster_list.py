@@ -1,8 +1,8 @@
 """One LIST of pods, one of Nodes and one of the cluster's PodDisruptionBudgets, for ``explain --live``: no watch,
 nothing kept running.
 
-The same parts the agent's reflectors use: the kubernetes package's
-configuration and transport (``KubeApi``), the reflectors' watched resources
+The same parts the agent's reflectors use: the configuration (kubeconfig
+through the kubernetes package) and the transport (``KubeApi``), the reflectors' watched resources
 (path, field selector), the streamed LIST reader and the decode reader, so a
 live answer and the agent's numbers come from the same code.
 """

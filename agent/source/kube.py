@@ -1,8 +1,9 @@
-"""HTTP access to the Kubernetes API through the official kubernetes package.
+"""HTTP access to the Kubernetes API: one urllib3 pool built from an ``endpoint.ApiEndpoint``.
 
-The package provides configuration loading (in-cluster, kubeconfig, TLS,
-exec and token plugins, token refresh) and the urllib3 transport; responses
-are read raw and decoded as JSON by the caller, never into model objects.
+Responses are read raw and decoded as JSON by the caller, never into model
+objects. The kubernetes package is imported only to load kubeconfig files
+(``load_configuration`` out of a pod); a pod's agent never imports it
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -10,16 +11,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
 import urllib3
 
 from agent.model.retry_after import retry_after_seconds
+from agent.source.endpoint import (ApiEndpoint, KubeConfigError, endpoint_of_configuration, first_line,
+                                   in_cluster_endpoint)
 
-__all__ = ["ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
+__all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
            "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
 
 log = logging.getLogger(__name__)
@@ -31,7 +37,7 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 
 
 class TransportError(Exception):
-    """The connection failed below HTTP (the kubernetes package's ApiException with status 0: TLS, proxy)."""
+    """The connection failed below HTTP in a way urllib3 does not raise as a timeout or a reset: TLS, a proxy."""
 
 
 class LineTooLong(Exception):
@@ -50,6 +56,16 @@ class NotJson(ValueError):
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 30, 5, 3
 
 
+def keepalive_socket_options() -> list[tuple[int, int, int]]:
+    """urllib3's defaults (no Nagle) plus keepalive; a platform without the TCP_KEEP* options gets what it has."""
+    options = [*urllib3.connection.HTTPConnection.default_socket_options, (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+                        ("TCP_KEEPCNT", KEEPALIVE_COUNT)):
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return options
+
+
 def _is_json(content_type: str | None) -> bool:
     """The API server answers JSON when asked for it; an absent Content-Type is left to the body to decide."""
     if not content_type:
@@ -60,10 +76,6 @@ def _is_json(content_type: str | None) -> bool:
 
 # What a dead, restarting or unreachable API server raises.
 TRANSPORT_ERRORS = (TransportError, urllib3.exceptions.HTTPError, OSError)
-
-
-class KubeConfigError(Exception):
-    """No usable cluster configuration."""
 
 
 class ApiError(Exception):
@@ -140,52 +152,57 @@ def _check_kubeconfig_files(paths: str) -> None:
             raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: {wrong}")
 
 
-def load_configuration(access: ClusterAccess):
-    """The in-cluster configuration inside a pod, else the kubeconfig files.
-
-    In-cluster, the token file is re-read every minute (the kubernetes
-    package's refresh, as client-go does), so a token the kubelet rotated on
-    disk is used before the old one expires.
-    """
+def load_configuration(access: ClusterAccess) -> ApiEndpoint:
+    """The in-cluster service account inside a pod (without the kubernetes package), else the kubeconfig files
+    (through it); a KubeConfigError of one line naming what is wrong otherwise."""
+    if (in_cluster := access.in_cluster) is not None:
+        try:
+            return in_cluster_endpoint(in_cluster.host, in_cluster.port, in_cluster.serviceaccount_dir)
+        except KubeConfigError as exc:
+            raise KubeConfigError(f"cannot load Kubernetes configuration from {access.described()}: {exc}") from None
     from kubernetes import config as kube_config
     from kubernetes.client import Configuration
-    from kubernetes.config.incluster_config import (SERVICE_HOST_ENV_NAME, SERVICE_PORT_ENV_NAME,
-                                                    InClusterConfigLoader)
 
     configuration = Configuration()
     try:
-        if (in_cluster := access.in_cluster) is not None:
-            # The loader takes the Service's address only as the variables Kubernetes sets; these are the resolved ones.
-            service = {SERVICE_HOST_ENV_NAME: in_cluster.host,
-                       **({SERVICE_PORT_ENV_NAME: in_cluster.port} if in_cluster.port is not None else {})}
-            folder = in_cluster.serviceaccount_dir
-            InClusterConfigLoader(os.path.join(folder, "token"), os.path.join(folder, "ca.crt"),
-                                  environ=service).load_and_set(configuration)
-        else:
-            _check_kubeconfig_files(access.kubeconfig)
-            kube_config.load_kube_config(config_file=access.kubeconfig, context=access.context,
-                                         client_configuration=configuration)
+        _check_kubeconfig_files(access.kubeconfig)
+        kube_config.load_kube_config(config_file=access.kubeconfig, context=access.context,
+                                     client_configuration=configuration)
     except (kube_config.ConfigException, OSError, TypeError, ValueError) as exc:
         raise KubeConfigError(f"cannot load Kubernetes configuration from {access.described()}: "
                               f"{str(exc).rstrip('.')}") from exc
-    from kubernetes.utils.keepalive import tcp_keepalive_socket_options
+    return endpoint_of_configuration(configuration)
 
-    configuration.socket_options = tcp_keepalive_socket_options(KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)
-    # No immediate urllib3 retries: each would be another request at a failing
-    # API server; the reflector's jittered backoff decides when to try again.
-    configuration.retries = False
-    return configuration
+
+def _pool(endpoint: ApiEndpoint) -> urllib3.PoolManager:
+    """What the kubernetes package's RESTClientObject would build, with keepalive and no urllib3 retries."""
+    pool_args: dict[str, Any] = {
+        "cert_reqs": ssl.CERT_REQUIRED if endpoint.verify else ssl.CERT_NONE,
+        "ca_certs": endpoint.ca_file, "cert_file": endpoint.cert_file, "key_file": endpoint.key_file,
+        "socket_options": keepalive_socket_options(),
+        # No immediate urllib3 retries: each would be another request at a failing
+        # API server; the reflector's jittered backoff decides when to try again.
+        "retries": False,
+        "maxsize": 10,  # the three watches, a LIST and /version at once, each kept for reuse (the package's 5 a core)
+    }
+    if endpoint.tls_server_name:
+        pool_args["server_hostname"] = endpoint.tls_server_name
+    if not endpoint.proxy:
+        return urllib3.PoolManager(**pool_args)
+    if endpoint.proxy.split(":", 1)[0].lower().startswith("socks"):
+        from urllib3.contrib.socks import SOCKSProxyManager
+
+        return SOCKSProxyManager(endpoint.proxy, **pool_args)
+    return urllib3.ProxyManager(endpoint.proxy, **pool_args)
 
 
 class KubeApi:
-    def __init__(self, configuration, connect_timeout: float = 10.0, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, endpoint: ApiEndpoint, connect_timeout: float = 10.0,
+                 wall: Callable[[], float] = time.time) -> None:
         """``wall`` is the time a Retry-After date is measured from."""
-        from kubernetes.client.api_client import ApiClient
-        from kubernetes.client.exceptions import ApiException
-
-        self._api_exception = ApiException
-        self._client = ApiClient(configuration)
-        self._client.user_agent = "node-requests-agent"
+        self._endpoint = endpoint
+        self._server = endpoint.server.rstrip("/")
+        self._pool = _pool(endpoint)
         self._connect_timeout = connect_timeout
         self._wall = wall
         self._streams: set = set()
@@ -203,20 +220,27 @@ class KubeApi:
 
     def close(self) -> None:
         self.interrupt()
-        self._client.close()
+        self._pool.clear()
+
+    def _send(self, url: str, read_timeout: float) -> urllib3.BaseHTTPResponse:
+        headers = {"Accept": "application/json", "User-Agent": "node-requests-agent"}
+        tokens = self._endpoint.tokens
+        if tokens is not None and (authorization := tokens.authorization()):
+            headers["Authorization"] = authorization
+        try:
+            return self._pool.request("GET", url, headers=headers, preload_content=False, retries=False,
+                                      timeout=urllib3.Timeout(connect=self._connect_timeout, read=read_timeout))
+        except urllib3.exceptions.SSLError as exc:
+            raise TransportError(first_line(exc)) from None
 
     def _get(self, path: str, params: Mapping[str, str], read_timeout: float):
-        method, url, headers, _, _ = self._client.param_serialize(
-            "GET", path, query_params=list(params.items()),
-            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-        )
-        try:
-            response = self._client.call_api(method, url, headers,
-                                             _request_timeout=(self._connect_timeout, read_timeout)).response
-        except self._api_exception as exc:
-            if exc.status:  # the package raises for some statuses itself; keep them HTTP answers
-                raise ApiError(exc.status, str(exc.reason or ""), "") from None
-            raise TransportError(str(exc.reason or exc).strip().splitlines()[0] or "connection failed") from None
+        url = self._server + path + (f"?{urlencode(list(params.items()))}" if params else "")
+        response = self._send(url, read_timeout)
+        if response.status == 401 and self._endpoint.tokens is not None and self._endpoint.tokens.renew():
+            # A rotated token: the one sent was read before the rotation (or has just expired); once more.
+            response.drain_conn()
+            response.release_conn()
+            response = self._send(url, read_timeout)
         if not 200 <= response.status <= 299:
             body = response.data
             response.release_conn()

@@ -23,8 +23,6 @@ import time
 from collections import defaultdict
 
 import psutil
-from kubernetes import config
-from kubernetes.client import ApiClient, Configuration
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.metrics import Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -32,6 +30,9 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 
 def main() -> None:
+    from kubernetes import config
+    from kubernetes.client import ApiClient, Configuration
+
     kubeconfig, points_file, interval = sys.argv[1], sys.argv[2], float(sys.argv[3])
     configuration = Configuration()
     config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
@@ -39,6 +40,12 @@ def main() -> None:
     if sys.argv[4:] == ["connect"]:
         method, url, headers, _, _ = api.param_serialize("GET", "/version", auth_settings=["BearerToken"])
         api.call_api(method, url, headers).read()
+    hold_and_export(points_file, interval)
+
+
+def hold_and_export(points_file: str, interval: float) -> None:
+    """The points as observable gauges exported every ``interval`` seconds by the SDK, and psutil reading the
+    process's CPU times as often; says "ready" and never returns (lean_floor.py shares it)."""
     by_metric = defaultdict(list)
     with open(points_file) as f:
         for name, attributes, value in json.load(f):

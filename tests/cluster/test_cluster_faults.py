@@ -228,13 +228,20 @@ def accepted(target: Cluster, token: str, node: str) -> bool:
         raise
 
 
+def _agent_behind_a_proxy(cluster: Cluster, kwok: Kwok, deployed: Deployment, receiver: HttpReceiver, folder,
+                          node: str) -> tuple[AgentContainer, TcpProxy]:
+    """A KWOK Node and its DaemonSet pod's agent, prepared (not started), reaching the API server through a proxy
+    a test can cut, so each request after the cut authenticates again."""
+    kwok.add_node(node, cpu="8", memory="16Gi")
+    proxy = TcpProxy(cluster.ports["apiserver"]).start()
+    return prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), folder, receiver.endpoint,
+                             service_address=("127.0.0.1", proxy.port)), proxy
+
+
 def test_token_rotated_on_disk_keeps_the_agent_working_after_the_old_one_expired(
         cluster: Cluster, kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver, tmp_path) -> None:
     node = "fault-token-rotation"
-    kwok.add_node(node, cpu="8", memory="16Gi")
-    proxy = TcpProxy(cluster.ports["apiserver"]).start()
-    agent = prepare_agent_pod(cluster, wait_for_daemon_pod(cluster, deployed, node), tmp_path / node,
-                              module_http_receiver.endpoint, service_address=("127.0.0.1", proxy.port))
+    agent, proxy = _agent_behind_a_proxy(cluster, kwok, deployed, module_http_receiver, tmp_path / node, node)
     volume = agent.serviceaccount
     try:
         if TOKEN_SECONDS >= 600:  # a TokenRequest can do it: the kubelet's own timing, rotation at 80 %
@@ -268,6 +275,49 @@ def test_token_rotated_on_disk_keeps_the_agent_working_after_the_old_one_expired
         assert not any(k.endswith("/unauthorized") for k in after["requests_failed"]), after["requests_failed"]
         print(f"token: first token refused {refused - expires:+.1f} s after its expiry; agent resynced "
               f"{time.monotonic() - refused:.1f} s later with the rotated one")
+    finally:
+        code = agent.stop()
+        proxy.stop()
+    assert code == 0, agent.tail()
+
+
+def test_a_token_made_invalid_at_once_is_replaced_by_the_rotated_file_without_a_single_401(
+        cluster: Cluster, kwok: Kwok, deployed: Deployment, module_http_receiver: HttpReceiver, tmp_path) -> None:
+    """The agent starts with a token bound to another pod of its node; the kubelet's rotation swaps in one bound to
+    the agent's own pod, and the first pod is deleted, which the API server makes its token invalid for at once.
+    The agent's next request reads the changed file first (its stat changed), so not one request is refused. On
+    main (the kubernetes package re-read the file once a minute) the requests right after were refused (401)."""
+    node = "fault-token-bound"
+    agent, proxy = _agent_behind_a_proxy(cluster, kwok, deployed, module_http_receiver, tmp_path / node, node)
+    volume = agent.serviceaccount
+    namespace, account = volume.pod["metadata"]["namespace"], volume.pod["spec"]["serviceAccountName"]
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+                  "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}  # the namespace's PodSecurity
+    holder = cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", for_create(
+        pod("token-holder", namespace=namespace, containers=[{**container("app", "10m", "16Mi"),
+                                                              "securityContext": restricted}]),
+        nodeName=node, serviceAccountName=account))
+    first = cluster.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+            "expirationSeconds": 3600, "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "token-holder",
+                                                          "uid": holder["metadata"]["uid"]}}})["status"]["token"]
+    try:
+        volume.write_token(first)
+        agent.start()
+        agent.wait_ready()
+        assert accepted(cluster, first, node)
+
+        volume.write_token(volume.request_token())  # the kubelet's rotation
+        delete_pods(cluster, namespace, ["token-holder"])
+        wait_until(lambda: not accepted(cluster, first, node), 30, interval=0.5,
+                   message="the first token refused once the pod it is bound to is gone")
+        before = agent.runtime()
+        proxy.cut()  # every connection gone: each request from now on authenticates again
+        create_pods(cluster, cluster.create_namespace("token-bound"), node, ["after-rotation"])
+        converged(cluster, agent)
+        after = agent.runtime()
+        assert sum(after["watch_starts"].values()) > sum(before["watch_starts"].values())
+        assert not any(k.endswith("/unauthorized") for k in after["requests_failed"]), after["requests_failed"]
     finally:
         code = agent.stop()
         proxy.stop()

@@ -1,4 +1,4 @@
-"""The pod informer against the fake API server, over real HTTP, with the kubernetes package doing the requests."""
+"""The pod informer against the fake API server, over real HTTP, through the agent's own urllib3 transport."""
 
 from __future__ import annotations
 
@@ -232,20 +232,24 @@ def test_transport_uses_tcp_keepalive(apiserver, tmp_path):
 
 def test_in_cluster_configuration_reads_the_service_account_folder(tmp_path):
     """Token and CA come from NRA_SERVICEACCOUNT_DIR when set (tests), else the kubelet's fixed folder."""
+    import shutil
+
     import pytest
 
     from agent.config import SETTINGS, cluster_access
     from agent.source.kube import KubeConfigError, load_configuration
+    from tests.support.fake_apiserver import FakeApiServer
 
+    server = FakeApiServer(tls=True)
     (tmp_path / "token").write_text("first-token")
-    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    shutil.copy(server.ca_file, tmp_path / "ca.crt")
     folder_variable = SETTINGS["serviceaccount_dir"].env[0]
     environ = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", folder_variable: str(tmp_path)}
-    configuration = load_configuration(cluster_access(None, None, environ))
-    assert configuration.host == "https://10.96.0.1:443"
-    assert configuration.ssl_ca_cert == str(tmp_path / "ca.crt")
-    assert configuration.get_api_key_with_prefix("BearerToken") == "bearer first-token"
-    with pytest.raises(KubeConfigError, match="in-cluster service account: .*token file"):
+    endpoint = load_configuration(cluster_access(None, None, environ))
+    assert endpoint.server == "https://10.96.0.1:443"
+    assert endpoint.ca_file == str(tmp_path / "ca.crt")
+    assert endpoint.tokens.authorization() == "Bearer first-token"
+    with pytest.raises(KubeConfigError, match="in-cluster service account: .*missing/ca.crt: No such file"):
         load_configuration(cluster_access(None, None, {**environ, folder_variable: str(tmp_path / "missing")}))
     kubelets = cluster_access(None, None, {k: v for k, v in environ.items() if k != folder_variable})
     assert kubelets.in_cluster.serviceaccount_dir == "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -82,7 +82,7 @@ def test_same_name_new_uid_replaces_the_old_pod_without_a_deleted_event(apiserve
 
 
 def test_a_tls_failure_never_ends_the_sources_and_fails_readiness_only(apiserver, make_agent, tmp_path):
-    """A CA or scheme that does not match: the kubernetes package raises ApiException(status=0) on every request."""
+    """A CA or scheme that does not match: every request is a TransportError (urllib3's SSLError), never a crash."""
     kubeconfig = tmp_path / "tls-kubeconfig"
     apiserver.kubeconfig(kubeconfig)
     kubeconfig.write_text(kubeconfig.read_text().replace("http://", "https://"))

@@ -304,7 +304,10 @@ class _Handler(QuietHandler):
             pending = fake._fail.get(url.path)
             failure = pending.pop(0) if pending else None
         try:
-            if self.headers.get("Authorization") != f"Bearer {fake.token}":
+            scheme, _, credentials = (self.headers.get("Authorization") or "").partition(" ")
+            # The scheme is case-insensitive (RFC 9110 11.1; the kubernetes package's in-cluster loader sends
+            # "bearer"), as the real API server takes it.
+            if scheme.lower() != "bearer" or credentials != fake.token:
                 return self._send_json(401, _status(401, "Unauthorized", "Unauthorized"))
             if failure is not None:
                 code, retry_after = failure

@@ -1,0 +1,29 @@
+"""The issue-30 RSS floor: what an agent in a pod cannot do without, and nothing of the kubernetes package.
+
+Interpreter + one TLS connection to the API server (urllib3, as the agent's
+own transport: GET /version with the service account's CA and token, the
+connection kept in its pool) + psutil (reading the process's CPU times) +
+opentelemetry-sdk with its OTLP/HTTP exporter, exporting the very points the
+agent exported through observable gauges every ``interval`` seconds. No
+watch, no decoding, no HTTP endpoint, no kubernetes package.
+
+Run by bench/floor_program.py with the production venv's interpreter:
+python lean_floor.py SERVER CA_FILE TOKEN POINTS_JSON INTERVAL
+"""
+
+import sys
+
+import urllib3
+
+from floor import hold_and_export  # this folder is the script's: on sys.path
+
+
+def main() -> None:
+    server, ca_file, token, points_file, interval = sys.argv[1:5] + [float(sys.argv[5])]
+    pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=ca_file, retries=False)
+    pool.request("GET", server + "/version", headers={"Authorization": f"Bearer {token}"}).data  # kept open
+    hold_and_export(points_file, interval)
+
+
+if __name__ == "__main__":
+    main()
