@@ -38,8 +38,9 @@ AGENT_IMAGE = "node-requests-agent:0.1.0"
 COLLECTOR_IMAGE = "otelcol-nra:0.165.1-nra"
 COREDNS_IMAGE = "nra-coredns:1.15.0"
 TINY_IMAGE = "nra-tiny:1"
-# Agent images kept in the cache: one is built per change of agent/ (about 345 MB each).
-AGENT_IMAGES_KEPT = 3
+# Agent images kept in the cache: one is built per change of agent/ or image/ (about 170 MB each; several
+# worktrees build theirs side by side).
+AGENT_IMAGES_KEPT = 6
 #: containerd's CRI ``sandbox_image`` in the node tests (the same static program).
 PAUSE_IMAGE = "nra-pause:1"
 
@@ -49,6 +50,7 @@ BASE_PACKAGES = ("python3", "python3-venv", "python-is-python3")
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 #: The files of the shipped build context the Dockerfile copies (and so the agent image's cache key).
 CONTEXT_FILES = ("Dockerfile", "requirements.lock", "requirements-build.lock", "pyproject.toml", "README.md")
+CONTEXT_FOLDERS = ("image", "agent")
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ def _pip_build_options(work: Path) -> tuple[list[str], dict[str, str]]:
 def _context_digest() -> str:
     digest = hashlib.sha256()
     files = [ROOT / f for f in CONTEXT_FILES]
-    files += sorted(p for p in (ROOT / "agent").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(p for folder in CONTEXT_FOLDERS for p in (ROOT / folder).rglob("*")
+                    if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -132,7 +135,8 @@ def _copy_context(target: Path) -> None:
 
     for name in CONTEXT_FILES:
         shutil.copy2(ROOT / name, target / name)
-    shutil.copytree(ROOT / "agent", target / "agent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in CONTEXT_FOLDERS:
+        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def agent_image() -> Image:

@@ -1,0 +1,44 @@
+"""The source files of every module ``node-requests-agent run`` has imported once its agent is built.
+
+The image build (image/runtime.py) compiles exactly these to bytecode and ships no other: what the agent imports at
+start loads from bytecode, what it never imports costs no space. The set is computed, never listed by hand, so a
+change of what the run path imports (the kubernetes package leaving it, say) changes the image by itself.
+
+It takes the steps of ``node-requests-agent run`` (agent/cli.py) up to the point where the threads would start and
+connect: the command's modules, the configuration from the environment, logging, the wired agent. The caller sets
+the environment the agent is to be built for (the DaemonSet's); nothing here connects anywhere.
+
+    python -m agent.run.imports    # one path a line: modules loaded from source files (.py), extensions left out
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["imported_sources"]
+
+
+def imported_sources() -> list[str]:
+    """The agent built as ``run`` builds it (not started), then the .py file of every module loaded, sorted."""
+    import agent.cli  # noqa: F401  (the entry point's module-level imports)
+    from agent.config import from_sources
+    from agent.run.agent import Agent
+    from agent.run.command import run  # noqa: F401
+    from agent.run.logs import configure_logging
+
+    config = from_sources({}, os.environ)
+    configure_logging(config.log_level, config.log_format, node_name=config.node_name)
+    built = Agent(config)
+    if built.debug is not None:
+        built.debug.stop(timeout=1.0)  # built, so its socket is bound; never started
+    files = set()
+    for module in list(sys.modules.values()):
+        origin = getattr(getattr(module, "__spec__", None), "origin", None)
+        if isinstance(origin, str) and origin.endswith(".py") and os.path.isfile(origin):
+            files.add(origin)
+    return sorted(files)
+
+
+if __name__ == "__main__":
+    print("\n".join(imported_sources()))
