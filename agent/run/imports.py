@@ -4,7 +4,7 @@ The image build (image/runtime.py) compiles exactly these to bytecode and ships 
 start loads from bytecode, what it never imports costs no space. The set is computed, never listed by hand, so a
 change of what the run path imports (the kubernetes package leaving it, say) changes the image by itself.
 
-It takes the steps of ``node-requests-agent run`` (agent/cli.py) up to the point where the threads would start and
+It takes the steps of ``node-requests-agent run`` (the installed script's ``agent.cli:main``) up to the point where the threads would start and
 connect: the command's modules, the configuration from the environment, logging, the wired agent. The caller sets
 the environment the agent is to be built for (the DaemonSet's); nothing here connects anywhere.
 
@@ -21,12 +21,15 @@ __all__ = ["imported_sources"]
 
 def imported_sources() -> list[str]:
     """The agent built as ``run`` builds it (not started), then the .py file of every module loaded, sorted."""
-    import agent.cli  # noqa: F401  (the entry point's module-level imports)
+    from importlib.metadata import entry_points  # (the OTel SDK's start imports it too)
+
     from agent.config import from_sources
     from agent.run.agent import Agent
     from agent.run.command import run  # noqa: F401
     from agent.run.logs import configure_logging
 
+    (script,) = entry_points(group="console_scripts", name="node-requests-agent")
+    script.load()  # the command's module, imported as the installed script imports it (run/ may not import cli)
     config = from_sources({}, os.environ)
     configure_logging(config.log_level, config.log_format, node_name=config.node_name)
     built = Agent(config)
