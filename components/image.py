@@ -165,7 +165,8 @@ def agent_image() -> Image:
             _copy_context(context)
             mounts, options = _pip_build_options(work)
             (out / "pip-options.json").write_text(json.dumps(options, indent=1) + "\n")
-            run([*buildah, "bud", "--isolation", "chroot", "--network", "host", "--pull-never",
+            # --layers: a layer per COPY of the final stage (the runtime, then the venv), not one per stage.
+            run([*buildah, "bud", "--layers", "--isolation", "chroot", "--network", "host", "--pull-never",
                  "--build-arg", f"PYTHON_IMAGE={base_name}", *mounts, "-t", AGENT_IMAGE,
                  "-f", str(context / "Dockerfile"), str(context)])
             run([*buildah, "push", f"localhost/{AGENT_IMAGE}", f"docker-archive:{out / 'image.tar'}:{AGENT_IMAGE}"])

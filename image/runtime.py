@@ -128,6 +128,8 @@ def main(argv: list[str]) -> int:
     shutil.copytree(stdlib, rootfs / stdlib.relative_to("/"), symlinks=True, dirs_exist_ok=True,
                     ignore=lambda folder, names: [n for n in names if n == "__pycache__" or (
                         Path(folder) == stdlib and n in STDLIB_UNUSED)])
+    for link in [p for p in stdlib.rglob("*") if p.is_symlink() and (rootfs / p.relative_to("/")).is_symlink()]:
+        keep(str(link), rootfs)  # and what it points to (Debian: sitecustomize.py -> /etc/python3.11/)
 
     # Bytecode for exactly the modules imported at start; none for the rest (the venv's, and the copied stdlib's).
     drop_bytecode(venv)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKED = ROOT / "image" / "locked.py"
+# Found here: the commands' PATH is the image's.
+CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
+UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
 
 
 # --------------------------------------------------------------------------- the lock check (fast)
@@ -118,6 +122,8 @@ def extract(archive: Path, target: Path) -> dict:
     for layer in layers:
         subprocess.run(["tar", "--numeric-owner", "-xpf", str(unpacked / layer), "-C", str(target)], check=True)
     shutil.rmtree(unpacked)
+    for mountpoint in ("proc", "dev"):  # what a container runtime mounts; the image itself has neither
+        (target / mountpoint).mkdir(exist_ok=True)
     return config
 
 
@@ -128,9 +134,14 @@ class Built:
 
     def run(self, *argv: str, env: dict[str, str] | None = None, user: str = "65532:65532",
             timeout: float = 120) -> subprocess.CompletedProcess:
-        """``argv`` inside the image's root filesystem as the image's user, with the image's environment."""
-        return subprocess.run(["chroot", f"--userspec={user}", str(self.root), *argv],
-                              env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+        """``argv`` inside the image's root filesystem as the image's user, with the image's environment, in mount and
+        PID namespaces of its own holding a fresh /proc and the host's /dev (as a container runtime provides them)."""
+        root = shlex.quote(str(self.root))
+        inside = (f"mount -t proc proc {root}/proc && mount --rbind /dev {root}/dev && "
+                  f"exec {CHROOT} --userspec={user} {root} {shlex.join(argv)}")
+        return subprocess.run([UNSHARE, "--mount", "--pid", "--fork", "--propagation", "private", "/bin/sh", "-c",
+                               inside], env={**self.env, **(env or {})}, capture_output=True, text=True,
+                              timeout=timeout)
 
     def start_imports(self) -> list[str]:
         """``python -m agent.run.imports`` in the image, in an environment like the DaemonSet's (image/runtime.py)."""
