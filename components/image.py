@@ -30,9 +30,9 @@ from pathlib import Path
 from components.cache import cached, run
 from components.node import PartMissing, coredns_bin, debian_tools, tiny_bin
 
-__all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "Layer", "agent_image",
-           "all_images", "base_rootfs", "collector_image", "coredns_image", "describe", "layers", "pip_config",
-           "tiny_image"]
+__all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "Layer",
+           "agent_image", "all_images", "base_rootfs", "collector_image", "coredns_image", "describe", "layers",
+           "pip_config", "tiny_image"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The exact names the manifests reference (daemonset/daemonset.yaml, otel-config/collector-deployment.yaml).

@@ -37,8 +37,8 @@ def lock_pins(text: str) -> dict[str, str]:
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;]+)(?:\s*;[^-]*)?(?:\s+--hash=\S+)+",
-                             line)
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;]+)"
+                             r"(?:\s*;[^-]*)?(?:\s+--hash=\S+)+", line)
         if match is None:
             raise ValueError(f"not a hash-pinned requirement: {line[:120]}")
         pins[canonical(match.group(1))] = match.group(2)

@@ -10,7 +10,7 @@ The final stage is ``FROM scratch`` and copies two folders this script prepares:
 * ``VENV`` (``/opt/agent``), in place.
 
 Bytecode: every ``__pycache__`` of both is dropped, then exactly the modules ``node-requests-agent run`` imports
-once built (``python -m agent.run.imports``, run here with the DaemonSet's kind of environment) are compiled with
+once built (``agent.run.imports``, run here with the DaemonSet's kind of environment) are compiled with
 ``unchecked-hash`` pycs: Python loads them without looking at the source's timestamp or contents, so copying
 between stages (which may change timestamps) cannot make them stale, and the read-only root never needs a write.
 Modules imported later (``explain``, the kubeconfig loader, gRPC) load from source, as any Python does with
@@ -37,6 +37,8 @@ from pathlib import Path
 #: dependencies: left out of the image.
 STDLIB_UNUSED = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "distutils",
                  "venv", "config-3.11-x86_64-linux-gnu", "site-packages", "dist-packages", "__phello__")
+#: What prints the start-up import set (agent/run/imports.py) in a fresh interpreter, as the console script starts.
+IMPORTS = "import os, agent.run.imports as i; i.main(os.environ)"
 #: The non-root user the image runs as (Dockerfile USER, the DaemonSet's securityContext).
 USER_ID = 65532
 
@@ -93,10 +95,10 @@ def start_imports(venv: Path) -> list[str]:
                "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "NRA_OTLP_TOKEN_FILE": f"{tmp}/token",
                "OTEL_EXPORTER_OTLP_CERTIFICATE": f"{tmp}/ca.crt", "DEBUG_ADDRESS": "127.0.0.1:0",
                "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run([str(venv / "bin" / "python"), "-m", "agent.run.imports"], env=env, cwd=tmp,
+        done = subprocess.run([str(venv / "bin" / "python"), "-c", IMPORTS], env=env, cwd=tmp,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"image/runtime.py: python -m agent.run.imports failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"image/runtime.py: agent.run.imports failed:\n{done.stderr[-3000:]}")
     return done.stdout.split()
 
 
@@ -139,7 +141,8 @@ def main(argv: list[str]) -> int:
         if path.is_relative_to(venv):
             compile_to(path, Path(cache_from_source(str(path))), str(path))
         elif path.is_relative_to(stdlib):
-            compile_to(rootfs / path.relative_to("/"), rootfs / Path(cache_from_source(str(path))).relative_to("/"), str(path))
+            in_rootfs = rootfs / path.relative_to("/")
+            compile_to(in_rootfs, rootfs / Path(cache_from_source(str(path))).relative_to("/"), str(path))
         else:
             raise SystemExit(f"image/runtime.py: imported from neither the venv nor the standard library: {path}")
         compiled += 1

@@ -4,22 +4,25 @@ The image build (image/runtime.py) compiles exactly these to bytecode and ships 
 start loads from bytecode, what it never imports costs no space. The set is computed, never listed by hand, so a
 change of what the run path imports (the kubernetes package leaving it, say) changes the image by itself.
 
-It takes the steps of ``node-requests-agent run`` (the installed script's ``agent.cli:main``) up to the point where the threads would start and
-connect: the command's modules, the configuration from the environment, logging, the wired agent. The caller sets
-the environment the agent is to be built for (the DaemonSet's); nothing here connects anywhere.
+It takes the steps of ``node-requests-agent run`` (the installed script's ``agent.cli:main``) up to the point where
+the threads would start and connect: the command's modules, the configuration from the environment it is handed
+(the DaemonSet's kind, set by the caller: only config and cli read the process's own), logging, the wired agent.
+Nothing here connects anywhere.
 
-    python -m agent.run.imports    # one path a line: modules loaded from source files (.py), extensions left out
+``main(env)`` prints them one a line (.py files only: extension modules have no bytecode); image/runtime.py runs it in
+a fresh interpreter of the image's venv.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
-__all__ = ["imported_sources"]
+__all__ = ["imported_sources", "main"]
 
 
-def imported_sources() -> list[str]:
+def imported_sources(env: Mapping[str, str]) -> list[str]:
     """The agent built as ``run`` builds it (not started), then the .py file of every module loaded, sorted."""
     from importlib.metadata import entry_points  # (the OTel SDK's start imports it too)
 
@@ -30,7 +33,7 @@ def imported_sources() -> list[str]:
 
     (script,) = entry_points(group="console_scripts", name="node-requests-agent")
     script.load()  # the command's module, imported as the installed script imports it (run/ may not import cli)
-    config = from_sources({}, os.environ)
+    config = from_sources({}, env)
     configure_logging(config.log_level, config.log_format, node_name=config.node_name)
     built = Agent(config)
     if built.debug is not None:
@@ -43,5 +46,5 @@ def imported_sources() -> list[str]:
     return sorted(files)
 
 
-if __name__ == "__main__":
-    print("\n".join(imported_sources()))
+def main(env: Mapping[str, str]) -> None:
+    print("\n".join(imported_sources(env)))
