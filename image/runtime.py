@@ -4,8 +4,8 @@ The final stage is ``FROM scratch`` and copies two folders this script prepares:
 
 * ``ROOTFS``: the interpreter (the venv's ``python`` and its chain of links), every shared library it and the
   compiled modules link (``ldd``: libc, libssl, libffi, zlib, expat...), the standard library without what nothing
-  imports (tests, IDLE, tkinter, ensurepip...), the default CA bundle, a ``/etc/passwd`` naming the non-root uid and
-  an empty ``/tmp``. No shell, no package manager, no documentation: whatever the base image (``PYTHON_IMAGE``) holds
+  imports (tests, IDLE, tkinter, ensurepip...), the default CA bundle, a ``/etc/passwd`` naming the non-root uid,
+  an ``nsswitch.conf`` and an empty ``/tmp``. No shell, no package manager, no documentation: whatever the base image (``PYTHON_IMAGE``) holds
   besides.
 * ``VENV`` (``/opt/agent``), in place.
 
@@ -161,6 +161,8 @@ def main(argv: list[str]) -> int:
     (etc / "passwd").write_text(f"root:x:0:0:root:/root:/sbin/nologin\n"
                                 f"nonroot:x:{USER_ID}:{USER_ID}:nonroot:/home/nonroot:/sbin/nologin\n")
     (etc / "group").write_text(f"root:x:0:\nnonroot:x:{USER_ID}:\n")
+    # As Debian's: /etc/hosts before DNS (glibc without the file would ask DNS first, even for localhost).
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files dns\n")
     (rootfs / "tmp").mkdir(exist_ok=True)
     (rootfs / "tmp").chmod(0o1777)
     print(f"image/runtime.py: {compiled} modules compiled; root filesystem {size(rootfs)} bytes, "

@@ -189,6 +189,7 @@ def test_image_runs_as_non_root_with_nothing_but_what_runs(built):
         assert not [f for f in files if f.startswith(prefix)], prefix
     # The uid has a name, and the agent's files are readable by it without owning them.
     assert "nonroot:x:65532:65532:" in (built.root / "etc" / "passwd").read_text()
+    assert "hosts: files dns" in (built.root / "etc" / "nsswitch.conf").read_text().splitlines()  # as Debian's
     assert built.run("python", "-c", "import getpass, os; print(os.getuid(), getpass.getuser())").stdout.split() \
         == ["65532", "nonroot"]
 
