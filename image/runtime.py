@@ -5,8 +5,8 @@ The final stage is ``FROM scratch`` and copies two folders this script prepares:
 * ``ROOTFS``: the interpreter (the venv's ``python`` and its chain of links), every shared library it and the
   compiled modules link (``ldd``: libc, libssl, libffi, zlib, expat...), the standard library without what nothing
   imports (tests, IDLE, tkinter, ensurepip...), the default CA bundle, a ``/etc/passwd`` naming the non-root uid,
-  an ``nsswitch.conf`` and an empty ``/tmp``. No shell, no package manager, no documentation: whatever the base image (``PYTHON_IMAGE``) holds
-  besides.
+  an ``nsswitch.conf`` and an empty ``/tmp``. No shell, no package manager, no documentation: whatever else the
+  base image (``PYTHON_IMAGE``) holds stays behind.
 * ``VENV`` (``/opt/agent``), in place.
 
 Bytecode: every ``__pycache__`` of both is dropped, then exactly the modules ``node-requests-agent run`` imports
