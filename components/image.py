@@ -12,6 +12,7 @@
 Every image is a docker-archive tar in the component cache, tagged with the exact name a manifest references.
 
     python -m components.image [base|agent|collector|coredns|tiny|all]    # prints archive paths and sizes
+    python -m components.image agent    # also its size uncompressed and gzipped, layer by layer (docs/benchmarks.md)
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from pathlib import Path
 from components.cache import cached, run
 from components.node import PartMissing, coredns_bin, debian_tools, tiny_bin
 
-__all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "agent_image",
-           "all_images", "base_rootfs", "collector_image", "coredns_image", "pip_config", "tiny_image"]
+__all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "Layer",
+           "agent_image", "all_images", "base_rootfs", "collector_image", "coredns_image", "describe", "layers",
+           "pip_config", "tiny_image"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The exact names the manifests reference (daemonset/daemonset.yaml, otel-config/collector-deployment.yaml).
@@ -38,17 +40,21 @@ AGENT_IMAGE = "node-requests-agent:0.1.0"
 COLLECTOR_IMAGE = "otelcol-nra:0.165.1-nra"
 COREDNS_IMAGE = "nra-coredns:1.15.0"
 TINY_IMAGE = "nra-tiny:1"
-# Agent images kept in the cache: one is built per change of agent/ (about 345 MB each).
-AGENT_IMAGES_KEPT = 3
+# Agent images kept in the cache: one is built per change of agent/ or image/ (about 170 MB each; several
+# worktrees build theirs side by side).
+AGENT_IMAGES_KEPT = 6
 #: containerd's CRI ``sandbox_image`` in the node tests (the same static program).
 PAUSE_IMAGE = "nra-pause:1"
 
 SUITE = "bookworm"
-#: What the Dockerfile's two stages need from ``PYTHON_IMAGE``: ``python`` (python-is-python3) with ``venv``.
-BASE_PACKAGES = ("python3", "python3-venv", "python-is-python3")
+#: What the Dockerfile's build stage needs from ``PYTHON_IMAGE``: ``python`` (python-is-python3) with ``venv``, and
+#: what the locked wheels link beyond the interpreter's own libraries: libstdc++ (grpcio's cygrpc; the slim image
+#: has it through apt, which this base leaves out).
+BASE_PACKAGES = ("python3", "python3-venv", "python-is-python3", "libstdc++6")
 SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 #: The files of the shipped build context the Dockerfile copies (and so the agent image's cache key).
 CONTEXT_FILES = ("Dockerfile", "requirements.lock", "requirements-build.lock", "pyproject.toml", "README.md")
+CONTEXT_FOLDERS = ("image", "agent")
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,8 @@ def _pip_build_options(work: Path) -> tuple[list[str], dict[str, str]]:
 def _context_digest() -> str:
     digest = hashlib.sha256()
     files = [ROOT / f for f in CONTEXT_FILES]
-    files += sorted(p for p in (ROOT / "agent").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(p for folder in CONTEXT_FOLDERS for p in (ROOT / folder).rglob("*")
+                    if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -132,7 +139,8 @@ def _copy_context(target: Path) -> None:
 
     for name in CONTEXT_FILES:
         shutil.copy2(ROOT / name, target / name)
-    shutil.copytree(ROOT / "agent", target / "agent", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in CONTEXT_FOLDERS:
+        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def agent_image() -> Image:
@@ -157,7 +165,8 @@ def agent_image() -> Image:
             _copy_context(context)
             mounts, options = _pip_build_options(work)
             (out / "pip-options.json").write_text(json.dumps(options, indent=1) + "\n")
-            run([*buildah, "bud", "--isolation", "chroot", "--network", "host", "--pull-never",
+            # --layers: a layer per COPY of the final stage (the runtime, then the venv), not one per stage.
+            run([*buildah, "bud", "--layers", "--isolation", "chroot", "--network", "host", "--pull-never",
                  "--build-arg", f"PYTHON_IMAGE={base_name}", *mounts, "-t", AGENT_IMAGE,
                  "-f", str(context / "Dockerfile"), str(context)])
             run([*buildah, "push", f"localhost/{AGENT_IMAGE}", f"docker-archive:{out / 'image.tar'}:{AGENT_IMAGE}"])
@@ -168,6 +177,44 @@ def agent_image() -> Image:
 
     folder = cached("image-agent", _context_digest(), build, keep=AGENT_IMAGES_KEPT)
     return Image(AGENT_IMAGE, folder / "image.tar")
+
+
+# --------------------------------------------------------------------------- what an image holds
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a docker-archive: what built it, its size as a tar and gzipped (as a registry stores it)."""
+
+    created_by: str
+    size: int
+    gzipped: int
+
+
+def layers(image: Image) -> list[Layer]:
+    """The image's layers, base first, with the history line that made each (empty layers left out)."""
+    import gzip
+
+    with tarfile.open(image.archive) as archive:
+        (manifest,) = json.load(archive.extractfile("manifest.json"))
+        config = json.load(archive.extractfile(manifest["Config"]))
+        history = [h.get("created_by", "") for h in config.get("history", []) if not h.get("empty_layer")]
+        out = []
+        for i, name in enumerate(manifest["Layers"]):
+            data = archive.extractfile(name).read()
+            made_by = history[i] if len(history) == len(manifest["Layers"]) else ""
+            out.append(Layer(" ".join(made_by.replace("/bin/sh -c #(nop) ", "").split()), len(data),
+                             len(gzip.compress(data, compresslevel=6, mtime=0))))
+    return out
+
+
+def describe(image: Image) -> str:
+    """Sizes for docs/benchmarks.md: the whole image uncompressed and gzipped, then each layer."""
+    parts = layers(image)
+    lines = [f"{image.name}: {sum(p.size for p in parts) / 1e6:.1f} MB uncompressed, "
+             f"{sum(p.gzipped for p in parts) / 1e6:.1f} MB gzipped, {len(parts)} layers"]
+    lines += [f"  {p.size / 1e6:7.1f} MB  {p.gzipped / 1e6:6.1f} MB gz  {p.created_by[:100]}" for p in parts]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- single-binary images
@@ -256,6 +303,8 @@ def main(argv: list[str]) -> int:
         return 1
     for image in images:
         print(f"{image.name} {image.archive} {image.size} bytes")
+    if target == "agent":
+        print(describe(images[0]))
     return 0
 
 

@@ -537,7 +537,8 @@ def on_root(root: Path, text: str) -> str:
 def image(tmp_path_factory) -> Image:
     """The Dockerfile's stages, run here: COPY from the build context, WORKDIR, ENV and RUN (``sh -c``) of the build
     stage with the image's paths under a temporary root, then the final stage's copy of the build stage's venv, ENV,
-    ENTRYPOINT and CMD. Not reproduced: the base image itself (this machine's Python 3.11 stands in for it) and USER.
+    ENTRYPOINT and CMD. Not reproduced: the base image itself and the runtime root filesystem assembled from it
+    (this machine's Python 3.11 stands in for both) and USER; tests/deploy/test_image.py reads the real image.
     """
     stages = dockerfile_stages((ROOT / "Dockerfile").read_text())
     root = tmp_path_factory.mktemp("image")
@@ -568,7 +569,10 @@ def image(tmp_path_factory) -> Image:
         else:
             raise AssertionError(f"the build stage uses {op}, which this test does not reproduce")
     for op, arg in final[1:]:
-        if op == "COPY":
+        if op == "COPY" and arg == "--from=build /rootfs /":
+            # The interpreter and its libraries (image/runtime.py): this machine's Python stands in for them.
+            assert (root / "rootfs" / "etc" / "passwd").is_file()
+        elif op == "COPY":
             # The venv's scripts name their interpreter by absolute path: it must land where it was built.
             assert re.fullmatch(r"--from=build (\S+) \1", arg), arg
         else:
@@ -580,11 +584,12 @@ def image(tmp_path_factory) -> Image:
 
 def test_dockerfile_pins_its_base_and_user():
     text = (ROOT / "Dockerfile").read_text()
-    # One base for both stages, a fully pinned patch release of the slim image; a digest is added at build time.
+    # The build stage on a fully pinned patch release of the slim image (a digest is added at build time); the
+    # final stage on nothing: it holds only what the build stage copied out (image/runtime.py).
     (default,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
     assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-[a-z]+(?:@sha256:[0-9a-f]{64})?", default), default
-    assert [stage[0].arg.split()[0] for stage in dockerfile_stages(text)] == [default, default]
-    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+    assert [stage[0].arg.split()[0] for stage in dockerfile_stages(text)] == [default, "scratch"]
+    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}", "scratch"]
     assert re.search(r"^USER 65532:65532$", text, re.M)
 
 
