@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, folder_main, run
+from components.cache import cached, check_version, folder_main, go_install
 
 __all__ = ["CRANE_MODULE", "CRANE_VERSION", "main", "registry_bin"]
 
@@ -27,9 +27,7 @@ def _build_crane(out: Path) -> None:
     bin_dir.mkdir()
     # The version crane prints comes from the module's build info; -X makes it explicit as its Makefile does.
     ldflags = f"-s -w -X {CRANE_MODULE}/cmd/crane/cmd.Version={CRANE_VERSION}"
-    # nice: builds share two cores with other builds and tests.
-    run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}",
-         f"{CRANE_MODULE}/cmd/crane@{CRANE_VERSION}"], env={"GOBIN": str(bin_dir), "CGO_ENABLED": "0"})
+    go_install(f"{CRANE_MODULE}/cmd/crane@{CRANE_VERSION}", bin_dir, ldflags)
     check_version([bin_dir / "crane", "version"], CRANE_VERSION)
 
 
