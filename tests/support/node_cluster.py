@@ -12,7 +12,8 @@ What each part is:
 * kubelet and kube-proxy 1.37.2 from components.node, a client certificate each (system:node:NAME,
   system:kube-proxy) signed by the cluster CA;
 * containerd, runc and the CNI plugins from Debian, with a private root, state and socket under the workdir;
-  the images from components.image imported under the names the manifests use (nothing is ever pulled);
+  the images from components.image imported under the names the manifests use (a node that joins later,
+  ``join_node``, imports nothing: it pulls from a registry, tests/support/new_node.py);
 * CoreDNS as a Deployment (tests/support/node_manifests/coredns.yaml) behind the kube-dns Service 10.96.0.10.
 
 Everything this machine needed (shared/KNOWLEDGE.md §5) is set here: ``failCgroupV1: false`` and the cgroupfs
@@ -263,6 +264,7 @@ class Node:
         return self
 
     def wait_ready(self, timeout: float) -> None:
+        """Until the kubelet has registered the Node and its Ready condition is True."""
         wait_until(self._node_ready, timeout, interval=0.1, message=f"Node {self.name} Ready (kubelet registered it)")
 
     def _start(self, name: str, argv: list[str]) -> Component:
