@@ -1,4 +1,4 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches|worst-node]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches|worst-node|new-node]
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -44,9 +44,16 @@ def worst_node() -> None:
     worst_node.main()
 
 
+def new_node() -> None:
+    """A new node joins and pulls the agent from a registry: Node Ready to its first number (bench/new_node.py; root)."""
+    from bench import new_node
+
+    new_node.main()
+
+
 #: Not part of "all": each runs a control plane (cluster-scale about an hour, NRA_SCALE_QUICK=1: minutes;
-#: pdb-watches about 6 minutes; worst-node about 6 minutes).
-SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches, "worst-node": worst_node}
+#: pdb-watches about 6 minutes; worst-node about 6 minutes; new-node about 6 minutes, as root).
+SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches, "worst-node": worst_node, "new-node": new_node}
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ JOBS: tuple[Job, ...] = (
     Job(name="prometheus", argv=("-m", "components.prometheus",)),
     Job(name="etcd", argv=("-m", "components.kubernetes", "etcd")),
     Job(name="krew", argv=("-m", "components.krew",)),
+    Job(name="registry", argv=("-m", "components.registry",)),
 )
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["cache_root", "cached", "check_version", "folder_main", "run"]
+__all__ = ["cache_root", "cached", "check_version", "folder_main", "go_install", "run"]
 
 
 def cache_root() -> Path:
@@ -81,6 +81,13 @@ def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: di
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise RuntimeError(f"build step failed (exit {proc.returncode}): {' '.join(map(str, argv))}\n{tail}")
+
+
+def go_install(package: str, gobin: Path, ldflags: str) -> None:
+    """``go install -trimpath package@version`` (a module without replace directives, built as published), static
+    (CGO off), into ``gobin``; niced, as builds share two cores with other builds and tests."""
+    run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}", package],
+        env={"GOBIN": str(gobin), "CGO_ENABLED": "0"})
 
 
 def check_version(argv: Sequence[str | os.PathLike[str]], expected: str, env: dict[str, str] | None = None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, folder_main, run
+from components.cache import cached, check_version, folder_main, go_install
 
 __all__ = ["HELM_MODULE", "HELM_VERSION", "helm_bin", "main"]
 
@@ -24,9 +24,7 @@ def _build_helm(out: Path) -> None:
     bin_dir = out / "bin"
     bin_dir.mkdir()
     ldflags = f"-s -w -X {HELM_MODULE}/internal/version.version={HELM_VERSION}"
-    # nice: builds share two cores with other builds and tests.
-    run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}",
-         f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}"], env={"GOBIN": str(bin_dir), "CGO_ENABLED": "0"})
+    go_install(f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}", bin_dir, ldflags)
     check_version([bin_dir / "helm", "version", "--short"], HELM_VERSION)
 
 

@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, folder_main, run
+from components.cache import cached, check_version, folder_main, go_install
 
 __all__ = ["KREW_MODULE", "KREW_VERSION", "krew_bin", "main"]
 
@@ -26,9 +26,7 @@ KREW_VERSION = "v0.4.3"
 def _build_krew(out: Path) -> None:
     gobin = out / "gobin"
     ldflags = f"-s -w -X {KREW_MODULE}/internal/version.gitTag={KREW_VERSION}"
-    # nice: builds share two cores with other builds and tests.
-    run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}",
-         f"{KREW_MODULE}/cmd/krew@{KREW_VERSION}"], env={"GOBIN": str(gobin), "CGO_ENABLED": "0"})
+    go_install(f"{KREW_MODULE}/cmd/krew@{KREW_VERSION}", gobin, ldflags)
     bin_dir = out / "bin"
     bin_dir.mkdir()
     (gobin / "krew").rename(bin_dir / "kubectl-krew")

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components.cache import cached, check_version, folder_main, run
+from components.cache import cached, check_version, folder_main, go_install
 
 __all__ = ["KWOK_MODULE", "KWOK_VERSION", "STAGE_SETS", "kwok_home", "main"]
 
@@ -42,9 +42,7 @@ def _module_dir() -> Path:
 def _build_kwok(out: Path) -> None:
     gobin = out / "gobin"
     ldflags = f"-s -w -X {KWOK_MODULE}/pkg/consts.Version={KWOK_VERSION}"
-    # nice: builds share two cores with other builds and tests.
-    run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}",
-         f"{KWOK_MODULE}/cmd/kwok@{KWOK_VERSION}"], env={"GOBIN": str(gobin), "CGO_ENABLED": "0"})
+    go_install(f"{KWOK_MODULE}/cmd/kwok@{KWOK_VERSION}", gobin, ldflags)
     (out / "bin").mkdir()
     (gobin / "kwok").rename(out / "bin" / "kwok")
     gobin.rmdir()

@@ -12,7 +12,8 @@ What each part is:
 * kubelet and kube-proxy 1.37.2 from components.node, a client certificate each (system:node:NAME,
   system:kube-proxy) signed by the cluster CA;
 * containerd, runc and the CNI plugins from Debian, with a private root, state and socket under the workdir;
-  the images from components.image imported under the names the manifests use (nothing is ever pulled);
+  the images from components.image imported under the names the manifests use (a node that joins later,
+  ``join_node``, imports nothing: it pulls from a registry, tests/support/new_node.py);
 * CoreDNS as a Deployment (tests/support/node_manifests/coredns.yaml) behind the kube-dns Service 10.96.0.10.
 
 Everything this machine needed (shared/KNOWLEDGE.md §5) is set here: ``failCgroupV1: false`` and the cgroupfs
@@ -27,7 +28,8 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +40,8 @@ from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster, Component, op
 from tests.support.repo import REPO as ROOT
 from tests.support.waiting import wait_until
 
-__all__ = ["NODE_IP", "NODE_NAME", "Node", "NodeParts", "build_node_parts", "node_cluster"]
+__all__ = ["NODE_IP", "NODE_NAME", "Node", "NodeParts", "build_node_parts", "join_node", "leave_node", "node_cluster",
+           "running_node"]
 
 MANIFESTS = Path(__file__).resolve().parent / "node_manifests"
 NODE_NAME = "nra-node"
@@ -146,6 +149,15 @@ class NetNamespace:
         _sh("ip", "netns", "del", self.name, check=False)
 
 
+def _remove_netns(path: str) -> None:
+    """A pod sandbox's pinned network namespace, unmounted and removed (one the kubelet did not tear down)."""
+    subprocess.run(["umount", "-l", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 # --------------------------------------------------------------------------- the node
 
 
@@ -186,6 +198,9 @@ state = "{state}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
+  # One HOST:PORT/hosts.toml per registry this node pulls from (tests/support/registry.py writes them; read per pull).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{registry_hosts}"
 """
 
 
@@ -205,6 +220,23 @@ class Node:
     components: list[Component] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     name: str = NODE_NAME
+    #: What a node joining later (``join_node``) has of its own; the first node's are the module constants.
+    ip: str = NODE_IP
+    bridge: str = "cni0"
+    pod_subnet: str = POD_SUBNET
+    #: The kubelet's cgroup root: a second kubelet on the machine needs its own, or each would remove the other's
+    #: pod cgroups as orphans.
+    cgroup_root: str | None = None
+    #: The images imported into containerd before the kubelet starts (None: every image the parts built); the
+    #: pause image is containerd's sandbox image under this name.
+    preload: list | None = None
+    pause_image: str | None = None
+    labels: str = "nra-test=node"
+
+    @property
+    def registry_hosts(self) -> Path:
+        """containerd's ``config_path``: a ``HOST:PORT/hosts.toml`` per registry (tests/support/registry.py)."""
+        return self.workdir / "containerd" / "certs.d"
 
     @property
     def containerd_socket(self) -> Path:
@@ -225,14 +257,19 @@ class Node:
         self.timings["containerd_and_images_s"] = time.monotonic() - started
         self._start_kubelet()
         self._start_kube_proxy()
-        wait_until(self._node_ready, 120, interval=0.5, message=f"Node {self.name} Ready (kubelet registered it)")
+        self.wait_ready(120)
         self.timings["node_ready_s"] = time.monotonic() - started
         self._start_dns()
         self.timings["dns_ready_s"] = time.monotonic() - started
         return self
 
+    def wait_ready(self, timeout: float) -> None:
+        """Until the kubelet has registered the Node and its Ready condition is True."""
+        wait_until(self._node_ready, timeout, interval=0.1, message=f"Node {self.name} Ready (kubelet registered it)")
+
     def _start(self, name: str, argv: list[str]) -> Component:
-        component = Component(name, argv, self.cluster.logs_dir / f"{name}.log")
+        log = f"{name}.log" if self.name == NODE_NAME else f"{self.name}-{name}.log"
+        component = Component(name, argv, self.cluster.logs_dir / log)
         component.start()
         self.components.append(component)
         return component
@@ -246,13 +283,13 @@ class Node:
         self._netns_before = set(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else set()
         base = self.workdir / "containerd"
         cni_conf = self.workdir / "cni" / "net.d"
-        for folder in (base, cni_conf, self.workdir / "cni" / "ipam"):
+        for folder in (base, cni_conf, self.workdir / "cni" / "ipam", self.registry_hosts):
             folder.mkdir(parents=True, exist_ok=True)
         (cni_conf / "10-nra.conflist").write_text(json.dumps({
             "cniVersion": "0.4.0", "name": "nra-pods",
             "plugins": [
-                {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]],
+                {"type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": self.pod_subnet}]],
                           "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(self.workdir / "cni" / "ipam")}},
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ]}, indent=1))
@@ -261,22 +298,25 @@ class Node:
         config = base / "config.toml"
         config.write_text(CONTAINERD_CONFIG.format(
             root=base / "root", state=base / "state", socket=self.containerd_socket, opt=base / "opt",
-            pause=_docker_ref(PAUSE_IMAGE), runc=self.parts.tools["runc"], cni_conf=cni_conf))
+            pause=self.pause_image or _docker_ref(PAUSE_IMAGE), runc=self.parts.tools["runc"], cni_conf=cni_conf,
+            registry_hosts=self.registry_hosts))
         self._start("containerd", [self.parts.tools["containerd"], "--config", str(config)])
         wait_until(lambda: (self._alive_or_raise(), self.containerd_socket.exists()
                             and self.ctr("version", check=False).returncode == 0)[1], 60, interval=0.25,
                    message="containerd serving")
-        for image in self.parts.images:
+        images = self.parts.images if self.preload is None else self.preload
+        for image in images:
             self.ctr("images", "import", str(image.archive))
         listed = self.ctr("images", "ls", "-q").stdout.split()
-        missing = [i.name for i in self.parts.images if _docker_ref(i.name) not in listed]
+        missing = [i.name for i in images if _docker_ref(i.name) not in listed]
         if missing:
             raise RuntimeError(f"ctr images import left {missing} missing; containerd lists {listed}")
 
     def _start_kubelet(self) -> None:
         cluster, pki = self.cluster, self.cluster.pki
-        _leaf_certificate(cluster, "kubelet", "system:nodes", f"system:node:{self.name}")
-        kubeconfig = write_kubeconfig(self.workdir / "kubelet.kubeconfig", cluster.server, pki, "kubelet")
+        credential = "kubelet" if self.name == NODE_NAME else f"kubelet-{self.name}"
+        _leaf_certificate(cluster, credential, "system:nodes", f"system:node:{self.name}")
+        kubeconfig = write_kubeconfig(self.workdir / "kubelet.kubeconfig", cluster.server, pki, credential)
         resolv = self.workdir / "resolv.conf"
         resolv.write_text("# the node's own resolver list: empty, nothing outside the namespace is asked\n")
         healthz, = free_ports(1)
@@ -285,7 +325,7 @@ class Node:
             # This machine mounts cgroup v1 (cgroup2 only at /sys/fs/cgroup/unified); 1.37 refuses it otherwise.
             "failCgroupV1": False, "cgroupDriver": "cgroupfs",
             "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
-            "address": NODE_IP, "port": 10250, "readOnlyPort": 0,
+            "address": self.ip, "port": 10250, "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1", "healthzPort": healthz,
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                                "x509": {"clientCAFile": str(pki.crt("ca"))}},
@@ -298,14 +338,15 @@ class Node:
             "nodeStatusUpdateFrequency": "5s", "syncFrequency": "10s", "fileCheckFrequency": "10s",
             "shutdownGracePeriod": "0s", "maxPods": 110, "podLogsDir": str(self.workdir / "pod-logs"),
             "featureGates": {},
+            **({"cgroupRoot": self.cgroup_root} if self.cgroup_root else {}),
         }
         config_path = self.workdir / "kubelet-config.yaml"
         config_path.write_text(yaml.safe_dump(config))
         self._start("kubelet", [
             str(self.parts.node_bin / "kubelet"), f"--config={config_path}", f"--kubeconfig={kubeconfig}",
             f"--root-dir={self.workdir / 'kubelet'}", f"--cert-dir={self.workdir / 'kubelet-pki'}",
-            f"--hostname-override={self.name}", f"--node-ip={NODE_IP}",
-            "--node-labels=nra-test=node", "--v=2"])
+            f"--hostname-override={self.name}", f"--node-ip={self.ip}",
+            f"--node-labels={self.labels}", "--v=2"])
 
     def _start_kube_proxy(self) -> None:
         _leaf_certificate(self.cluster, "kube-proxy", None, "system:kube-proxy")
@@ -385,6 +426,12 @@ class Node:
                            or not self._pods_left(), 60, interval=1, message="pods stopped by the kubelet")
             except AssertionError:
                 pass
+        self._stop_processes()
+        self._remove_own_pod_namespaces()
+
+    def _stop_processes(self) -> None:
+        """The node's processes in reverse start order, containerd's tasks killed first, then its shims; the mounts
+        under the workdir released."""
         for component in reversed(self.components):
             if component.name == "containerd" and component.alive():
                 for task in self.ctr("tasks", "ls", "-q", check=False).stdout.split():
@@ -392,7 +439,6 @@ class Node:
             component.stop()
         self._kill_own_shims()
         self._unmount_under(self.workdir)
-        self._remove_own_pod_namespaces()
 
     def _remove_own_pod_namespaces(self) -> None:
         """The pod sandboxes' network namespaces containerd's CNI pinned under /run/netns since this node started
@@ -402,12 +448,7 @@ class Node:
             return
         for name in sorted(set(os.listdir(NETNS_DIR)) - before):
             if name.startswith("cni-"):
-                subprocess.run(["umount", "-l", f"{NETNS_DIR}/{name}"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-                try:
-                    os.unlink(f"{NETNS_DIR}/{name}")
-                except OSError:
-                    pass
+                _remove_netns(f"{NETNS_DIR}/{name}")
 
     def _pods_left(self) -> bool:
         return bool(self.cluster.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={self.name}")["items"])
@@ -436,6 +477,79 @@ class Node:
             subprocess.run(["umount", "-l", mount], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+# --------------------------------------------------------------------------- a node joining later
+
+
+def join_node(first: Node, index: int, workdir: Path, pause_image: str, labels: str,
+              prepare: Callable[[Node], None] = lambda node: None) -> Node:
+    """A second real node beside ``first``, as a new machine joins a cluster: its own address on the namespace's
+    veth, containerd (own root, state, socket, CNI bridge and pod subnet, nothing imported: the sandbox image is
+    ``pause_image``, pulled like every other), kubelet (own certificate, root dir and cgroup root); returned once its
+    containerd serves and its kubelet started, before the Node is Ready (``wait_ready``). It shares the namespace's
+    iptables with the first node's kube-proxy, so Services reach its pods without a kube-proxy of its own, and the
+    cluster's DNS. ``prepare(node)`` runs before its containerd starts (to write its registry hosts, say).
+    ``leave_node`` removes it."""
+    node = Node(first.cluster, workdir, first.parts, first.netns, name=f"{NODE_NAME}-{index}",
+                ip=f"10.201.0.{index}", bridge=f"cni{index}", pod_subnet=f"10.244.{index}.0/24",
+                cgroup_root=f"/nra-{first.netns.name}-{index}", preload=[], pause_image=pause_image, labels=labels)
+    _sh("ip", "addr", "add", f"{node.ip}/32", "dev", "nra0")
+    for hierarchy in _cgroup_hierarchies():
+        (hierarchy / node.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        prepare(node)
+        node._start_containerd()
+        node._start_kubelet()
+    except BaseException:
+        leave_node(node)
+        raise
+    return node
+
+
+def _cgroup_hierarchies() -> list[Path]:
+    """Every mounted cgroup hierarchy: the kubelet refuses a cgroup root missing from one of the v1 ones, and on this
+    hybrid layout makes its pod cgroups in the v2 one (``unified``) too."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [Path(m[1]) for m in mounts if m[2] in ("cgroup", "cgroup2")]
+
+
+def leave_node(node: Node) -> None:
+    """Undo ``join_node``: the node's containers killed, its processes stopped, its pods' network namespaces, its
+    cgroup root, bridge and address removed, its Node and pods deleted from the API."""
+    sandboxes = set()
+    if any(c.name == "containerd" and c.alive() for c in node.components):
+        for container in node.ctr("containers", "ls", "-q", check=False).stdout.split():
+            info = node.ctr("containers", "info", container, check=False)
+            try:
+                spaces = json.loads(info.stdout)["Spec"]["linux"]["namespaces"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            sandboxes.update(n["path"] for n in spaces if n.get("type") == "network" and n.get("path"))
+    node._stop_processes()
+    for path in sorted(sandboxes):
+        _remove_netns(path)
+    if node.cgroup_root:
+        for hierarchy in _cgroup_hierarchies():
+            root = hierarchy / node.cgroup_root.lstrip("/")
+            for folder in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+            try:
+                root.rmdir()
+            except OSError:
+                pass
+    _sh("ip", "link", "del", node.bridge, check=False)
+    _sh("ip", "addr", "del", f"{node.ip}/32", "dev", "nra0", check=False)
+    cluster = node.cluster
+    for pod in cluster.api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName={node.name}")["items"]:
+        meta = pod["metadata"]
+        cluster.kubectl("delete", "pod", "-n", meta["namespace"], meta["name"], "--grace-period=0", "--force",
+                        "--wait=false")
+    cluster.kubectl("delete", "node", node.name, "--wait=false", "--ignore-not-found")
+
+
 # --------------------------------------------------------------------------- the fixture
 
 
@@ -455,13 +569,13 @@ def node_apiserver_flags(cluster_workdir: Path) -> list[str]:
             f"--service-account-jwks-uri={SERVICE_ACCOUNT_ISSUER}/openid/v1/jwks"]
 
 
-@pytest.fixture(scope="module")
-def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    """One control plane and one real node for a test module; everything inside a fresh network namespace."""
+@contextmanager
+def running_node(workdir: Path) -> Iterator[Node]:
+    """One control plane and one real node in a fresh network namespace, the test's (or a benchmark's) thread
+    inside it until the end; ``workdir`` holds everything they write."""
     if os.geteuid() != 0:
         pytest.fail("the node tests need root (network namespace, containerd, kubelet)", pytrace=False)
     parts = build_node_parts()
-    workdir = tmp_path_factory.mktemp("node")
     netns = NetNamespace()
     try:
         netns.enter()
@@ -485,3 +599,10 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         finally:
             cluster.stop()
             netns.leave()
+
+
+@pytest.fixture(scope="module")
+def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    """One control plane and one real node for a test module; everything inside a fresh network namespace."""
+    with running_node(tmp_path_factory.mktemp("node")) as node:
+        yield node

@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ from tests.support.repo import REPO
 
 __all__ = ["AGENT_NS", "AGENT_SELECTOR", "COLLECTOR_AUDIENCE", "COLLECTOR_NS", "COLLECTOR_SELECTOR",
            "MAKE_TLS_SECRETS", "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "collector_overlay", "make_tls_secrets",
-           "prometheus", "rollout"]
+           "prometheus", "roll_out", "rollout"]
 
 AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
 COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
@@ -86,13 +86,19 @@ def rollout(node_cluster: Node, prometheus: Prometheus, tmp_path_factory: pytest
     """The Secrets of make-secrets.sh, then the shipped manifests applied, the Collector's through an overlay that
     sets only its ADAPT values: ``{"collector": [its Ready pods], "agent": the agent's Ready pod, "tls": the folder
     with the CA and the serving certificate}``."""
-    node = node_cluster
+    return roll_out(node_cluster, prometheus, tmp_path_factory.mktemp)
+
+
+def roll_out(node: Node, prometheus: Prometheus, make_dir: Callable[[str], Path],
+             daemonset: Path = REPO / "daemonset") -> dict:
+    """What ``rollout`` does, with the agent's kustomization ``daemonset`` (the shipped one, or an overlay over it);
+    ``make_dir(name)`` gives a fresh folder."""
     started = time.monotonic()
     result = node.cluster.kubectl("apply", "-f", str(REPO / "otel-config" / "namespace.yaml"),
                                   "-f", str(REPO / "daemonset" / "namespace.yaml"))
     assert result.returncode == 0, result.stderr
-    tls = make_tls_secrets(node, tmp_path_factory.mktemp("collector-tls"))
-    overlay = collector_overlay(node, prometheus, tmp_path_factory.mktemp("otel-overlay"))
+    tls = make_tls_secrets(node, make_dir("collector-tls"))
+    overlay = collector_overlay(node, prometheus, make_dir("otel-overlay"))
     result = node.cluster.kubectl("apply", "-k", overlay)
     assert result.returncode == 0, result.stderr
     deployment = node.cluster.api("GET", f"/apis/apps/v1/namespaces/{COLLECTOR_NS}/deployments/otel-collector")
@@ -101,7 +107,7 @@ def rollout(node_cluster: Node, prometheus: Prometheus, tmp_path_factory: pytest
     collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)
     node.timings["collector_apply_to_ready_s"] = time.monotonic() - started
     started = time.monotonic()
-    result = node.cluster.kubectl("apply", "-k", str(REPO / "daemonset"))
+    result = node.cluster.kubectl("apply", "-k", str(daemonset))
     assert result.returncode == 0, result.stderr
     assert "PodSecurity" not in result.stderr, result.stderr
     agent = node.wait_pods_ready(AGENT_NS, AGENT_SELECTOR, 1, 180)[0]
