@@ -124,6 +124,8 @@ class NodeState:
         self.autoscaler = autoscaler
         self.max_pdbs = max_pdbs
         self._lock = threading.Lock()
+        # Notified when the pods are first synced or the Node first listed: the first export waits on it.
+        self._listed = threading.Condition(self._lock)
         self._pods: dict[str, PodValue] = {}
         self._by_name: dict[tuple[str, str], str] = {}  # (namespace, name) -> uid
         self._node: NodeRecord | None = None
@@ -146,7 +148,9 @@ class NodeState:
         with self._lock:
             self._version += 1
             self._node = node
-            self._node_listed = self._node_listed or listed
+            if listed and not self._node_listed:
+                self._node_listed = True
+                self._listed.notify_all()
 
     def observed(self, resource_version: str) -> None:
         """The pod watch has been handled up to ``resource_version``."""
@@ -206,7 +210,9 @@ class NodeState:
             self._version += 1
             previous = self._pods
             self._pods, self._by_name = fresh, by_name
-            self._synced = True
+            if not self._synced:
+                self._synced = True
+                self._listed.notify_all()
         return [v for uid, v in previous.items() if uid not in fresh]
 
     # -- PodDisruptionBudgets (rare changes: each replaces the tuple snapshots share) ---------------------------
@@ -303,6 +309,12 @@ class NodeState:
     def kubernetes(self) -> KubernetesInfo:
         with self._lock:
             return self._kubernetes
+
+    def wait_listed(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until the pods are synced and the Node listed (what readiness needs); whether
+        they are."""
+        with self._listed:
+            return self._listed.wait_for(lambda: self._synced and self._node_listed, timeout)
 
     @property
     def node_listed(self) -> bool:

@@ -56,6 +56,18 @@ class Agent:
               for i, s in enumerate(sources)),
             threading.Thread(target=self.handler.run, args=(self.queue, self.stop_event), name="handler", daemon=True),
         ]
+        if self.telemetry.reader is not None and not config.once:
+            self._threads.append(threading.Thread(target=self._first_export, args=(self.stop_event,),
+                                                  name="first-export", daemon=True))
+
+    def _first_export(self, stop: threading.Event) -> None:
+        """One export as soon as the pods and the Node are read, then the SDK's schedule: its reader first exports an
+        interval after start, which on a node that just joined is the longest wait before its first number."""
+        while not stop.is_set():
+            if self.state.wait_listed(0.5):
+                if not stop.is_set():
+                    self.telemetry.flush()
+                return
 
     def _replay_source(self):
         from agent.source.documents import DumpError

@@ -126,3 +126,21 @@ def test_the_kept_verdict_is_what_the_model_computes():
     s = state.snapshot()
     assert s.verdict(NOW) == scale_down_verdict(node_name="node-a", node=n, pods=s.pods, pdbs=None,
                                                 settings=state.autoscaler, now=NOW)
+
+
+def test_wait_listed_wakes_a_waiter_once_the_pods_are_synced_and_the_node_read() -> None:
+    """What the first export waits for (run.agent): both lists, neither alone."""
+    import threading
+
+    state = NodeState("n1")
+    assert state.wait_listed(0.01) is False
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(state.wait_listed(10.0)))
+    waiter.start()
+    state.replace([])
+    waiter.join(0.2)
+    assert waiter.is_alive() and not woke  # pods synced, the Node not yet read
+    state.set_node(None, listed=True)  # read: it does not exist
+    waiter.join(5.0)
+    assert woke == [True]
+    assert state.wait_listed(0.0) is True
