@@ -49,8 +49,9 @@ def _requests(raw: Quantities | None) -> Requests:
 # Bounded caches of what a node's pods repeat in every event: one shared, never mutated map (or container) per
 # distinct value instead of a new one per event. A watch event that changes one request builds no other map, the
 # records share them (less memory, fewer objects for the garbage collector) and comparing two versions of a pod
-# meets the same objects. Up to this many distinct values each; more only costs a rebuild.
-_DISTINCT = 4096
+# meets the same objects. Up to this many distinct values each (a node holds at most a few hundred pods; all four
+# caches full hold about 0.5 MiB); more only costs a rebuild.
+_DISTINCT = 512
 
 
 @lru_cache(maxsize=_DISTINCT)

@@ -91,7 +91,7 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
     return usage, applied
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _annotations(usage_text: str | Oversized,
                  overcommit_text: str | Oversized | None) -> tuple[VmResources | None, VmResources | None,
                                                                   tuple[Problem, ...]]:
