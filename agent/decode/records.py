@@ -49,8 +49,8 @@ def _requests(raw: Quantities | None) -> Requests:
 # Bounded caches of what a node's pods repeat in every event: one shared, never mutated map (or container) per
 # distinct value instead of a new one per event. A watch event that changes one request builds no other map, the
 # records share them (less memory, fewer objects for the garbage collector) and comparing two versions of a pod
-# meets the same objects. Up to this many distinct values each (a node holds at most a few hundred pods; all four
-# caches full hold about 0.5 MiB); more only costs a rebuild.
+# meets the same objects. Up to this many distinct values each (a node holds at most a few hundred pods; what the
+# caches hold when full: docs/benchmarks.md, event throughput); more only costs a rebuild.
 _DISTINCT = 512
 
 
