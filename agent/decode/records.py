@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import sysconfig
 from datetime import datetime
+from functools import lru_cache
 
 from agent.decode.spec import Annotations, Condition, Container, ContainerStatus, Labels, Meta, Node, OwnerReference, \
     Pdb, Pod, PodStatus, Quantities, Resources, Spec
@@ -42,9 +43,19 @@ def _shared(text: str) -> str:
 
 def _requests(raw: Quantities | None) -> Requests:
     """The cpu and memory of a resource map: only they feed the exported values, so the rest costs no memory."""
-    if not raw:
-        return NO_REQUESTS
-    cpu, memory = raw.get("cpu"), raw.get("memory")
+    return _request_map(raw.get("cpu"), raw.get("memory")) if raw else NO_REQUESTS
+
+
+# Bounded caches of what a node's pods repeat in every event: one shared, never mutated map (or container) per
+# distinct value instead of a new one per event. A watch event that changes one request builds no other map, the
+# records share them (less memory, fewer objects for the garbage collector) and comparing two versions of a pod
+# meets the same objects. Up to this many distinct values each (a node holds at most a few hundred pods; what the
+# caches hold when full: docs/benchmarks.md, event throughput); more only costs a rebuild.
+_DISTINCT = 512
+
+
+@lru_cache(maxsize=_DISTINCT)
+def _request_map(cpu: str | None, memory: str | None) -> Requests:
     if cpu is not None and memory is not None:
         return {"cpu": _shared(cpu), "memory": _shared(memory)}
     if cpu is not None:
@@ -52,6 +63,11 @@ def _requests(raw: Quantities | None) -> Requests:
     if memory is not None:
         return {"memory": _shared(memory)}
     return NO_REQUESTS
+
+
+@lru_cache(maxsize=_DISTINCT)
+def _container(name: str, cpu: str | None, memory: str | None, restartable: bool) -> ContainerRequests:
+    return ContainerRequests(_shared(name), _request_map(cpu, memory), restartable)
 
 
 def _present(raw: Quantities | None) -> Requests | None:
@@ -83,10 +99,12 @@ def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str], ...]:
 def _containers(items: list[Container] | None, init: bool) -> tuple[ContainerRequests, ...]:
     if not items:
         return ()
-    return tuple(ContainerRequests(f"#{i}" if c.name is None else _shared(c.name),
-                                   NO_REQUESTS if c.resources is None else _requests(c.resources.requests),
-                                   init and c.restart_policy == "Always")
-                 for i, c in enumerate(items))
+    out = []
+    for i, c in enumerate(items):
+        raw = c.resources.requests if c.resources is not None else None
+        out.append(_container(f"#{i}" if c.name is None else c.name, raw.get("cpu") if raw else None,
+                              raw.get("memory") if raw else None, init and c.restart_policy == "Always"))
+    return tuple(out)
 
 
 def _status(name: str, resources: Resources | None, allocated: Quantities | None) -> StatusRequests:
@@ -146,13 +164,21 @@ def _time(text: str | None, where: str, problems: list[str]) -> float | None:
     """An RFC 3339 time (metav1.Time) as seconds since the epoch; unreadable: None and a problem."""
     if text is None:
         return None
+    seconds = _epoch(text)
+    if seconds is None:
+        problems.append(f"{where} {text[:40]!r} is not an RFC 3339 time: read as absent")
+    return seconds
+
+
+@lru_cache(maxsize=_DISTINCT)
+def _epoch(text: str) -> float | None:
+    """Cached: a pod's creation time comes again with every event of it."""
     try:
         parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
         if parsed.tzinfo is None:
             raise ValueError("no time zone")
         return parsed.timestamp()
     except (ValueError, OverflowError):
-        problems.append(f"{where} {text[:40]!r} is not an RFC 3339 time: read as absent")
         return None
 
 

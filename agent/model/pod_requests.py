@@ -186,15 +186,20 @@ def _notes(containers: list[_Container]) -> list[str]:
 
 
 def _spec_only(containers: list[_Container]) -> tuple[Resources, list[Contribution]]:
-    contributions = [_contribution(c.name, c.kind, c.spec, note) for c, note in zip(containers, _notes(containers))]
+    # The lines as _contribution and _notes make them, in one pass: this runs for every event that changes a request.
+    contributions, sidecars = [], False
+    for c in containers:
+        sidecars = sidecars or c.kind == "sidecar"
+        note = c.note or ("peak with earlier sidecars" if c.kind == "init" and sidecars else "")
+        contributions.append(Contribution(c.name, c.kind, c.spec.get("cpu"), c.spec.get("memory"), note))
     return _aggregate((c.kind, c.spec) for c in containers), contributions
 
 
 # -- 1.36 --------------------------------------------------------------------------------
 
 def _containers_1_36(pod: PodRecord, containers: list[_Container],
-                     problems: list[Problem]) -> tuple[Resources, list[Contribution]]:
-    """Per container, the max of spec and status; then the formula."""
+                     problems: list[Problem]) -> tuple[Resources, list[Contribution], Resources | None]:
+    """Per container, the max of spec and status; then the formula (and no spec-only total: None)."""
     statuses = {s.name: s for s in pod.statuses}
     effective: list[tuple[str, Resources]] = []
     contributions = []
@@ -211,7 +216,7 @@ def _containers_1_36(pod: PodRecord, containers: list[_Container],
                 note = "resize infeasible: status only" if pod.resize_infeasible else "resize: max of spec and status"
         effective.append((c.kind, requests))
         contributions.append(_contribution(c.name, c.kind, requests, note))
-    return _aggregate(effective), contributions
+    return _aggregate(effective), contributions, None
 
 
 def _pod_level(pod: PodRecord, status: StatusRequests | None,
@@ -244,8 +249,9 @@ def _pod_level_1_36(pod: PodRecord, status: StatusRequests | None, total: Resour
 # -- 1.37 --------------------------------------------------------------------------------
 
 def _containers_1_37(pod: PodRecord, containers: list[_Container],
-                     problems: list[Problem]) -> tuple[Resources, list[Contribution]]:
-    """The per-resource max of the spec, allocated and actuated totals."""
+                     problems: list[Problem]) -> tuple[Resources, list[Contribution], Resources | None]:
+    """The per-resource max of the spec, allocated and actuated totals, and the spec total when it is not the
+    result itself (None then)."""
     spec_total, contributions = _spec_only(containers)
     infeasible = pod.resize_infeasible
     status = pod.pod_status
@@ -254,7 +260,7 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
         allocated_total, actuated_total = values.allocated or {}, values.actual or {}
         source = "pod status"
     elif not pod.statuses and not infeasible:
-        return spec_total, contributions  # every container falls back to spec: both totals are the spec total
+        return spec_total, contributions, None  # every container falls back to spec: both totals are the spec total
     else:
         statuses = {s.name: s for s in pod.statuses}
         allocated, actuated = [], []
@@ -273,7 +279,7 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
                else "resize: each resource the largest of the spec, allocated and actual totals")
         contributions.append(_contribution(f"allocated total ({source})", "status", allocated_total, how))
         contributions.append(_contribution(f"actual total ({source})", "status", actuated_total, how))
-    return total, contributions
+    return total, contributions, spec_total
 
 
 def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resources,
@@ -305,7 +311,8 @@ def statuses_repeat_spec(pod: PodRecord) -> bool:
     return True
 
 
-_Aggregate = Callable[[PodRecord, list[_Container], list[Problem]], tuple[Resources, list[Contribution]]]
+_Aggregate = Callable[[PodRecord, list[_Container], list[Problem]],
+                     tuple[Resources, list[Contribution], Resources | None]]
 _PodLevel = Callable[[PodRecord, StatusRequests | None, Resources, list[Problem]], Contribution | None]
 _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
     RULES_1_36: (_containers_1_36, _pod_level_1_36),
@@ -338,15 +345,18 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
         containers = [_Container(first.name, "container", dict(first_container_override), "replaced by VM usage"),
                       *spec_containers[1:]]
     read_status = use_status and (overridden or bool(problems) or not statuses_repeat_spec(pod))
+    spec = None
     if read_status:
-        total, contributions = aggregate(pod, containers, problems)
+        total, contributions, spec = aggregate(pod, containers, problems)
     else:
         # Spec only, or statuses that repeat it: the same totals and lines, without reading them all again
         # (with a problem in the spec, the statuses repeating it must report it too, so they are read then).
         total, contributions = _spec_only(containers)
-    # The spec-only sum is the total itself unless statuses or the override changed it; else one more
-    # aggregate of the requests already parsed (it was a second whole pass, a third of an event's cost).
-    spec = _aggregate((c.kind, c.spec) for c in spec_containers) if read_status or overridden else None
+    # The spec-only sum is the total itself unless statuses or the override changed it; else the aggregate of
+    # the requests already parsed: the one the rules computed on the way (1.37 with statuses, not overridden), or
+    # one more (it was a second whole pass, a third of an event's cost).
+    if overridden or (read_status and spec is None):
+        spec = _aggregate((c.kind, c.spec) for c in spec_containers)
     if pod.pod_requests is not None and pod_level:
         line = level_of(pod, pod.pod_status if use_status else None, total, problems)
         if line is not None:

@@ -9,10 +9,12 @@ it through without looking inside.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal, NamedTuple
 
 import msgspec
 
+from agent.model.fields import Oversized
 from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
 from agent.model.problems import Problem
@@ -84,20 +86,29 @@ def _vm_usage(pod: PodRecord, problems: list[Problem]) -> tuple[VmResources | No
     """Return (raw usage, usage the autoscaler applies) from the annotations."""
     if pod.usage_annotation is None:
         return None, None
+    usage, applied, found = _annotations(pod.usage_annotation, pod.overcommit_annotation)
+    problems.extend(found)
+    return usage, applied
+
+
+@lru_cache(maxsize=256)
+def _annotations(usage_text: str | Oversized,
+                 overcommit_text: str | Oversized | None) -> tuple[VmResources | None, VmResources | None,
+                                                                  tuple[Problem, ...]]:
+    """(raw usage, applied usage, problems) of a VM's two annotations. Cached: they come again with every event of
+    the VM's pod (a JSON parse each), and a node's VMs share few sizes."""
     try:
-        usage = parse_vm_usage(pod.usage_annotation)
+        usage = parse_vm_usage(usage_text)
     except AnnotationError as exc:
-        problems.append(Problem("usage", exc.reason, f"vm.neon.tech/usage ignored: {exc}"))
-        return None, None
-    if pod.overcommit_annotation is None:
-        return usage, usage
+        return None, None, (Problem("usage", exc.reason, f"vm.neon.tech/usage ignored: {exc}"),)
+    if overcommit_text is None:
+        return usage, usage, ()
     try:
-        factors = parse_overcommit(pod.overcommit_annotation)
+        factors = parse_overcommit(overcommit_text)
     except AnnotationError as exc:
-        problems.append(Problem("overcommit", exc.reason,
-                                f"vm.neon.tech/overcommit invalid, so vm.neon.tech/usage is not applied: {exc}"))
-        return usage, None
-    return usage, usage.divided_by(factors)
+        return usage, None, (Problem("overcommit", exc.reason,
+                                     f"vm.neon.tech/overcommit invalid, so vm.neon.tech/usage is not applied: {exc}"),)
+    return usage, usage.divided_by(factors), ()
 
 
 def reevaluate(pod: PodRecord, previous: PodValue | None, rules: Rules) -> PodValue:

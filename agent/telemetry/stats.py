@@ -221,10 +221,12 @@ class RuntimeStats:
         """``loop`` ("source", "handler", "export") is alive and not stuck."""
         now = self._clock()
         with self._lock:
+            first = loop not in self._heartbeats  # a loop's name is read once, not at every event of its stream
             self._heartbeats[loop] = now
-            prefix, _, resource = loop.partition(":")
-            if prefix == SOURCE_LOOP and resource:
-                self._source_started.setdefault(resource, now)  # a source that never progresses ages from its start
+            if first:
+                prefix, _, resource = loop.partition(":")
+                if prefix == SOURCE_LOOP and resource:
+                    self._source_started.setdefault(resource, now)  # a source that never progresses ages from its start
 
     def snapshot(self) -> StatsSnapshot:
         with self._lock:

@@ -247,3 +247,32 @@ def test_records_share_the_strings_pods_repeat():
             assert cx.requests["memory"] == cy.requests["memory"] and cx.requests["memory"] is cy.requests["memory"]
         assert x.statuses[0].name is y.statuses[0].name
         assert x.uid != y.uid and x.name != y.name  # identities stay their own
+
+
+def test_records_share_request_maps_and_containers_and_a_changed_request_is_its_own():
+    """A node's pods repeat the same containers and requests in every event: each distinct one is one object, shared
+    by every record that has it (less memory, less for the garbage collector, nothing rebuilt per event); a request
+    that changes, or changes back, is read as it now is, never from an earlier event."""
+    def app(cpu: str, memory: str = "1Gi") -> dict:
+        return pod("p", containers=[container("app", cpu, memory), container("log", "10m")],
+                   container_statuses=[{"name": "app", "allocatedResources": {"cpu": cpu, "memory": memory}}])
+
+    for decode in (POD.record, lambda obj: POD.tolerant(json.loads(json.dumps(obj)))):
+        first, again, other = decode(app("100m")), decode(app("100m")), decode(app("200m"))
+        assert first.containers[0] is again.containers[0] and first.containers[1] is other.containers[1]
+        assert first.containers[0].requests is again.statuses[0].allocated  # one map for the same two quantities
+        assert other.containers[0].requests == {"cpu": "200m", "memory": "1Gi"} == other.statuses[0].allocated
+        assert decode(app("100m")).containers[0].requests == {"cpu": "100m", "memory": "1Gi"}  # back, not stale
+        assert decode(app("100m", "2Gi")).containers[0].requests == {"cpu": "100m", "memory": "2Gi"}
+
+
+@pytest.mark.parametrize("created", ["2026-11-30T06:00:00Z", "yesterday"])
+def test_a_creation_time_is_read_alike_at_every_event(created):
+    """Times are parsed once per distinct text; an unreadable one is still a problem of every record that has it."""
+    p = pod("p")
+    p["metadata"]["creationTimestamp"] = created
+    records = [POD.record(json.dumps(p).encode()) for _ in range(3)]
+    assert len({r.eviction.created for r in records}) == 1
+    readable = created != "yesterday"
+    assert [r.eviction.created is not None for r in records] == [readable] * 3
+    assert [any("creationTimestamp" in x for x in r.problems) for r in records] == [not readable] * 3

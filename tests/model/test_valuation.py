@@ -211,3 +211,22 @@ def test_the_spec_only_sum_is_always_the_spec_only_pass(p, statuses, infeasible,
     # A NeonVM's usage replaces its first container's requests for the value, never for the spec-only sum.
     assert (v.spec_cpu, v.spec_memory) == (spec_only.cpu, spec_only.memory)
     assert (spec_only.spec_cpu, spec_only.spec_memory) == (spec_only.cpu, spec_only.memory)
+
+
+def test_a_vms_annotations_are_read_as_they_now_are_at_every_evaluation():
+    """The annotations' parse is kept per distinct text: a changed usage or overcommit is read anew, a change back
+    reads the earlier value again, and a bad annotation is a problem of every evaluation that meets it."""
+    def runner(cpu: str, overcommit: dict | None = None, usage: str | None = None):
+        p = vm_pod("r", "vm1", cpu, "1Gi", overcommit=overcommit)
+        if usage is not None:
+            p["metadata"]["annotations"]["vm.neon.tech/usage"] = usage
+        return value(p)
+
+    assert [runner(cpu).cpu for cpu in ("1", "2", "1", "2")] == [1, 2, 1, 2]
+    assert runner("2", {"cpu": "2"}).cpu == 1 and runner("2").cpu == 2 and runner("2", {"cpu": "4"}).cpu == Fraction(1, 2)
+    for _ in range(2):
+        bad = runner("1", usage="{broken")
+        assert bad.source == "pod_requests" and [p.reason for p in bad.problems] == ["invalid_json"]
+        zero = runner("1", {"cpu": "0"})
+        assert zero.source == "pod_requests" and [p.reason for p in zero.problems] == ["zero_factor"]
+        assert zero.vm is not None and zero.vm.cpu == 1  # the raw usage is still the VM's

@@ -7,7 +7,7 @@ from agent.pipeline.handler import Handler
 from agent.decode.reader import POD
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats
-from tests.support.factory import pod, vm_pod
+from tests.support.factory import container as pod_container, pod, vm_pod
 
 
 def test_bad_annotation_is_logged_and_counted_once_per_change(caplog):
@@ -98,3 +98,37 @@ def test_a_completed_pod_keeps_only_what_its_reporting_needs():
     assert snapshot.summary().pods_by_phase == {"Succeeded": 11, "Failed": 10}
     shown = {p["name"]: p for p in pods_report(snapshot.pods)["pods"]}
     assert shown["batch-1"]["reported"] is False and shown["batch-1"]["problems"]
+
+
+def _resized(name: str, cpu: str, ready: str = "True", statuses: bool = True):
+    """A pod whose app container asks for ``cpu``; its status still reports the 100m it started with (a resize)."""
+    p = pod(name, containers=[pod_container("app", cpu, "1Gi"), pod_container("sidecar", "50m", "64Mi")],
+            conditions=[{"type": "Ready", "status": ready}], overhead={"cpu": "10m"},
+            container_statuses=[{"name": "app", "allocatedResources": {"cpu": "100m", "memory": "1Gi"},
+                                 "resources": {"requests": {"cpu": "100m", "memory": "1Gi"}}}] if statuses else None)
+    p["metadata"]["creationTimestamp"] = "2026-11-30T06:00:00Z"
+    return p
+
+
+def test_a_pod_whose_requests_change_is_revalued_at_every_event_and_one_whose_requests_do_not_keeps_its_value():
+    """The decode caches (shared request maps and containers, parsed times) and the kept values must never hand back
+    a stale value: requests that change, and change back to a value seen before, are valued anew each time."""
+    state = NodeState("node-a")
+    handler = Handler(state=state, metrics=RuntimeStats())
+    resized, steady = _resized("resized", "100m"), _resized("steady", "300m", statuses=False)
+    handler.handle(PodChanged(type=ADDED, pod=POD.record(resized)))
+    handler.handle(PodChanged(type=ADDED, pod=POD.record(steady)))
+    kept = state.get(POD.record(steady).uid)
+    # (spec cpu, the value: max of spec and the status's 100m, plus 10m overhead; the spec-only sum)
+    for cpu, value, spec_only in (("200m", 260, 260), ("300m", 360, 360), ("200m", 260, 260), ("50m", 160, 110),
+                                  ("100m", 160, 160)):
+        resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+        handler.handle(PodChanged(type=MODIFIED, pod=POD.record(resized)))
+        ready = "False" if cpu == "300m" else "True"  # status churn of the other pod: same requests
+        handler.handle(PodChanged(type=MODIFIED, pod=POD.record(_resized("steady", "300m", ready, statuses=False))))
+        got = state.get(POD.record(resized).uid)
+        assert (got.cpu, got.spec_cpu) == (value * 10**6, spec_only * 10**6), cpu
+        assert [c.cpu for c in got.contributions if c.name == "app"] == [int(cpu[:-1]) * 10**6]
+        same = state.get(kept.uid)
+        assert same.contributions is kept.contributions and same.cpu == 360 * 10**6  # not recomputed, still held
+    assert {v.name for v in state.pods()} == {"resized", "steady"}
