@@ -249,40 +249,10 @@ def test_explain_bad_input_is_a_clear_error(text):
     assert "Traceback" not in result.stderr and result.stderr.strip()
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
-def test_signal_flushes_a_final_export_and_exits_promptly(tmp_path, signame, http_receiver):
+@pytest.fixture
+def hourly_agent(tmp_path, http_receiver):
+    """The agent watching node n1 (one pod, p) on a fake API server, exporting to ``http_receiver`` hourly."""
     from tests.support.fake_apiserver import FakeApiServer
-
-    api = FakeApiServer().start()
-    try:
-        api.create(pod("p", node="n1"))
-        proc = subprocess.Popen([*AGENT, "run", "--node-name", "n1", "--kubeconfig", api.kubeconfig(tmp_path / "kc"),
-                                 "--export-interval", "3600", "--debug-address", "127.0.0.1:0"],
-                                env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        from tests.support.waiting import wait_until
-        wait_until(lambda: api.count(watch=True) >= 1 and http_receiver.requests, timeout=20)  # the first export
-        import signal
-        import time
-        time.sleep(0.3)
-        before = len(http_receiver.requests)
-        sent = time.monotonic()
-        proc.send_signal(getattr(signal, signame))
-        assert proc.wait(15) == 0
-        assert time.monotonic() - sent < 5  # well inside the DaemonSet's 30 s grace period
-        assert len(http_receiver.requests) > before, "no final export on SIGTERM"
-        from tests.support.otlp_receiver import points_of
-        assert {p.attributes.get("k8s.pod.name") for p in points_of(http_receiver.requests[-1][1])} >= {"p"}
-    finally:
-        api.stop()
-
-
-def test_the_first_export_follows_the_first_sync_not_an_interval_after_start(tmp_path, http_receiver):
-    """A node that just joined has its numbers at the Collector as soon as its pods and Node are read (issue 30): the
-    SDK's reader alone would first export an interval (here an hour) after start."""
-    from tests.support.fake_apiserver import FakeApiServer
-    from tests.support.otlp_receiver import points_of
-    from tests.support.waiting import wait_until
 
     api = FakeApiServer().start()
     proc = None
@@ -292,15 +262,44 @@ def test_the_first_export_follows_the_first_sync_not_an_interval_after_start(tmp
                                  "--export-interval", "3600", "--debug-address", "127.0.0.1:0"],
                                 env={**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_until(lambda: http_receiver.requests, timeout=30)
-        first = points_of(http_receiver.requests[0][1])
-        assert {p.attributes.get("k8s.pod.name") for p in first if p.metric == "pod_or_vm_cpu_requests"} == {"p"}
-        assert len(http_receiver.requests) == 1  # one early export, then the schedule
+        yield api, proc
     finally:
-        if proc is not None:
+        if proc is not None and proc.poll() is None:
             proc.terminate()
             proc.communicate(timeout=15)
         api.stop()
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_signal_flushes_a_final_export_and_exits_promptly(hourly_agent, signame, http_receiver):
+    import signal
+    import time
+
+    from tests.support.otlp_receiver import points_of
+    from tests.support.waiting import wait_until
+
+    api, proc = hourly_agent
+    wait_until(lambda: api.count(watch=True) >= 1 and http_receiver.requests, timeout=20)  # the first export
+    time.sleep(0.3)
+    before = len(http_receiver.requests)
+    sent = time.monotonic()
+    proc.send_signal(getattr(signal, signame))
+    assert proc.wait(15) == 0
+    assert time.monotonic() - sent < 5  # well inside the DaemonSet's 30 s grace period
+    assert len(http_receiver.requests) > before, "no final export on SIGTERM"
+    assert {p.attributes.get("k8s.pod.name") for p in points_of(http_receiver.requests[-1][1])} >= {"p"}
+
+
+def test_the_first_export_follows_the_first_sync_not_an_interval_after_start(hourly_agent, http_receiver):
+    """A node that just joined has its numbers at the Collector as soon as its pods and Node are read (issue 30): the
+    SDK's reader alone would first export an interval (here an hour) after start."""
+    from tests.support.otlp_receiver import points_of
+    from tests.support.waiting import wait_until
+
+    wait_until(lambda: http_receiver.requests, timeout=30)
+    first = points_of(http_receiver.requests[0][1])
+    assert {p.attributes.get("k8s.pod.name") for p in first if p.metric == "pod_or_vm_cpu_requests"} == {"p"}
+    assert len(http_receiver.requests) == 1  # one early export, then the schedule
 
 
 def test_explain_prints_the_node_comparisons_from_a_node_in_the_dump(tmp_path):
