@@ -186,12 +186,9 @@ def _notes(containers: list[_Container]) -> list[str]:
 
 
 def _spec_only(containers: list[_Container]) -> tuple[Resources, list[Contribution]]:
-    # The lines as _contribution and _notes make them, in one pass: this runs for every event that changes a request.
-    contributions, sidecars = [], False
-    for c in containers:
-        sidecars = sidecars or c.kind == "sidecar"
-        note = c.note or ("peak with earlier sidecars" if c.kind == "init" and sidecars else "")
-        contributions.append(Contribution(c.name, c.kind, c.spec.get("cpu"), c.spec.get("memory"), note))
+    # The lines as _contribution makes them, built directly: this runs for every event that changes a request.
+    contributions = [Contribution(c.name, c.kind, c.spec.get("cpu"), c.spec.get("memory"), note)
+                     for c, note in zip(containers, _notes(containers))]
     return _aggregate((c.kind, c.spec) for c in containers), contributions
 
 
