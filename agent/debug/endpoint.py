@@ -26,6 +26,7 @@ from typing import Any
 
 from agent.config import VIEWS_LOCAL, Address
 from agent.telemetry.health import HealthLimits, liveness, readiness
+from agent.report.verdict_view import verdict_view
 from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
 from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.telemetry.stats import StatsReader
@@ -140,16 +141,17 @@ class DebugServer:
     # -- views ---------------------------------------------------------------
     def route(self, path: str, query: str = "") -> tuple[int, str, bytes]:
         if path == "/healthz":
-            verdict = liveness(self.stats.snapshot(), self.limits)
-            return self._json(200 if verdict.ok else 503, {"ok": verdict.ok, "checks": verdict.checks})
+            probe = liveness(self.stats.snapshot(), self.limits)
+            return self._json(200 if probe.ok else 503, {"ok": probe.ok, "checks": probe.checks})
         if path == "/readyz":
-            verdict = readiness(self.ready_conditions(self.state.snapshot()), self.stats.snapshot(), self.limits)
-            return self._json(200 if verdict.ok else 503, {"ok": verdict.ok, "checks": verdict.checks})
+            probe = readiness(self.ready_conditions(self.state.snapshot()), self.stats.snapshot(), self.limits)
+            return self._json(200 if probe.ok else 503, {"ok": probe.ok, "checks": probe.checks})
         if path == "/debug/pods":
             return self._json(200, {"node": self.state.node_name, **pods_report(self.state.snapshot().pods)})
         if path == "/debug/node":
             node = self.state.snapshot()
-            return self._json(200, {**summary_report(node.summary()), "autoscaler": verdict_report(node.verdict(self.wall()))})
+            verdict = verdict_report(verdict_view(node.verdict(self.wall())))
+            return self._json(200, {**summary_report(node.summary()), "autoscaler": verdict})
         if path == "/debug/runtime":
             return self._json(200, runtime_report(self.stats.snapshot(), self.state.snapshot()))
         if path == "/metrics":

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from agent.report.verdict_view import verdict_view
 from agent.report.views import pod_report, summary_report, totals_report, verdict_report
 from agent.model.autoscaler_settings import AutoscalerSettings
 from agent.model.scale_down import Verdict, scale_down_verdict
@@ -178,7 +179,8 @@ def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None =
     pods = [pod_report(v) | {"node": g.name} for g, values in groups for v in values]
     rows_unscheduled = [pod_report(v) | {"node": None} for v in unscheduled]
     verdicts = verdicts or {}
-    nodes = [summary_report(g.summary) | ({"autoscaler": verdict_report(verdicts[g.name])} if g.name in verdicts else {})
+    nodes = [summary_report(g.summary)
+             | ({"autoscaler": verdict_report(verdict_view(verdicts[g.name]))} if g.name in verdicts else {})
              for g, _ in groups]
     report: dict[str, Any] = {
         "pods": pods + rows_unscheduled,

@@ -16,7 +16,8 @@ from agent.model.valuation import PodValue
 __all__ = ["Gauge", "Point", "GAUGES", "state_points", "verdict_points", "POD_CPU", "POD_MEM", "VM_CPU", "VM_MEM",
            "NODE_CPU", "NODE_MEM", "NODE_RATIO", "NODE_PODS_BY_PHASE", "NODE_PODS_BY_SOURCE", "NODE_POD_SLOTS",
            "POD_BLOCKING", "AUTOSCALER_UTILIZATION", "AUTOSCALER_NODE_UTILIZATION", "AUTOSCALER_THRESHOLD",
-           "AUTOSCALER_STATE", "AUTOSCALER_CANDIDATE", "AUTOSCALER_BLOCKING_PODS", "AUTOSCALER_RESOURCES"]
+           "AUTOSCALER_STATE", "AUTOSCALER_CANDIDATE", "AUTOSCALER_REMOVABLE", "AUTOSCALER_BLOCKING_PODS",
+           "AUTOSCALER_RESOURCES"]
 
 POD_CPU = "pod_or_vm_cpu_requests"
 POD_MEM = "pod_or_vm_mem_requests"
@@ -38,7 +39,10 @@ AUTOSCALER_UTILIZATION = "node_requests_node_autoscaler_utilization"
 AUTOSCALER_NODE_UTILIZATION = "node_requests_node_autoscaler_node_utilization"
 AUTOSCALER_THRESHOLD = "node_requests_node_autoscaler_threshold"
 AUTOSCALER_STATE = "node_requests_node_autoscaler_state"
+# Candidate as the autoscaler means it (underutilized and eligible, blocked or not); removable: a candidate no pod
+# blocks. Two gauges, so "a candidate kept by its pods" is candidate 1 and removable 0.
 AUTOSCALER_CANDIDATE = "node_requests_node_autoscaler_scale_down_candidate"
+AUTOSCALER_REMOVABLE = "node_requests_node_autoscaler_removable"
 AUTOSCALER_BLOCKING_PODS = "node_requests_node_autoscaler_blocking_pods"
 AUTOSCALER_RESOURCES = ("cpu", "memory", "gpu")
 
@@ -64,7 +68,8 @@ GAUGES: dict[str, Gauge] = {
     AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu and memory, or the GPU's), labelled with the resource that gave it"),
     AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold on a GPU node)"),
     AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the others"),
-    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is underutilized and no pod blocks its removal (what the verdict cannot see aside)"),
+    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is a scale-down candidate: underutilized and not disabled by annotation, whether or not pods block its removal"),
+    AUTOSCALER_REMOVABLE: Gauge("1", "1 when the node is a scale-down candidate and no pod blocks its removal (what the verdict cannot see aside)"),
     AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason always present)"),
 }
 
@@ -93,6 +98,7 @@ def verdict_points(verdict: Verdict) -> Iterator[Point]:
     for state in STATES:
         yield Point(AUTOSCALER_STATE, {"state": state}, 1 if verdict.state == state else 0)
     yield Point(AUTOSCALER_CANDIDATE, {}, 1 if verdict.candidate else 0)
+    yield Point(AUTOSCALER_REMOVABLE, {}, 1 if verdict.removable else 0)
     for blocker in verdict.blockers:
         yield Point(POD_BLOCKING, {"k8s.namespace.name": blocker.namespace, "k8s.pod.name": blocker.name,
                                    "k8s.pod.uid": blocker.uid, "reason": blocker.reason}, 1)

@@ -143,8 +143,14 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def candidate(self) -> bool:
-        """Underutilized and no pod blocks: what the autoscaler would consider removing (what it cannot see aside)."""
-        return self.state == UNDERUTILIZED and not self.blockers
+        """A scale-down candidate as the autoscaler means it: underutilized and eligible (scale-down not disabled by
+        the Node's annotation), whether or not pods block its removal."""
+        return self.state == UNDERUTILIZED
+
+    @property
+    def removable(self) -> bool:
+        """A candidate no pod blocks: what the autoscaler would remove (what the verdict cannot see aside)."""
+        return self.candidate and not self.blockers
 
     def blocking_counts(self) -> dict[str, int]:
         """Blocking pods by reason, every reason of REASONS present (0 where none), in REASONS' order."""

@@ -2,78 +2,31 @@
 
 Utilization by resource against the threshold, the state, every pod that would block the node's removal with its
 reason, the pods the autoscaler's release counts differently, whether PDBs were known, and what the verdict cannot
-see. ``explain --node`` prints it whole; the demo prints its first lines and the blockers in brief. Pure rendering
-of a ``Verdict``.
+see. ``explain --node`` prints it whole; the demo prints its first lines and the blockers in brief. Pure formatting
+of a ``VerdictView`` (verdict_view.py decides the words and the order).
 """
 
 from __future__ import annotations
 
 import textwrap
 
-from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, Blocker, Verdict
-from agent.model.units import cores, memory, percent
+from agent.model.scale_down import Blocker
+from agent.model.units import cores, memory
 from agent.report.columns import Column, fit, row
-from agent.report.views import CANNOT_SEE
+from agent.report.verdict_view import VerdictView, plural
 
-__all__ = ["verdict_lines", "headline", "ratio_text", "DETAILS"]
+__all__ = ["verdict_lines", "DETAILS"]
 
 BLOCKER_COLUMNS = (Column("  POD", shrink_to=20, shrink_first=1), Column("REASON"), Column("DETAIL", shrink_to=10))
 DIFFERING_COLUMNS = (Column("  POD", shrink_to=20), Column("AUTOSCALER", right=True), Column("SCHEDULER", right=True),
                      Column("WHY", shrink_to=10))
 
 
-def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
-    """A ratio as a whole percentage, as everywhere else (``percent``); with more digits where that would hide its
-    side of ``threshold`` (49.6% is not 50%, and the comparison is strict before 1.37)."""
-    if ratio is None:
-        return "-"
-    if threshold is None or ratio == threshold or percent(ratio) != percent(threshold):
-        return percent(ratio)
-    for digits in range(1, 7):
-        text = f"{ratio * 100:.{digits}f}"
-        if float(text) != round(threshold * 100, digits):
-            return text + "%"
-    return f"{ratio * 100!r}%"
-
-
-def _relation(value: float, threshold: float) -> str:
-    """The comparison as it came out (from 1.32 a node at its threshold counts as underutilized)."""
-    return "<" if value < threshold else ">" if value > threshold else "="
-
-
-def headline(v: Verdict) -> str:
-    """One line: the state and the comparison that decided it."""
-    u = v.utilization
-    threshold = ("GPU threshold " if u.resource == "gpu" else "threshold ") + ratio_text(v.threshold)
-    which = ("" if u.value is None else
-             f"{u.resource} {ratio_text(u.value, v.threshold)} {_relation(u.value, v.threshold)} {threshold}")
-    n = len(v.blockers)
-    pods = f"{n} pod{'s' if n != 1 else ''}"
-    if v.state == UNDERUTILIZED:
-        tail = f"but {pods} block{'s' if n == 1 else ''} its removal" if n else "and nothing blocks its removal"
-        return f"AUTOSCALER  underutilized: {which}, a scale-down candidate {tail}"
-    if v.state == NOT_UNDERUTILIZED:
-        tail = f"; {pods} would also block its removal" if n else ""
-        return f"AUTOSCALER  not underutilized: {which}{tail}"
-    if v.state == SCALE_DOWN_DISABLED:
-        return ("AUTOSCALER  scale-down disabled by the Node's annotation "
-                "cluster-autoscaler.kubernetes.io/scale-down-disabled=true" + (f" ({which})" if which else ""))
-    return "AUTOSCALER  unknown: no Node object (or no usable allocatable) to judge utilization against"
-
-
-def _utilization_line(v: Verdict) -> str:
-    """Every resource's utilization, the deciding one first, the threshold, and whose arithmetic."""
-    u = v.utilization
-    known = [(r, getattr(u, r)) for r in ("gpu", "cpu", "memory") if getattr(u, r) is not None]
-    known.sort(key=lambda item: item[0] != u.resource)  # the one that gave the node's utilization first
-    parts = [f"{r} {ratio_text(value, v.threshold)}" + (" (decides)" if r == u.resource and u.value is not None else "")
-             for r, value in known] or ["unknown"]
-    threshold = ("GPU threshold " if u.resource == "gpu" else "threshold ") + ratio_text(v.threshold)
+def _utilization_line(v: VerdictView) -> str:
+    """Every resource's utilization, the deciding one marked, the threshold, and whose arithmetic."""
+    parts = [f"{r.resource} {r.text}" + (" (decides)" if r.decides else "") for r in v.resources]
     release = f"; as cluster-autoscaler {v.release} computes it" if v.release else ""
-    return f"  UTILIZATION  {', '.join(parts)}; {threshold}{release}"
-
-
-_REASON_ORDER = {reason: i for i, reason in enumerate(REASONS)}
+    return f"  UTILIZATION  {', '.join(parts)}; {v.threshold_name} {v.threshold_text}{release}"
 
 
 def _say(text: str, width: int | None) -> list[str]:
@@ -105,56 +58,45 @@ def _blocker_rows(blockers: list[Blocker], width: int | None) -> list[str]:
     return _table(BLOCKER_COLUMNS, [[f"  {b.namespace}/{b.name}", b.reason, b.detail] for b in blockers], width)
 
 
-def _reasons(v: Verdict) -> str:
-    return ", ".join(f"{reason} {n}" for reason, n in v.blocking_counts().items() if n)
-
-
 DETAILS = ("line", "brief", "full")
 
 
-def verdict_lines(v: Verdict, width: int | None = 120, detail: str = "full") -> list[str]:
+def verdict_lines(v: VerdictView, width: int | None = 120, detail: str = "full") -> list[str]:
     """The verdict, at one of DETAILS: ``line`` (the headline and the blockers by reason: a node among many),
     ``brief`` (also one blocking pod per reason: the demo), ``full`` (utilization by resource, every blocker, the
     pods counted differently, problems, what the verdict cannot see: ``explain --node``)."""
-    lines = _say(headline(v), width)
+    lines = _say(f"AUTOSCALER  {v.headline}", width)
     if detail == "full":
         lines.extend(_say(_utilization_line(v), width))
     if not v.blockers:
         lines.append("  BLOCKING  no pod blocks the node's removal")
     else:
-        lines.extend(_say(f"  BLOCKING  {len(v.blockers)} pod{'s' if len(v.blockers) != 1 else ''}: {_reasons(v)}",
-                          width))
+        reasons = ", ".join(f"{reason} {n}" for reason, n in v.blocking_counts.items() if n)
+        lines.extend(_say(f"  BLOCKING  {plural(len(v.blockers), 'pod')}: {reasons}", width))
     if v.blockers and detail != "line":
-        ordered = sorted(v.blockers, key=lambda b: (_REASON_ORDER.get(b.reason, len(REASONS)), b.namespace, b.name))
+        shown = list(v.blockers)
         if detail == "brief":  # one pod per reason: what there is to read, in a few lines
             firsts: dict[str, Blocker] = {}
-            for b in ordered:
+            for b in shown:
                 firsts.setdefault(b.reason, b)
-            ordered = list(firsts.values())
-        lines.extend(_blocker_rows(ordered, width))
-        if len(ordered) < len(v.blockers):
+            shown = list(firsts.values())
+        lines.extend(_blocker_rows(shown, width))
+        if len(shown) < len(v.blockers):
             lines.extend(_say(f"  (one pod per reason; `node-requests-agent explain --node {v.node}` shows all "
                               f"{len(v.blockers)})", width))
-    if v.pdb_risks and detail != "line":
-        lines.extend(_say("  RISKY  " + "; ".join(
-            f"PodDisruptionBudget {r.namespace}/{r.name} allows {r.disruptions_allowed} disruption"
-            f"{'s' if r.disruptions_allowed != 1 else ''} and covers {r.pods} of the node's pods" for r in v.pdb_risks)
-            + ": the autoscaler still counts the node removable, but its pods cannot all be evicted at once "
-              "(the drain may time out)", width))
+    if v.pdb_risk and detail != "line":
+        lines.extend(_say(f"  RISKY  {v.pdb_risk}", width))
     if not v.pdbs_known and detail != "line":
-        lines.extend(_say("  PDBS  not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget "
-                          "covers it", width))
+        lines.extend(_say(f"  PDBS  {v.pdbs}", width))
     if detail != "full":
         return lines
     if v.differing:
-        lines.extend(_say(f"  DIFFERING  {len(v.differing)} pod{'s' if len(v.differing) != 1 else ''} counted "
-                          f"differently by cluster-autoscaler {v.release} than by the scheduler (cpu / memory)",
-                          width))
+        lines.extend(_say(f"  DIFFERING  {plural(len(v.differing), 'pod')} counted differently by cluster-autoscaler "
+                          f"{v.release} than by the scheduler (cpu / memory)", width))
         rows = [[f"  {d.namespace}/{d.name}", f"{cores(d.cpu)} / {memory(d.memory)}",
-                 f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", d.why]
-                for d in sorted(v.differing, key=lambda d: (d.namespace, d.name))]
+                 f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", d.why] for d in v.differing]
         lines.extend(_table(DIFFERING_COLUMNS, rows, width))
     for problem in v.problems:
         lines.extend(_say(f"  problem: {problem}", width))
-    lines.extend(_say("  CANNOT SEE  " + "; ".join(CANNOT_SEE), width))
+    lines.extend(_say("  CANNOT SEE  " + "; ".join(v.cannot_see), width))
     return lines

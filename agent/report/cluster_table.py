@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from agent.report.autoscaler import verdict_lines
 from agent.report.columns import GAP, Column, clip, fit, row
+from agent.report.verdict_view import verdict_view
 from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, order, sections as shown_sections
 from agent.model.deciding import describe_terms
 from agent.model.node_summary import QUANTITIES, RATIOS, Comparison
@@ -102,7 +103,7 @@ def node_section(g: NodeGroup, pods: list[PodValue], widths: list[int], width: i
     pods and its comparison rows."""
     lines = [clip(_node_title(g), width)]
     if verdict is not None:
-        lines.extend(verdict_lines(verdict, width, verdict_detail))
+        lines.extend(verdict_lines(verdict_view(verdict), width, verdict_detail))
     lines.append(row(POD_COLUMNS, widths, [c.title for c in POD_COLUMNS]))
     for v in pods:
         rows = _pod_rows(v, wide=width is None)

@@ -11,19 +11,14 @@ from typing import Any
 
 from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary, pod_totals
-from agent.model.scale_down import Verdict
 from agent.model.valuation import PodValue
 from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
+from agent.report.verdict_view import VerdictView
 from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot
 
 __all__ = ["pod_report", "pods_report", "totals_report", "sorted_values", "summary_report", "runtime_report",
-           "verdict_report", "CANNOT_SEE"]
-
-# What the agent's verdict cannot know, said wherever the verdict is shown: the autoscaler may still keep a node
-# the verdict calls removable.
-CANNOT_SEE = ("the node group's minimum size", "whether the pods would fit on other nodes",
-              "the cloud provider's state of the node and its group", "whether the pods' controllers still exist")
+           "verdict_report"]
 
 
 def sorted_values(values: Iterable[PodValue]) -> list[PodValue]:
@@ -104,29 +99,32 @@ def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
     return data
 
 
-def verdict_report(v: Verdict) -> dict[str, Any]:
+def verdict_report(v: VerdictView) -> dict[str, Any]:
     """The cluster-autoscaler's verdict on one node, the schema docs/operations.md documents for ``explain --output
     json`` and ``/debug/node``: ratios as fractions (0.5, not 50), pods in cores and bytes, null where unknown."""
     u = v.utilization
     return {
         "node": v.node,
         "state": v.state,
+        "headline": v.headline,
         "scale_down_candidate": v.candidate,
+        "removable": v.removable,
         "utilization": {"cpu": u.cpu, "memory": u.memory, "gpu": u.gpu, "value": u.value,
                         "resource": u.resource or None},
         "threshold": v.threshold,
         "blockers": [{"namespace": b.namespace, "name": b.name, "uid": b.uid, "reason": b.reason, "detail": b.detail}
-                     for b in sorted(v.blockers, key=lambda b: (b.namespace, b.name, b.uid))],
-        "blocking_pods": v.blocking_counts(),
+                     for b in v.blockers],
+        "blocking_pods": v.blocking_counts,
         "differing": [{"namespace": d.namespace, "name": d.name, "uid": d.uid,
                        "cpu_cores": to_float(d.cpu), "memory_bytes": to_bytes(d.memory),
                        "scheduler_cpu_cores": to_float(d.scheduler_cpu),
                        "scheduler_memory_bytes": to_bytes(d.scheduler_memory), "why": d.why}
-                      for d in sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))],
+                      for d in v.differing],
         "pdbs_known": v.pdbs_known,
         "pdb_risks": [{"namespace": r.namespace, "name": r.name, "disruptions_allowed": r.disruptions_allowed,
                        "pods": r.pods} for r in v.pdb_risks],
+        "pdb_risk": v.pdb_risk or None,
         "release": v.release,
         "problems": list(v.problems),
-        "cannot_see": list(CANNOT_SEE),
+        "cannot_see": list(v.cannot_see),
     }

@@ -17,7 +17,7 @@ import msgspec
 from agent.pipeline.interfaces import EXPORT_LOOP, HANDLER_LOOP, SOURCE_LOOP
 from agent.telemetry.stats import StatsSnapshot
 
-__all__ = ["HealthLimits", "Verdict", "liveness", "readiness"]
+__all__ = ["HealthLimits", "ProbeResult", "liveness", "readiness"]
 
 
 # The longest a source waits for one read, plus the longest backoff, with room to spare.
@@ -54,12 +54,14 @@ class HealthLimits(msgspec.Struct, frozen=True, kw_only=True):
                    stale=2 * read_timeout)
 
 
-class Verdict(msgspec.Struct, frozen=True):
+class ProbeResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A liveness or readiness probe's answer: ok, and each check's state ("ok" or why not)."""
+
     ok: bool
     checks: dict[str, str]
 
 
-def liveness(s: StatsSnapshot, limits: HealthLimits) -> Verdict:
+def liveness(s: StatsSnapshot, limits: HealthLimits) -> ProbeResult:
     """Live while every loop turns within its limit; never failed by the API server or the Collector being away."""
     checks: dict[str, str] = {}
     wanted = {HANDLER_LOOP: limits.handler, EXPORT_LOOP: limits.export}
@@ -78,14 +80,15 @@ def liveness(s: StatsSnapshot, limits: HealthLimits) -> Verdict:
             checks[loop] = "ok"
     if s.unfinished_work_seconds > limits.handler:
         checks[HANDLER_LOOP] = f"stuck: one event in the handler for {s.unfinished_work_seconds:.0f} s"
-    return Verdict(all(v == "ok" for v in checks.values()), checks)
+    return ProbeResult(ok=all(v == "ok" for v in checks.values()), checks=checks)
 
 
-def readiness(conditions: dict[str, bool], s: StatsSnapshot | None = None, limits: HealthLimits | None = None) -> Verdict:
+def readiness(conditions: dict[str, bool], s: StatsSnapshot | None = None,
+              limits: HealthLimits | None = None) -> ProbeResult:
     """Ready when every condition holds (initial LISTs handled) and every source is current."""
     checks = {name: "ok" if ok else "waiting" for name, ok in conditions.items()}
     if s is not None and limits is not None:
         for resource, age in s.source_progress_age.items():
             checks[f"{resource} current"] = "ok" if age <= limits.stale else \
                 f"stale: no progress for {age:.0f} s (limit {limits.stale:.0f} s)"
-    return Verdict(all(v == "ok" for v in checks.values()), checks)
+    return ProbeResult(ok=all(v == "ok" for v in checks.values()), checks=checks)

@@ -124,8 +124,8 @@ def test_liveness_names_the_stuck_loop():
     fine = StatsSnapshot(loop_idle_seconds={"source": 1, "handler": 0.1, "export": 3})
     assert liveness(fine, limits).ok
     stuck = StatsSnapshot(loop_idle_seconds={"source": 11, "handler": 0.1, "export": 3})
-    verdict = liveness(stuck, limits)
-    assert not verdict.ok and verdict.checks["source"].startswith("stuck")
+    probe = liveness(stuck, limits)
+    assert not probe.ok and probe.checks["source"].startswith("stuck")
     busy = StatsSnapshot(loop_idle_seconds={"source": 1, "handler": 0.1, "export": 3}, unfinished_work_seconds=6)
     assert liveness(busy, limits).checks["handler"].startswith("stuck")
     no_export = HealthLimits(source=10, handler=5, export=None, stale=240)

@@ -89,16 +89,24 @@ def verdict(*args: str, text: str | None = None) -> dict:
 
 def test_every_kind_of_pod_gets_the_rules_answer_and_the_schema_is_complete():
     v = verdict()
-    assert set(v) == {"node", "state", "scale_down_candidate", "utilization", "threshold", "blockers", "blocking_pods",
-                      "differing", "pdbs_known", "pdb_risks", "release", "problems", "cannot_see"}
-    assert v["pdb_risks"] == []  # the one PDB allows 1 and covers the one metrics-server pod
-    assert (v["node"], v["state"], v["scale_down_candidate"], v["threshold"]) == ("node-a", "underutilized", False, 0.5)
+    assert set(v) == {"node", "state", "headline", "scale_down_candidate", "removable", "utilization", "threshold",
+                      "blockers", "blocking_pods", "differing", "pdbs_known", "pdb_risks", "pdb_risk", "release",
+                      "problems", "cannot_see"}
+    assert v["pdb_risks"] == [] and v["pdb_risk"] is None  # the one PDB allows 1 and covers the one metrics-server pod
+    # Underutilized: a scale-down candidate, as the autoscaler says; blocked, so not removable.
+    assert (v["node"], v["state"], v["scale_down_candidate"], v["removable"], v["threshold"]) == (
+        "node-a", "underutilized", True, False, 0.5)
+    assert v["headline"] == ("underutilized: cpu 35% < threshold 50%, a scale-down candidate, not removable: 7 pods "
+                             "block its removal")
     assert v["utilization"] == {"cpu": pytest.approx(CPU), "memory": pytest.approx(MEMORY), "gpu": None,
                                 "value": pytest.approx(CPU), "resource": "cpu"}
     assert {b["name"]: b["reason"] for b in v["blockers"]} == BLOCKING
     assert all(set(b) == {"namespace", "name", "uid", "reason", "detail"} and b["detail"] for b in v["blockers"])
-    assert [(b["namespace"], b["name"]) for b in v["blockers"]] == sorted((b["namespace"], b["name"])
-                                                                          for b in v["blockers"])
+    # In the drain rules' order of the reasons, then by namespace and name: as the text and the page list them.
+    order = {reason: i for i, reason in enumerate(v["blocking_pods"])}
+    assert [(b["namespace"], b["name"]) for b in v["blockers"]] == [
+        (b["namespace"], b["name"]) for b in sorted(v["blockers"], key=lambda b: (order[b["reason"]], b["namespace"],
+                                                                                 b["name"]))]
     assert v["blocking_pods"] == {"not_replicated": 2, "unmovable_kube_system": 1, "kube_system_pdb_unknown": 0,
                                   "not_safe_to_evict": 1, "local_storage": 2, "not_enough_pdb": 1}
     assert v["pdbs_known"] is True and v["release"] == "1.36" and v["differing"] == []
@@ -110,8 +118,8 @@ def test_the_text_answer_has_every_blocker_and_what_the_verdict_cannot_see():
     result = run("explain", "--node", "node-a", input=dump(), env={"COLUMNS": "120"})
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert ("AUTOSCALER  underutilized: cpu 35% < threshold 50%, a scale-down candidate but 7 pods block its removal"
-            in out)
+    assert ("AUTOSCALER  underutilized: cpu 35% < threshold 50%, a scale-down candidate, not removable: 7 pods block "
+            "its removal") in out
     assert "  UTILIZATION  cpu 35% (decides), memory 11%; threshold 50%; as cluster-autoscaler 1.36 computes it" in out
     assert ("  BLOCKING  7 pods: not_replicated 2, unmovable_kube_system 1, not_safe_to_evict 1, local_storage 2, "
             "not_enough_pdb 1") in out

@@ -6,18 +6,17 @@ tests run the real verdict of a snapshot through the same path.
 
 from __future__ import annotations
 
-import msgspec
 from opentelemetry.sdk.metrics.export import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.export.metrics import (AUTOSCALER_BLOCKING_PODS, AUTOSCALER_CANDIDATE, AUTOSCALER_NODE_UTILIZATION,
-                                  AUTOSCALER_STATE, AUTOSCALER_THRESHOLD, AUTOSCALER_UTILIZATION, GAUGES,
-                                  POD_BLOCKING, state_points, verdict_points)
-from agent.model.scale_down import (NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED, REASONS, SCALE_DOWN_DISABLED, STATES,
-                                    UNDERUTILIZED, Blocker, Utilization, Verdict)
+                                  AUTOSCALER_REMOVABLE, AUTOSCALER_STATE, AUTOSCALER_THRESHOLD,
+                                  AUTOSCALER_UTILIZATION, GAUGES, POD_BLOCKING, state_points, verdict_points)
+from agent.model.scale_down import (NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_UNDERUTILIZED, REASONS,
+                                    SCALE_DOWN_DISABLED, STATES, UNDERUTILIZED, Blocker, Utilization, Verdict)
 
 AUTOSCALER_METRICS = {AUTOSCALER_UTILIZATION, AUTOSCALER_NODE_UTILIZATION, AUTOSCALER_THRESHOLD, AUTOSCALER_STATE,
-                      AUTOSCALER_CANDIDATE, AUTOSCALER_BLOCKING_PODS, POD_BLOCKING}
+                      AUTOSCALER_CANDIDATE, AUTOSCALER_REMOVABLE, AUTOSCALER_BLOCKING_PODS, POD_BLOCKING}
 
 
 def blocker(name: str, reason: str, namespace: str = "default") -> Blocker:
@@ -47,7 +46,8 @@ def test_an_underutilized_node_that_two_pods_block():
         (AUTOSCALER_UTILIZATION, frozenset({("resource", "memory")})): 0.375,
         (AUTOSCALER_NODE_UTILIZATION, frozenset({("resource", "memory")})): 0.375,
         (AUTOSCALER_THRESHOLD, frozenset()): 0.5,
-        (AUTOSCALER_CANDIDATE, frozenset()): 0,  # underutilized, but blocked
+        (AUTOSCALER_CANDIDATE, frozenset()): 1,  # underutilized: a candidate...
+        (AUTOSCALER_REMOVABLE, frozenset()): 0,  # ... that two pods block
         **{(AUTOSCALER_STATE, frozenset({("state", s)})): int(s == UNDERUTILIZED) for s in STATES},
         **{(AUTOSCALER_BLOCKING_PODS, frozenset({("reason", r)})): {NOT_REPLICATED: 1, NOT_ENOUGH_PDB: 1}.get(r, 0)
            for r in REASONS},
@@ -59,10 +59,19 @@ def test_an_underutilized_node_that_two_pods_block():
     assert got == expected
 
 
-def test_candidate_only_when_underutilized_and_unblocked():
-    assert points(verdict())[(AUTOSCALER_CANDIDATE, frozenset())] == 1
+def test_a_candidate_when_underutilized_and_eligible_removable_when_nothing_blocks():
+    """The autoscaler's words: a candidate is underutilized and not disabled, blocked or not; removable is a
+    candidate no pod blocks. A busy or disabled node is neither, whatever blocks it."""
+    def gauges(v: Verdict) -> tuple[float, float]:
+        got = points(v)
+        return got[(AUTOSCALER_CANDIDATE, frozenset())], got[(AUTOSCALER_REMOVABLE, frozenset())]
+
+    blocked = (blocker("lonely", NOT_REPLICATED),)
+    assert gauges(verdict()) == (1, 1)
+    assert gauges(verdict(blockers=blocked)) == (1, 0)
+    for state in (NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, NO_NODE):
+        assert gauges(verdict(state)) == (0, 0) and gauges(verdict(state, blockers=blocked)) == (0, 0), state
     disabled = points(verdict(SCALE_DOWN_DISABLED))
-    assert disabled[(AUTOSCALER_CANDIDATE, frozenset())] == 0
     assert disabled[(AUTOSCALER_STATE, frozenset({("state", SCALE_DOWN_DISABLED)}))] == 1
 
 
@@ -147,40 +156,12 @@ def test_both_paths_judge_at_the_clock_they_are_given_once_per_export():
     assert exported[POD_BLOCKING] == 1
 
 
-def test_blocking_counts_and_candidacy_are_one_computation_for_metrics_json_text_and_page():
-    """The metric, explain's JSON, the text answer and the page read the counts and the candidacy from the Verdict
-    (Verdict.blocking_counts, Verdict.candidate), so none can count differently."""
-    from agent.debug.page import _verdict_section
-    from agent.report.autoscaler import verdict_lines
-    from agent.report.views import verdict_report
-
+def test_the_blocking_counts_are_the_verdicts_every_reason_in_order():
+    """The metric reads the counts from the Verdict (Verdict.blocking_counts), as the renderings do through the view
+    (tests/report/test_verdict_renderings.py compares those with these gauges)."""
     v = verdict(blockers=(blocker("b", NOT_REPLICATED), blocker("c", NOT_ENOUGH_PDB), blocker("a", NOT_REPLICATED)))
     counts = v.blocking_counts()
     assert list(counts) == list(REASONS) and counts[NOT_REPLICATED] == 2 and counts[NOT_ENOUGH_PDB] == 1
     assert sum(counts.values()) == 3
     got = points(v)
     assert {r: got[(AUTOSCALER_BLOCKING_PODS, frozenset({("reason", r)}))] for r in REASONS} == counts
-    assert verdict_report(v)["blocking_pods"] == counts
-    assert "BLOCKING  3 pods: not_replicated 2, not_enough_pdb 1" in "\n".join(verdict_lines(v, width=None))
-    assert not v.candidate and verdict_report(v)["scale_down_candidate"] is False
-    assert got[(AUTOSCALER_CANDIDATE, frozenset())] == 0 and "class=candidate" not in _verdict_section(v)
-    free = verdict()
-    assert free.candidate and verdict_report(free)["scale_down_candidate"] is True
-    assert points(free)[(AUTOSCALER_CANDIDATE, frozenset())] == 1 and "class=candidate" in _verdict_section(free)
-
-
-def test_pdb_risks_reach_the_json_and_the_text():
-    from agent.model.scale_down import PdbRisk
-    from agent.report.autoscaler import verdict_lines
-    from agent.report.views import verdict_report
-
-    v = msgspec.structs.replace(verdict(), pdb_risks=(PdbRisk(namespace="ns", name="web", disruptions_allowed=1,
-                                                              pods=3),))
-    assert verdict_report(v)["pdb_risks"] == [{"namespace": "ns", "name": "web", "disruptions_allowed": 1, "pods": 3}]
-    text = "\n".join(verdict_lines(v, width=None))
-    assert "RISKY  PodDisruptionBudget ns/web allows 1 disruption and covers 3 of the node's pods" in text
-    assert v.candidate  # a risk does not block
-    from agent.debug.page import _verdict_section
-
-    assert "PodDisruptionBudget ns/web allows 1 and covers 3 of the node's pods" in _verdict_section(v)
-    assert "autoscaler-pdb-risks" not in _verdict_section(verdict())

@@ -184,7 +184,8 @@ def expected_points() -> dict[tuple[str, frozenset], F]:
     out[("node_requests_node_autoscaler_threshold", frozenset())] = F(1, 2)
     for state in ("underutilized", "not_underutilized", "scale_down_disabled", "unknown"):
         out[("node_requests_node_autoscaler_state", frozenset({("state", state)}))] = F(state == STATE)
-    out[("node_requests_node_autoscaler_scale_down_candidate", frozenset())] = F(0)
+    out[("node_requests_node_autoscaler_scale_down_candidate", frozenset())] = F(STATE == "underutilized")
+    out[("node_requests_node_autoscaler_removable", frozenset())] = F(STATE == "underutilized" and not BLOCKING)
     reasons = ("not_replicated", "unmovable_kube_system", "kube_system_pdb_unknown", "not_safe_to_evict",
                "local_storage", "not_enough_pdb")
     for reason in reasons:

@@ -38,8 +38,8 @@ def test_each_wedged_loop_fails_liveness():
     for loop, idle in (("source:pods", LIMITS.source + 1), ("handler", LIMITS.handler + 1),
                        ("export", LIMITS.export + 1)):
         s = StatsSnapshot(loop_idle_seconds={**TURNING, loop: idle})
-        verdict = liveness(s, LIMITS)
-        assert not verdict.ok and verdict.checks[loop].startswith("stuck"), (loop, verdict.checks)
+        probe = liveness(s, LIMITS)
+        assert not probe.ok and probe.checks[loop].startswith("stuck"), (loop, probe.checks)
     stuck_event = StatsSnapshot(loop_idle_seconds=TURNING, unfinished_work_seconds=LIMITS.handler + 1)
     assert not liveness(stuck_event, LIMITS).ok
     # A source blocked in one read for the whole read timeout (a hung API server) is still within its limit.
