@@ -1,9 +1,9 @@
 """The shipped autoscaler rules and alert on the real Prometheus 3's rule engine (``promtool test rules``).
 
 The fast way to prove what takes an hour on a real Prometheus: ``NodeUnderutilizedButBlocked`` (``for: 1h``)
-fires after an hour of a node underutilized and blocked, not before; not for a node that is underutilized but
-unblocked, nor for one blocked but busy; its hour starts again when the blockers go; its summary names the node
-and the reasons with their counts. The recording rules give one value per node whichever resource decides, and
+fires after an hour of a node that is a scale-down candidate but not removable, not before; not for a removable
+candidate, nor for a blocked node that is busy (no candidate); its hour starts again when the blockers go; its
+summary names the node and the reasons with their counts. The recording rules give one value per node whichever resource decides, and
 a blocking pod's series that stops is not counted after 45 s. Input series are what the agent pushes
 (docs/metrics.md), every 15 s. ``test_e2e_collector.py`` checks the same rules on series that went through the
 real Collector.
@@ -31,6 +31,13 @@ def _state(node: str, current: str) -> list[dict]:
              "values": f"{int(s == current)}x{HOURS}"} for s in STATES]
 
 
+def _removal(node: str, candidate: str, removable: str) -> list[dict]:
+    """The candidate and removable gauges, in promtool's expanding notation."""
+    return [{"series": f'node_requests_node_autoscaler_scale_down_candidate{{k8s_node_name="{node}"}}',
+             "values": candidate},
+            {"series": f'node_requests_node_autoscaler_removable{{k8s_node_name="{node}"}}', "values": removable}]
+
+
 def _blocking(node: str, counts: dict[str, str]) -> list[dict]:
     """Every reason always present; ``counts`` gives promtool's expanding notation for some, 0 for the rest."""
     return [{"series": f'node_requests_node_autoscaler_blocking_pods{{k8s_node_name="{node}",reason="{r}"}}',
@@ -55,18 +62,20 @@ def _run(tmp_path, tests: list[dict]) -> subprocess.CompletedProcess:
 
 
 def test_underutilized_and_blocked_fires_after_an_hour_naming_node_and_reasons(tmp_path):
-    summary = ("{node} has been underutilized for the cluster-autoscaler for an hour, but pods block its removal: "
+    summary = ("{node} has been a scale-down candidate (underutilized) for an hour, but pods block its removal: "
                "{reasons}")
+    always, never = f"1x{HOURS}", f"0x{HOURS}"
     series = [
-        # blocked: underutilized for two hours, 2 pods not replicated and 1 with local storage throughout
-        *_state("blocked", UNDERUTILIZED),
+        # blocked: a candidate for two hours, not removable: 2 pods not replicated and 1 with local storage
+        *_state("blocked", UNDERUTILIZED), *_removal("blocked", always, never),
         *_blocking("blocked", {"not_replicated": f"2x{HOURS}", "local_storage": f"1x{HOURS}"}),
-        # free: underutilized, nothing blocks: the autoscaler may remove it, nothing to alert on
-        *_state("free", UNDERUTILIZED), *_blocking("free", {}),
-        # busy: blocked but not underutilized: the blockers do not matter yet
-        *_state("busy", NOT_UNDERUTILIZED), *_blocking("busy", {"not_safe_to_evict": f"1x{HOURS}"}),
-        # cleared: blocked for 40 min, free for 10, blocked again: its hour starts over at 50 min
-        *_state("cleared", UNDERUTILIZED),
+        # free: a candidate nothing blocks (removable): the autoscaler may remove it, nothing to alert on
+        *_state("free", UNDERUTILIZED), *_removal("free", always, always), *_blocking("free", {}),
+        # busy: blocked but not underutilized (no candidate): the blockers do not matter yet
+        *_state("busy", NOT_UNDERUTILIZED), *_removal("busy", never, never),
+        *_blocking("busy", {"not_safe_to_evict": f"1x{HOURS}"}),
+        # cleared: blocked for 40 min, removable for 10, blocked again: its hour starts over at 50 min
+        *_state("cleared", UNDERUTILIZED), *_removal("cleared", always, "0x160 1x40 0x280"),
         *_blocking("cleared", {"unmovable_kube_system": "1x160 0x40 1x280"}),
     ]
     alert = "NodeUnderutilizedButBlocked"
@@ -109,7 +118,7 @@ def test_underutilized_and_blocked_fires_after_an_hour_naming_node_and_reasons(t
 def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_series_leave(tmp_path):
     """cpu decides until 5 min, then memory: both series exist for 45 s after the switch (a pushed series is
     never marked stale); the recording rule still has one value per node. A reason whose count drops to 0 at
-    5 min is not counted 45 s later. The candidate gauge passes through."""
+    5 min is not counted 45 s later. The candidate and removable gauges pass through."""
     node = 'k8s_node_name="n"'
     tests = [{
         "interval": STEP,
@@ -118,6 +127,7 @@ def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_s
             {"series": f'node_requests_node_autoscaler_node_utilization{{{node},resource="memory"}}',
              "values": "_x20 0.45x40"},
             {"series": f'node_requests_node_autoscaler_scale_down_candidate{{{node}}}', "values": "0x20 1x40"},
+            {"series": f'node_requests_node_autoscaler_removable{{{node}}}', "values": "0x20 1x40"},
             {"series": f'node_requests_node_autoscaler_blocking_pods{{{node},reason="not_replicated"}}',
              "values": "1x20 0x40"},
         ],
@@ -126,6 +136,7 @@ def test_one_utilization_per_node_when_the_deciding_resource_changes_and_ended_s
             _one_sample("node:node_requests_node_autoscaler_node_utilization:max", node, "5m30s", 0.45),
             _one_sample("node:node_requests_node_autoscaler_node_utilization:max", node, "8m", 0.45),
             _one_sample("node:node_requests_node_autoscaler_scale_down_candidate:max", node, "8m", 1),
+            _one_sample("node:node_requests_node_autoscaler_removable:max", node, "8m", 1),
             _one_sample("node:node_requests_node_autoscaler_blocking_pods:sum", node, "8m", 0),
         ],
     }]

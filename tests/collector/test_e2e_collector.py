@@ -296,6 +296,7 @@ def test_every_recording_rule_and_dashboard_query_returns_this_nodes_data(chain,
                     "node:node_requests_node_autoscaler_node_utilization:max",
                     "node:node_requests_node_autoscaler_state:current",
                     "node:node_requests_node_autoscaler_scale_down_candidate:max",
+                    "node:node_requests_node_autoscaler_removable:max",
                     "node:node_requests_node_autoscaler_blocking_pods:sum")}}
         assert set(here) == set(recording_rules())
 
@@ -315,6 +316,7 @@ def test_every_recording_rule_and_dashboard_query_returns_this_nodes_data(chain,
         assert state["metric"]["state"] == judged["state"] and value(state) == 1
         assert value(result["node:node_requests_node_autoscaler_scale_down_candidate:max"][0]) == int(
             judged["scale_down_candidate"])
+        assert value(result["node:node_requests_node_autoscaler_removable:max"][0]) == int(judged["removable"])
         assert value(result["node:node_requests_node_autoscaler_blocking_pods:sum"][0]) == len(judged["blockers"]) > 0
 
         queries = dashboard_queries(node=name)  # a regex that matches only this node
@@ -361,7 +363,10 @@ def test_the_autoscalers_verdict_reaches_prometheus_as_the_agent_and_explain_jud
         assert value(prom.query(f"node_requests_node_autoscaler_threshold{{{here}}}")[0]) == judged["threshold"] == 0.5
         states = {r["metric"]["state"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_state{{{here}}}")}
         assert states == {"underutilized": 1, "not_underutilized": 0, "scale_down_disabled": 0, "unknown": 0}
-        assert value(prom.query(f"node_requests_node_autoscaler_scale_down_candidate{{{here}}}")[0]) == 0
+        # Underutilized, so a scale-down candidate; blocked, so not removable.
+        assert judged["scale_down_candidate"] is True and judged["removable"] is False
+        assert value(prom.query(f"node_requests_node_autoscaler_scale_down_candidate{{{here}}}")[0]) == 1
+        assert value(prom.query(f"node_requests_node_autoscaler_removable{{{here}}}")[0]) == 0
         counts = {r["metric"]["reason"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_blocking_pods{{{here}}}")}
         assert counts == judged["blocking_pods"] and sum(counts.values()) == 3
 
@@ -374,7 +379,8 @@ def test_the_autoscalers_verdict_reaches_prometheus_as_the_agent_and_explain_jud
         assert live["utilization"]["value"] == pytest.approx(value(deciding), rel=1e-12)
         assert live["state"] == judged["state"] and live["blocking_pods"] == counts
 
-        # The alert: underutilized and blocked; pending for its hour, naming the node and the reasons.
+        # The alert: a candidate, blocked; pending for its hour, its value the blocking pods, naming the node and
+        # the reasons.
         pending = wait_until(lambda: alert(prom, "NodeUnderutilizedButBlocked", name), timeout=30)
         assert pending["state"] == "pending" and float(pending["value"]) == 3
         summary = pending["annotations"]["summary"]
