@@ -65,7 +65,8 @@ VERDICTS = {
                               differing=(differing("z-vm", 250, 500), differing("a-vm", 100, 200)),
                               problems=("db/a-vm: safe-to-evict 'maybe' is neither \"true\" nor \"false\": ignored",)),
     "gpu node": Verdict(node="n", state=UNDERUTILIZED, threshold=0.4, blockers=SCRAMBLED[:1],
-                        utilization=Utilization(cpu=None, memory=None, gpu=0.25, value=0.25, resource="nvidia.com/gpu")),
+                        utilization=Utilization(cpu=None, memory=None, gpu=0.25, value=0.25,
+                                                resource="nvidia.com/gpu")),
 }
 
 
@@ -83,9 +84,11 @@ def from_json(v: Verdict) -> dict:
         "blockers": [(f"{b['namespace']}/{b['name']}", b["reason"], b["detail"]) for b in data["blockers"]],
         "counts": {r: n for r, n in data["blocking_pods"].items() if n},
         "pdb_risk": data["pdb_risk"], "pdbs_known": data["pdbs_known"],
-        "differing": [f"{d['namespace']}/{d['name']} | {cores(to_nanos(d['cpu_cores']))} / {memory(d['memory_bytes'] * 10**9)}"
-                      f" | {cores(to_nanos(d['scheduler_cpu_cores']))} / {memory(d['scheduler_memory_bytes'] * 10**9)}"
-                      f" | {d['why']}" for d in data["differing"]],
+        "differing": [" | ".join((f"{d['namespace']}/{d['name']}",
+                                  f"{cores(to_nanos(d['cpu_cores']))} / {memory(d['memory_bytes'] * 10**9)}",
+                                  f"{cores(to_nanos(d['scheduler_cpu_cores']))} / "
+                                  f"{memory(d['scheduler_memory_bytes'] * 10**9)}", d["why"]))
+                      for d in data["differing"]],
         "problems": data["problems"],
     }
 
@@ -211,7 +214,8 @@ def _counts(rows) -> dict[str, int]:
 
 def from_metrics(v: Verdict) -> dict:
     points = {(p.metric, p.attributes.get("reason")): p.value for p in verdict_points(v)}
-    return {"candidate": points[(AUTOSCALER_CANDIDATE, None)] == 1, "removable": points[(AUTOSCALER_REMOVABLE, None)] == 1,
+    return {"candidate": points[(AUTOSCALER_CANDIDATE, None)] == 1,
+            "removable": points[(AUTOSCALER_REMOVABLE, None)] == 1,
             "counts": {r: int(points[(AUTOSCALER_BLOCKING_PODS, r)]) for r in REASONS
                        if points[(AUTOSCALER_BLOCKING_PODS, r)]}}
 
