@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from agent.debug.template import SCRIPT, STYLE, Markup, fragment, join
+from agent.debug.template import NOTHING, SCRIPT, STYLE, Markup, fragment, join
 from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
 from agent.model.units import cores, memory, percent
 from agent.pipeline.state import NodeSnapshot
@@ -46,11 +46,11 @@ def _verdict_rows(v: VerdictView) -> tuple[Markup, Markup, Markup, Markup]:
     blockers = fragment("blockers", rows=join(
         fragment("blocker_row", pod=f"{b.namespace}/{b.name}", reason=b.reason, detail=b.detail)
         for b in v.blockers)) if v.blockers else fragment("no_blockers")
-    risk = fragment("pdb_risk", risk=v.pdb_risk) if v.pdb_risk else Markup()
+    risk = fragment("pdb_risk", risk=v.pdb_risk) if v.pdb_risk else NOTHING
     differing = fragment("differing", release=v.release, rows=join(
         fragment("differing_row", pod=f"{d.namespace}/{d.name}", autoscaler=f"{cores(d.cpu)} / {memory(d.memory)}",
                  scheduler=f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", why=d.why)
-        for d in v.differing)) if v.differing else Markup()
+        for d in v.differing)) if v.differing else NOTHING
     return utilization, blockers, risk, differing
 
 
@@ -59,7 +59,7 @@ def verdict_section(v: VerdictView) -> Markup:
     what it cannot see, problems."""
     utilization, blockers, risk, differing = _verdict_rows(v)
     problems = fragment("problems", items=join(fragment("problem", problem=p) for p in v.problems)) \
-        if v.problems else Markup()
+        if v.problems else NOTHING
     return fragment("verdict", release=v.release or "-", state=v.state, candidate=_flag(v.candidate),
                     removable=_flag(v.removable), headline=v.headline, utilization=utilization, blockers=blockers,
                     pdb_risk=risk, differing=differing, pdbs_known=_flag(v.pdbs_known), pdbs=v.pdbs,

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from importlib.resources import files
 from string import Template
 
-__all__ = ["Markup", "fragment", "join", "FRAGMENTS", "STYLE", "SCRIPT"]
+__all__ = ["Markup", "fragment", "join", "FRAGMENTS", "STYLE", "SCRIPT", "NOTHING"]
 
 
 class Markup(str):
@@ -38,6 +38,7 @@ def _fragments(text: str) -> dict[str, Template]:
 FRAGMENTS = _fragments(_read("page.html"))
 STYLE = Markup(_read("page.css"))
 SCRIPT = Markup(_read("page.js"))
+NOTHING = Markup()  # a part the page leaves out (no PDB risk, no problems)
 
 
 def _escaped(value: object) -> str:

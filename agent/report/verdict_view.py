@@ -24,10 +24,10 @@ CANNOT_SEE = ("the node group's minimum size", "whether the pods would fit on ot
 
 
 class ResourceView(msgspec.Struct, frozen=True, kw_only=True):
-    """One resource's utilization of the node: its ratio, as text, and whether it is the one that decides."""
+    """One resource's utilization of the node, as text, and whether it is the one that decides (the ratios
+    themselves are in ``VerdictView.utilization``)."""
 
     resource: str
-    value: float | None  # None: unknown
     text: str  # ``ratio_text`` against the threshold; "-" when unknown
     decides: bool
 
@@ -116,7 +116,7 @@ def verdict_view(v: Verdict) -> VerdictView:
     # A GPU node is judged by its GPU alone; its resource is the GPU's name (nvidia.com/gpu...), its field ``gpu``.
     gpu = u.gpu is not None
     name, threshold = ("GPU threshold" if gpu else "threshold"), ratio_text(v.threshold)
-    resources = tuple(ResourceView(resource=r, value=getattr(u, r), text=ratio_text(getattr(u, r), v.threshold),
+    resources = tuple(ResourceView(resource=r, text=ratio_text(getattr(u, r), v.threshold),
                                    decides=u.value is not None and (gpu or r == u.resource))
                       for r in (("gpu",) if gpu else ("cpu", "memory")))
     blockers = tuple(sorted(v.blockers, key=lambda b: (_REASON_ORDER.get(b.reason, len(REASONS)), b.namespace,
