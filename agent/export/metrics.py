@@ -68,8 +68,10 @@ GAUGES: dict[str, Gauge] = {
     AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu and memory, or the GPU's), labelled with the resource that gave it"),
     AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold on a GPU node)"),
     AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the others"),
-    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is a scale-down candidate: underutilized and not disabled by annotation, whether or not pods block its removal"),
-    AUTOSCALER_REMOVABLE: Gauge("1", "1 when the node is a scale-down candidate and no pod blocks its removal (what the verdict cannot see aside)"),
+    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is a scale-down candidate: underutilized and not disabled by "
+                                     "annotation, whether or not pods block its removal"),
+    AUTOSCALER_REMOVABLE: Gauge("1", "1 when the node is a scale-down candidate and no pod blocks its removal (what "
+                                     "the verdict cannot see aside)"),
     AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason always present)"),
 }
 
