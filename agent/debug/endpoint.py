@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agent.config import VIEWS_LOCAL, Address
-from agent.telemetry.health import HealthLimits, liveness, readiness
-from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
-from agent.pipeline.state import NodeSnapshot, NodeState
-from agent.telemetry.stats import StatsReader
 from agent.debug.http_server import HttpServer, Request, Response, listen_socket
+from agent.pipeline.state import NodeSnapshot, NodeState
+from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
+from agent.telemetry.health import HealthLimits, liveness, readiness
+from agent.telemetry.stats import StatsReader
 
 __all__ = ["DebugServer", "is_loopback", "host_allowed"]
 
@@ -104,7 +104,7 @@ class DebugServer:
                                   admit=self.admit, keep_query=True)
         self.port = self._server.port
 
-    def start(self) -> "DebugServer":
+    def start(self) -> DebugServer:
         self._server.start()
         log.info("debug endpoint on port %d", self.port)
         return self

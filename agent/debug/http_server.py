@@ -21,6 +21,7 @@ memory, a quarter of all it holds beyond the mandated packages.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import selectors
@@ -207,7 +208,7 @@ class HttpServer:
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self.port = sock.getsockname()[1]
 
-    def start(self) -> "HttpServer":
+    def start(self) -> HttpServer:
         self._selector.register(self._sock, selectors.EVENT_READ, "accept")
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._thread.start()
@@ -227,10 +228,8 @@ class HttpServer:
         self._wake_w.close()
 
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # already awake (the buffer is full) or stopped
             self._wake_w.send(b"x")
-        except OSError:
-            pass  # already awake (the buffer is full) or stopped
 
     # -- the loop --------------------------------------------------------------
     def _serve(self) -> None:
@@ -252,13 +251,13 @@ class HttpServer:
                         self._send(key.data)
                     else:
                         self._receive(key.data)
-                except Exception:  # noqa: BLE001 - a broken client must never stop the loop
+                except Exception:  # a broken client must never stop the loop
                     log.debug("connection failed", exc_info=True)
                     if isinstance(key.data, _Connection):
                         self._close(key.data)
             try:
                 self._expire()
-            except Exception:  # noqa: BLE001 - as above: the loop outlives any one connection
+            except Exception:  # as above: the loop outlives any one connection
                 log.debug("expiring connections failed", exc_info=True)
 
     def _timeout(self) -> float | None:
@@ -404,7 +403,7 @@ class HttpServer:
         never a silent close, and never an exception on the loop that would strand the answers queued behind it."""
         try:
             return _encode(self._route(path), head_only)
-        except Exception:  # noqa: BLE001 - a bug in a view is a 500, not a dead connection
+        except Exception:  # a bug in a view is a 500, not a dead connection
             log.exception("view failed on %s", path)
             return _encode(_error(500, "internal error"), head_only)
 
@@ -471,8 +470,6 @@ class HttpServer:
                 if not mine:
                     del self._by_peer[conn.peer]
             if not conn.waiting:
-                try:
+                with contextlib.suppress(KeyError, ValueError):
                     self._selector.unregister(conn.sock)
-                except (KeyError, ValueError):
-                    pass
         conn.sock.close()

@@ -11,14 +11,37 @@ import sysconfig
 from datetime import datetime
 from functools import lru_cache
 
-from agent.decode.spec import Annotations, Condition, Container, ContainerStatus, Labels, Meta, Node, OwnerReference, \
-    Pdb, Pod, PodStatus, Quantities, Resources, Spec
+from agent.decode.spec import (
+    Annotations,
+    Condition,
+    Container,
+    ContainerStatus,
+    Labels,
+    Meta,
+    Node,
+    OwnerReference,
+    Pdb,
+    Pod,
+    PodStatus,
+    Quantities,
+    Resources,
+    Spec,
+)
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
-from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
-from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
-                             VM_NAME_LABEL, ContainerRequests, Controller, EvictionFacts, PodRecord, StatusRequests)
+from agent.model.pod import (
+    NEONVM_API_VERSION,
+    NO_EVICTION_FACTS,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    VM_NAME_LABEL,
+    ContainerRequests,
+    Controller,
+    EvictionFacts,
+    PodRecord,
+    StatusRequests,
+)
+from agent.model.quantity import QuantityError, parse_quantity
 
 __all__ = ["pod_of", "node_of", "pdb_of"]
 
@@ -322,7 +345,7 @@ def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
     gpu_label = None
     if meta.labels is not None:
         values = (meta.labels.gke, meta.labels.aws, meta.labels.azure)
-        gpu_label = next((f"{key}={value}" for key, value in zip(GPU_LABELS, values) if value is not None), None)
+        gpu_label = next((f"{key}={value}" for key, value in zip(GPU_LABELS, values, strict=True) if value is not None), None)
     gpu_resource, gpu_allocatable = _gpu(status.allocatable if status else None)
     return NodeRecord(name=meta.name, uid=meta.uid or "", resource_version=meta.resource_version or "",
                       capacity=_node_quantities(status.capacity if status else None),

@@ -32,10 +32,10 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: Autosc
     import time
 
     from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line, verdicts
-    from agent.report.cluster_table import cluster_table
-    from agent.report.columns import clip
     from agent.model.cluster import pod_filter
     from agent.model.rules import rules_for
+    from agent.report.cluster_table import cluster_table
+    from agent.report.columns import clip
     from agent.source.documents import DumpError
 
     from_server = False

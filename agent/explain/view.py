@@ -17,18 +17,18 @@ from typing import Any
 
 import msgspec
 
-from agent.report.views import pod_report, summary_report, totals_report, verdict_report
+from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.model.autoscaler_settings import AutoscalerSettings
-from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
+from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.valuation import PodValue, evaluate
-from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.pipeline.events import DELETED
+from agent.report.views import pod_report, summary_report, totals_report, verdict_report
 from agent.source.documents import ClusterObjects, DumpError, changes, objects_in
 
 __all__ = ["read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",

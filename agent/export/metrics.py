@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary
+from agent.model.quantity import to_bytes, to_float
 from agent.model.scale_down import STATES, Verdict
 from agent.model.valuation import PodValue
 

@@ -188,7 +188,7 @@ def _notes(containers: list[_Container]) -> list[str]:
 def _spec_only(containers: list[_Container]) -> tuple[Resources, list[Contribution]]:
     # The lines as _contribution makes them, built directly: this runs for every event that changes a request.
     contributions = [Contribution(c.name, c.kind, c.spec.get("cpu"), c.spec.get("memory"), note)
-                     for c, note in zip(containers, _notes(containers))]
+                     for c, note in zip(containers, _notes(containers), strict=True)]
     return _aggregate((c.kind, c.spec) for c in containers), contributions
 
 
@@ -200,7 +200,7 @@ def _containers_1_36(pod: PodRecord, containers: list[_Container],
     statuses = {s.name: s for s in pod.statuses}
     effective: list[tuple[str, Resources]] = []
     contributions = []
-    for c, note in zip(containers, _notes(containers)):
+    for c, note in zip(containers, _notes(containers), strict=True):
         status = statuses.get(c.name) if c.kind != "init" else None
         requests = c.spec
         if status is not None and status.resources:

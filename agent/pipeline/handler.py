@@ -16,9 +16,22 @@ from agent.model.pdb import PdbRecord
 from agent.model.pod import PODS
 from agent.model.rules import rules_for
 from agent.model.valuation import SOURCE_POD_REQUESTS, PodValue, evaluate, reevaluate, retained
-from agent.pipeline.events import (ADDED, Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
-                                   PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed, UsageSampled,
-                                   VersionRead)
+from agent.pipeline.events import (
+    ADDED,
+    Bookmark,
+    Event,
+    NodeChanged,
+    NodeDeleted,
+    NodeListed,
+    PdbChanged,
+    PdbDeleted,
+    PdbsListed,
+    PodChanged,
+    PodDeleted,
+    PodsListed,
+    UsageSampled,
+    VersionRead,
+)
 from agent.pipeline.interfaces import HANDLER_LOOP, HandlerMetrics
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState

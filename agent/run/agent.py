@@ -112,8 +112,8 @@ class Agent:
 
     def _kubernetes_info(self):
         """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""
-        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
         from agent.model.rules import rules_for
+        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
 
         version = self.config.kubernetes_version
         if version is None:
@@ -153,7 +153,7 @@ class Agent:
             raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address} (the liveness and readiness "
                               f"probes depend on it): {exc}; free the port or pass another --debug-address") from None
 
-    def start(self) -> "Agent":
+    def start(self) -> Agent:
         for t in self._threads:
             t.start()
         if self.debug is not None:

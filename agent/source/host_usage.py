@@ -14,11 +14,10 @@ import threading
 
 import psutil
 
-from agent.pipeline.events import UsageSampled
-from agent.pipeline.interfaces import Emit
-
 from agent.model.node_summary import Usage
 from agent.model.quantity import NANO
+from agent.pipeline.events import UsageSampled
+from agent.pipeline.interfaces import Emit
 
 __all__ = ["UsageSampler", "HostUsageSource", "set_procfs", "busy_cores"]
 
@@ -40,7 +39,7 @@ def _busy_and_total(t) -> tuple[float, float]:
 def busy_cores(before: list, after: list) -> float:
     """Cores busy between two per-CPU samples: each CPU's busy share of its own elapsed time, summed."""
     cores = 0.0
-    for b, a in zip(before, after):
+    for b, a in zip(before, after, strict=False):
         busy_b, total_b = _busy_and_total(b)
         busy_a, total_a = _busy_and_total(a)
         elapsed = total_a - total_b
@@ -71,7 +70,7 @@ class UsageSampler:
                 return self._failed("missing", exc)
             except PermissionError as exc:
                 return self._failed("unreadable", exc)
-            except Exception as exc:  # psutil raises assorted errors on odd files
+            except Exception as exc:  # noqa: BLE001 - psutil raises assorted errors on odd files: each is a reading's reason
                 return self._failed("malformed", exc)
             cpu = None
             if self._previous is not None and len(self._previous) == len(cpu_now):

@@ -8,6 +8,7 @@ objects. The kubernetes package is imported only to load kubeconfig files
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,8 +23,13 @@ from urllib.parse import urlencode
 import urllib3
 
 from agent.model.retry_after import retry_after_seconds
-from agent.source.endpoint import (ApiEndpoint, KubeConfigError, endpoint_of_configuration, first_line,
-                                   in_cluster_endpoint)
+from agent.source.endpoint import (
+    ApiEndpoint,
+    KubeConfigError,
+    endpoint_of_configuration,
+    first_line,
+    in_cluster_endpoint,
+)
 
 __all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
            "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
@@ -213,10 +219,8 @@ class KubeApi:
         with self._streams_lock:
             streams = list(self._streams)
         for response in streams:
-            try:
+            with contextlib.suppress(Exception):  # already closed: whatever a closed response raises, it is done
                 response.shutdown()
-            except Exception:  # already closed
-                pass
 
     def close(self) -> None:
         self.interrupt()

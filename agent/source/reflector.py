@@ -35,18 +35,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-import urllib3
-
 import msgspec
+import urllib3
 
 from agent.decode.reader import Skipped, loads
 from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, Event
 from agent.pipeline.interfaces import OTHER_NODE, UNDECODABLE, Emit, SourceMetrics, source_loop
-from agent.telemetry.log_limit import RateLimitedLog
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import read_list
 from agent.source.watched import NodeObject, PdbsOfCluster, PodsOfNode, Watched
+from agent.telemetry.log_limit import RateLimitedLog
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster",
            "Retry", "decide", "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport",

@@ -16,8 +16,21 @@ from agent.decode.reader import NODE, PDB, POD, ObjectKind
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
-from agent.pipeline.events import (ADDED, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
-                                   PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed)
+from agent.pipeline.events import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    Event,
+    NodeChanged,
+    NodeDeleted,
+    NodeListed,
+    PdbChanged,
+    PdbDeleted,
+    PdbsListed,
+    PodChanged,
+    PodDeleted,
+    PodsListed,
+)
 
 __all__ = ["Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster"]
 

@@ -17,14 +17,19 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE, Metric, NumberDataPoint, ScopeMetrics
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AGGREGATION_TEMPORALITY_CUMULATIVE,
+    Metric,
+    NumberDataPoint,
+    ScopeMetrics,
+)
 from opentelemetry.sdk.metrics.export import MetricsData
 
 from agent.export.metrics import GAUGES, Point, state_points
 from agent.export.runtime import Series, otlp_series
-from agent.telemetry.table import Readings
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import HistogramSnapshot, StatsReader
+from agent.telemetry.table import Readings
 
 __all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME", "RUNTIME_SCOPE_NAME"]
 

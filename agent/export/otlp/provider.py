@@ -17,13 +17,13 @@ from opentelemetry.sdk.resources import TELEMETRY_SDK_LANGUAGE, TELEMETRY_SDK_NA
 from opentelemetry.sdk.version import __version__ as sdk_version
 
 from agent.config import OtlpSettings
-from agent.export.otlp.exporter import OtlpExporter, StateExporter
-from agent.export.otlp.transport import GrpcTransport, HttpTransport
 from agent.export.otlp.encode import RequestBuilder
+from agent.export.otlp.exporter import OtlpExporter, StateExporter
 from agent.export.otlp.process import observe_process
+from agent.export.otlp.transport import GrpcTransport, HttpTransport
+from agent.pipeline.interfaces import EXPORT_LOOP
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import ExportStats
-from agent.pipeline.interfaces import EXPORT_LOOP
 
 __all__ = ["build_telemetry", "Telemetry", "SERVICE_NAME"]
 

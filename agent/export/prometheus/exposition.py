@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from agent.export.metrics import GAUGES, state_points
+from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
 from agent.telemetry.stats import StatsSnapshot
-from agent.export.metrics import GAUGES, state_points
 from agent.telemetry.table import PREFIX, RUNTIME_METRICS, Readings
-from agent.model.units import le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
 
