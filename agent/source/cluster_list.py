@@ -32,7 +32,8 @@ def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60
     every PDB of the cluster (a refusal of that LIST, say by RBAC, leaves them unknown rather than failing)."""
     pods, skipped_pods = list_resource(api, PodsOfNode(node_name=node), timeout)
     nodes, skipped_nodes = list_resource(api, NodeObject(node_name=node), timeout)
-    found, skipped_pdbs, error = None, [], ""
+    found, error = None, ""
+    skipped_pdbs: list[Skipped] = []
     if pdbs:
         try:
             found, skipped_pdbs = list_resource(api, PdbsOfCluster(), timeout)

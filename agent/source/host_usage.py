@@ -67,11 +67,14 @@ class UsageSampler:
                     raise ValueError("no cpuN lines in stat")
                 used = memory.total - memory.available
             except FileNotFoundError as exc:
-                return self._failed("missing", exc)
+                self._failed("missing", exc)
+                return None
             except PermissionError as exc:
-                return self._failed("unreadable", exc)
+                self._failed("unreadable", exc)
+                return None
             except Exception as exc:  # noqa: BLE001 - psutil raises assorted errors on odd files: each is a reading's reason
-                return self._failed("malformed", exc)
+                self._failed("malformed", exc)
+                return None
             cpu = None
             if self._previous is not None and len(self._previous) == len(cpu_now):
                 cpu = round(busy_cores(self._previous, cpu_now) * NANO)
@@ -90,7 +93,6 @@ class UsageSampler:
             self._last_error = reason
         self._latest = None
         self._previous = None
-        return None
 
     def latest(self) -> Usage | None:
         with self._lock:

@@ -257,7 +257,7 @@ class KubeApi:
             raise ApiError.from_status(status, response.status,
                                        retry_after_seconds(response.headers.get("Retry-After"), self._wall()))
         content_type = response.headers.get("Content-Type")
-        if not _is_json(content_type):
+        if content_type and not _is_json(content_type):
             response.close()
             response.release_conn()
             raise NotJson(f"the answer is {content_type[:60]!r}, not JSON (a proxy in the way?)")
