@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import queue
 import selectors
@@ -390,7 +391,7 @@ class HttpServer:
         self._head_done(conn)
         self._selector.unregister(conn.sock)  # one request per connection: nothing more to read
         future = self._pool.submit(self._render, target if self._keep_query else path, conn.head_only)
-        future.add_done_callback(lambda f, c=conn: self._rendered_one(c, f))
+        future.add_done_callback(functools.partial(self._rendered_one, conn))
 
     def _rendered_one(self, conn: _Connection, future: concurrent.futures.Future) -> None:
         if future.cancelled():

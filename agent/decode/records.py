@@ -137,7 +137,7 @@ def _status(name: str, resources: Resources | None, allocated: Quantities | None
 
 def _statuses(status: PodStatus) -> tuple[StatusRequests, ...]:
     out = []
-    items: list[ContainerStatus]
+    items: list[ContainerStatus] | tuple[()]
     for items in (status.container_statuses or (), status.init_container_statuses or ()):
         for cs in items:
             if (cs.resources is None and not cs.allocated_resources) or not cs.name:
@@ -283,7 +283,7 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
     namespace = name = uid = resource_version = ""
     annotations = labels = refs = None
     if meta is not None:
-        namespace, name, uid = _shared(meta.namespace or ""), meta.name or "", meta.uid
+        namespace, name, uid = _shared(meta.namespace or ""), meta.name or "", meta.uid or ""
         resource_version, annotations, labels, refs = (meta.resource_version or "", meta.annotations, meta.labels,
                                                       meta.owner_references)
     if not uid:

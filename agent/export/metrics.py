@@ -112,9 +112,9 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None,
         if not pod.reported:
             continue
         attrs = pod.identity
-        source = {**attrs, "source": pod.source}
-        yield Point(POD_CPU, source, to_float(pod.cpu))
-        yield Point(POD_MEM, source, _bytes(pod.memory))
+        sourced = {**attrs, "source": pod.source}
+        yield Point(POD_CPU, sourced, to_float(pod.cpu))
+        yield Point(POD_MEM, sourced, _bytes(pod.memory))
         if pod.vm is not None:
             vm = {**attrs, "neon.vm.name": pod.vm.name, "neon.vm.migration.role": pod.vm.migration_role or "none"}
             yield Point(VM_CPU, vm, to_float(pod.vm.cpu))
@@ -123,10 +123,10 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None,
         yield from verdict_points(verdict)
     if summary is None:
         return
-    for quantity, value in summary.cpu.quantities().items():
-        yield Point(NODE_CPU, {"quantity": quantity}, to_float(value))
-    for quantity, value in summary.memory.quantities().items():
-        yield Point(NODE_MEM, {"quantity": quantity}, _bytes(value))
+    for quantity, amount in summary.cpu.quantities().items():
+        yield Point(NODE_CPU, {"quantity": quantity}, to_float(amount))
+    for quantity, amount in summary.memory.quantities().items():
+        yield Point(NODE_MEM, {"quantity": quantity}, _bytes(amount))
     for resource, comparison in (("cpu", summary.cpu), ("memory", summary.memory)):
         for ratio, value in comparison.ratios().items():
             yield Point(NODE_RATIO, {"resource": resource, "ratio": ratio}, value)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-from agent.model.fields import Requests
+from agent.model.fields import NO_REQUESTS, Requests
 from agent.model.pod import RESOURCES, PodRecord, StatusRequests
 from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
@@ -220,7 +220,7 @@ def _pod_level(pod: PodRecord, status: StatusRequests | None,
                problems: list[Problem]) -> tuple[Resources, Resources | None]:
     """spec.resources.requests, and, when the pod status has a ``resources`` object, the max of spec (left out
     when Infeasible), pod status requests and pod status allocated; else None."""
-    level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
+    level = parse_requests(pod.pod_requests or NO_REQUESTS, "spec.resources.requests", problems)
     if status is None or not status.resources:
         return level, None
     values = _status_values(status, "pod status", problems)

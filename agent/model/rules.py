@@ -69,7 +69,7 @@ class KubernetesVersion(NamedTuple):
 _VERSION = re.compile(r"v?(\d{1,4})\.(\d{1,4})\+?(?:\.\d{1,6})?(?:[-+][0-9A-Za-z.+-]*)?")
 
 
-def parse_version(text: str) -> KubernetesVersion:
+def parse_version(text: object) -> KubernetesVersion:
     """A Kubernetes version as ``--kubernetes-version`` and the API server's /version write it."""
     stripped = text.strip() if isinstance(text, str) else ""
     match = _VERSION.fullmatch(stripped)

@@ -10,7 +10,7 @@ it through without looking inside.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 
@@ -23,8 +23,8 @@ from agent.model.rules import Rules
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "retained", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
-SOURCE_VM_USAGE = "vm_usage"
-SOURCE_POD_REQUESTS = "pod_requests"
+SOURCE_VM_USAGE: Final = "vm_usage"
+SOURCE_POD_REQUESTS: Final = "pod_requests"
 Source = Literal["vm_usage", "pod_requests"]
 
 

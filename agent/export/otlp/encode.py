@@ -76,18 +76,18 @@ def add_runtime_series(request: ExportMetricsServiceRequest, series: Iterable[Se
     for s in series:
         metric = scope.metrics.add()
         metric.name, metric.unit, metric.description = s.name, s.unit, s.description
-        if s.kind == "histogram":
+        if isinstance(s.points, HistogramSnapshot):  # kind "histogram"
             _add_histogram(metric, s.points, start_unix_nano, time_unix_nano)
             count += 1
             continue
         if s.kind == "gauge":
-            data, start = metric.gauge, 0
+            data_points, start = metric.gauge.data_points, 0
         else:
-            data, start = metric.sum, start_unix_nano
-            data.aggregation_temporality = AGGREGATION_TEMPORALITY_CUMULATIVE
-            data.is_monotonic = True
+            metric.sum.aggregation_temporality = AGGREGATION_TEMPORALITY_CUMULATIVE
+            metric.sum.is_monotonic = True
+            data_points, start = metric.sum.data_points, start_unix_nano
         for attributes, value in s.points:
-            dp = data.data_points.add()
+            dp = data_points.add()
             dp.start_time_unix_nano, dp.time_unix_nano = start, time_unix_nano
             if isinstance(value, int):
                 dp.as_int = value
