@@ -40,7 +40,8 @@ PROBES = frozenset({"/healthz", "/readyz"})
 _REFUSED_PEER = ("the debug views answer on loopback only (the probes answer anywhere): reach them with kubectl "
                  "-n NAMESPACE port-forward pod/POD 9808 and http://localhost:9808/, or start the agent with "
                  "--debug-views any behind a NetworkPolicy")
-_REFUSED_HOST = "Host not accepted (DNS rebinding protection): use localhost, 127.0.0.1 or the pod IP, or --debug-host NAME"
+_REFUSED_HOST = ("Host not accepted (DNS rebinding protection): use localhost, 127.0.0.1 or the pod IP, or "
+                 "--debug-host NAME")
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -149,7 +150,8 @@ class DebugServer:
             return self._json(200, {"node": self.state.node_name, **pods_report(self.state.snapshot().pods)})
         if path == "/debug/node":
             node = self.state.snapshot()
-            return self._json(200, {**summary_report(node.summary()), "autoscaler": verdict_report(node.verdict(self.wall()))})
+            return self._json(200, {**summary_report(node.summary()),
+                                    "autoscaler": verdict_report(node.verdict(self.wall()))})
         if path == "/debug/runtime":
             return self._json(200, runtime_report(self.stats.snapshot(), self.state.snapshot()))
         if path == "/metrics":
@@ -164,7 +166,8 @@ class DebugServer:
 
             return 200, "text/html; charset=utf-8", self._page(refresh_seconds(query)).encode()
         return self._json(404, {"error": f"no such path {path!r}",
-                                "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node", "/debug/runtime"]})
+                                "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node",
+                                          "/debug/runtime"]})
 
     @staticmethod
     def _json(status: int, body: Any) -> tuple[int, str, bytes]:

@@ -159,7 +159,8 @@ class _Connection(msgspec.Struct, eq=False):
     buf: bytearray = msgspec.field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
-    over: bool = False  # accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full
+    # Accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full.
+    over: bool = False
     waiting: bool = False  # a view is rendering on the pool
     draining: bool = False  # answered; reading what the client still sends, so closing does not reset the answer
 

@@ -345,7 +345,8 @@ def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
     gpu_label = None
     if meta.labels is not None:
         values = (meta.labels.gke, meta.labels.aws, meta.labels.azure)
-        gpu_label = next((f"{key}={value}" for key, value in zip(GPU_LABELS, values, strict=True) if value is not None), None)
+        labelled = zip(GPU_LABELS, values, strict=True)
+        gpu_label = next((f"{key}={value}" for key, value in labelled if value is not None), None)
     gpu_resource, gpu_allocatable = _gpu(status.allocatable if status else None)
     return NodeRecord(name=meta.name, uid=meta.uid or "", resource_version=meta.resource_version or "",
                       capacity=_node_quantities(status.capacity if status else None),

@@ -25,7 +25,8 @@ class _Failed(Exception):
         self.code = code
 
 
-def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
+def explain(args: argparse.Namespace, cluster: ClusterAccess,
+            autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
     """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node;
     ``autoscaler``: the autoscaler's settings the verdicts follow (resolved by the CLI from flags and environment)."""
     import shutil

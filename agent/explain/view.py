@@ -116,7 +116,8 @@ def pods_dump(documents: list[Any], where: str = "the input") -> ClusterObjects:
     dump = read_dump(documents)
     if not dump.pods:
         skipped = f"; {len(dump.skipped)} unidentifiable pods skipped" if dump.skipped else ""
-        raise NothingToExplain(f"no Pod in {where} ({found(documents)}{skipped}); explain reads pods: run {HOW_TO_DUMP}")
+        raise NothingToExplain(f"no Pod in {where} ({found(documents)}{skipped}); explain reads pods: run "
+                               f"{HOW_TO_DUMP}")
     return dump
 
 
@@ -131,7 +132,8 @@ def rules_line(rules: Rules, version: KubernetesVersion | None = None, from_serv
 
 def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: Rules, node: str | None = None,
                  sort: str = "busy") -> ClusterView:
-    """Every pod valued under ``rules`` and grouped per node; ``node`` keeps only that node (an unknown name is an error)."""
+    """Every pod valued under ``rules`` and grouped per node; ``node`` keeps only that node (an unknown name is an
+    error)."""
     view = group_by_node(((r.node_name, evaluate(r, rules)) for r in pods), nodes)
     if node is not None:
         kept = tuple(g for g in view.nodes if g.name == node)
@@ -178,7 +180,8 @@ def explain_report(view: ClusterView, shown: Callable[[PodValue], bool] | None =
     pods = [pod_report(v) | {"node": g.name} for g, values in groups for v in values]
     rows_unscheduled = [pod_report(v) | {"node": None} for v in unscheduled]
     verdicts = verdicts or {}
-    nodes = [summary_report(g.summary) | ({"autoscaler": verdict_report(verdicts[g.name])} if g.name in verdicts else {})
+    nodes = [summary_report(g.summary)
+             | ({"autoscaler": verdict_report(verdicts[g.name])} if g.name in verdicts else {})
              for g, _ in groups]
     report: dict[str, Any] = {
         "pods": pods + rows_unscheduled,

@@ -49,23 +49,33 @@ class Gauge(NamedTuple):
 
 
 GAUGES: dict[str, Gauge] = {
-    POD_CPU: Gauge("{cpu}", "CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests (cores)"),
-    POD_MEM: Gauge("By", "Memory the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests"),
+    POD_CPU: Gauge("{cpu}", "CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's "
+                            "effective requests (cores)"),
+    POD_MEM: Gauge("By", "Memory the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's "
+                         "effective requests"),
     VM_CPU: Gauge("{cpu}", "NeonVM usage annotation, CPU, before overcommit (cores)"),
     VM_MEM: Gauge("By", "NeonVM usage annotation, memory, before overcommit"),
-    NODE_CPU: Gauge("{cpu}", "Node CPU by quantity: capacity, allocatable, scheduled (spec requests), pod_or_vm (what the autoscaler sees), vm_usage, used (cores)"),
+    NODE_CPU: Gauge("{cpu}", "Node CPU by quantity: capacity, allocatable, scheduled (spec requests), pod_or_vm (what "
+                             "the autoscaler sees), vm_usage, used (cores)"),
     NODE_MEM: Gauge("By", "Node memory by quantity: capacity, allocatable, scheduled, pod_or_vm, vm_usage, used"),
     NODE_RATIO: Gauge("1", "Node ratios: pod_or_vm, scheduled and used to allocatable; used to pod_or_vm"),
     NODE_PODS_BY_PHASE: Gauge("{pod}", "Pods bound to the node, by phase"),
     NODE_PODS_BY_SOURCE: Gauge("{pod}", "Reported pods, by the source of their value"),
     NODE_POD_SLOTS: Gauge("{pod}", "Pod capacity and allocatable pod count of the node"),
-    POD_BLOCKING: Gauge("1", "1 for a pod that would block the cluster-autoscaler from removing its node, by reason (no series for a pod that does not block)"),
-    AUTOSCALER_UTILIZATION: Gauge("1", "The cluster-autoscaler's utilization of the node by resource: pod values over allocatable, as its simulator computes it"),
-    AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu and memory, or the GPU's), labelled with the resource that gave it"),
-    AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold on a GPU node)"),
-    AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the others"),
-    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is underutilized and no pod blocks its removal (what the verdict cannot see aside)"),
-    AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason always present)"),
+    POD_BLOCKING: Gauge("1", "1 for a pod that would block the cluster-autoscaler from removing its node, by reason "
+                             "(no series for a pod that does not block)"),
+    AUTOSCALER_UTILIZATION: Gauge("1", "The cluster-autoscaler's utilization of the node by resource: pod values over "
+                                       "allocatable, as its simulator computes it"),
+    AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu "
+                                            "and memory, or the GPU's), labelled with the resource that gave it"),
+    AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold "
+                                     "on a GPU node)"),
+    AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the "
+                                 "others"),
+    AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is underutilized and no pod blocks its removal (what the "
+                                     "verdict cannot see aside)"),
+    AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason "
+                                             "always present)"),
 }
 
 

@@ -87,7 +87,8 @@ def parse_requests(requests: Requests, where: str, problems: list[Problem]) -> R
             problems.append(Problem("requests", exc.reason, f"{where}: {resource}: {exc}"))
             continue
         if value < 0:
-            problems.append(Problem("requests", "negative_quantity", f"{where}: {resource}: negative quantity {text!r}"))
+            problems.append(Problem("requests", "negative_quantity",
+                                    f"{where}: {resource}: negative quantity {text!r}"))
             continue
         out[resource] = value
     return out
@@ -134,9 +135,11 @@ def _containers(pod: PodRecord, overridden: bool, problems: list[Problem]) -> li
     """
     out = []
     for i, c in enumerate(pod.containers):
-        out.append(_Container(c.name, "container", parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems), ""))
+        requests = parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems)
+        out.append(_Container(c.name, "container", requests, ""))
     for c in pod.init_containers:
-        out.append(_Container(c.name, "sidecar" if c.restartable else "init", parse_requests(c.requests, c.name, problems), ""))
+        kind = "sidecar" if c.restartable else "init"
+        out.append(_Container(c.name, kind, parse_requests(c.requests, c.name, problems), ""))
     return out
 
 
@@ -171,8 +174,10 @@ class _StatusValues(NamedTuple):
 
 
 def _status_values(status: StatusRequests, where: str, problems: list[Problem]) -> _StatusValues:
-    allocated = None if status.allocated is None else parse_requests(status.allocated, f"{where} allocatedResources", problems)
-    actual = None if status.requests is None else parse_requests(status.requests, f"{where} resources.requests", problems)
+    allocated = (None if status.allocated is None
+                 else parse_requests(status.allocated, f"{where} allocatedResources", problems))
+    actual = None if status.requests is None else parse_requests(status.requests, f"{where} resources.requests",
+                                                                 problems)
     return _StatusValues(allocated, actual)
 
 
@@ -270,7 +275,8 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
             actuated.append((c.kind, values.actual if values.actual is not None else own_allocated))
         allocated_total, actuated_total = _aggregate(allocated), _aggregate(actuated)
         source = "container statuses"
-    total = _maximum(actuated_total, allocated_total) if infeasible else _maximum(spec_total, actuated_total, allocated_total)
+    total = (_maximum(actuated_total, allocated_total) if infeasible
+             else _maximum(spec_total, actuated_total, allocated_total))
     if infeasible or allocated_total != spec_total or actuated_total != spec_total:
         how = ("resize infeasible: spec left out" if infeasible
                else "resize: each resource the largest of the spec, allocated and actual totals")
@@ -288,7 +294,8 @@ def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resour
 
 
 def statuses_repeat_spec(pod: PodRecord) -> bool:
-    """No resize in flight: every container status says exactly what its spec says, and the pod has no totals of its own.
+    """No resize in flight: every container status says exactly what its spec says, and the pod has no totals of its
+    own.
 
     That is the kubelet's report for nearly every running pod; then every
     release's status-aware requests are the spec-only ones (an Infeasible

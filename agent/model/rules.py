@@ -74,7 +74,8 @@ def parse_version(text: object) -> KubernetesVersion:
     stripped = text.strip() if isinstance(text, str) else ""
     match = _VERSION.fullmatch(stripped)
     if match is None:
-        raise VersionError(f"not a Kubernetes version (expected MAJOR.MINOR such as 1.37 or v1.37.2): {str(text)[:80]!r}")
+        raise VersionError("not a Kubernetes version (expected MAJOR.MINOR such as 1.37 or v1.37.2): "
+                           f"{str(text)[:80]!r}")
     return KubernetesVersion(int(match[1]), int(match[2]), stripped)
 
 

@@ -19,8 +19,8 @@ from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.rules import KubernetesVersion
 
-__all__ = ["Event", "ObjectEvent", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed", "PdbChanged",
-           "PdbDeleted", "PdbsListed", "Bookmark",
+__all__ = ["Event", "ObjectEvent", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed",
+           "PdbChanged", "PdbDeleted", "PdbsListed", "Bookmark",
            "UsageSampled", "VersionRead", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE", "VERSION"]
 
 # Final: each is its literal type, so ``type=ADDED`` type-checks against the events' ``Literal`` fields.
@@ -123,6 +123,6 @@ class VersionRead(msgspec.Struct, frozen=True, kw_only=True):
 
 
 # What a watched resource's source emits: each carries the resource version it moves the watch to.
-ObjectEvent = PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | PdbChanged | PdbDeleted | \
-    PdbsListed | Bookmark
+ObjectEvent = (PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | PdbChanged | PdbDeleted
+               | PdbsListed | Bookmark)
 Event = ObjectEvent | UsageSampled | VersionRead

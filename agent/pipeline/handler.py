@@ -149,7 +149,8 @@ class Handler:
         self._state.set_usage(event.usage)
 
     def _version_read(self, event: VersionRead) -> None:
-        """Follow the API server's release; said once per change of version, every pod re-evaluated when the rules change."""
+        """Follow the API server's release; said once per change of version, every pod re-evaluated when the rules
+        change."""
         version = event.version
         current = self._state.kubernetes
         rules, warning = rules_for(version)

@@ -98,7 +98,8 @@ class Agent:
         try:
             api = self.api = KubeApi(load_configuration(config.cluster))
         except KubeConfigError as exc:
-            raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay sample") from None
+            raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay "
+                              "sample") from None
         settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
                                      max_watch_timeout=config.watch_timeout[1])
         version = None

@@ -27,7 +27,8 @@ def list_resource(api: ListWatchApi, watched: Watched, timeout: float = 60.0) ->
     return watched.kind.decode_all(items)
 
 
-def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0, pdbs: bool = True) -> ClusterObjects:
+def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0,
+                 pdbs: bool = True) -> ClusterObjects:
     """The pods (bound to ``node`` when given, by the indexed field spec.nodeName), the Nodes and, if ``pdbs``,
     every PDB of the cluster (a refusal of that LIST, say by RBAC, leaves them unknown rather than failing)."""
     pods, skipped_pods = list_resource(api, PodsOfNode(node_name=node), timeout)

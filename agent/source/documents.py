@@ -21,8 +21,8 @@ from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 
-__all__ = ["ClusterObjects", "DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason", "read_documents", "objects_in",
-           "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
+__all__ = ["ClusterObjects", "DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason",
+           "read_documents", "objects_in", "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
 
 PDB_KIND = "PodDisruptionBudget"
 

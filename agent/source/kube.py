@@ -31,8 +31,8 @@ from agent.source.endpoint import (
     in_cluster_endpoint,
 )
 
-__all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
-           "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
+__all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson",
+           "TransportError", "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,8 @@ def _check_kubeconfig_files(paths: str) -> None:
             continue
         except (DumpError, yaml.YAMLError) as exc:
             reason = str(exc) if isinstance(exc, DumpError) else f"not YAML: {parse_reason(exc, text)}"
-            raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: {reason}") from None
+            raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: "
+                                  f"{reason}") from None
         if content is None:
             continue  # empty: the package says so
         if not isinstance(content, dict):

@@ -88,7 +88,8 @@ class NotAWatch(ValueError):
 
 
 class NotAList(ValueError):
-    """A LIST answer that is a JSON object but not a List (no metadata.resourceVersion, which the API server always sends)."""
+    """A LIST answer that is a JSON object but not a List (no metadata.resourceVersion, which the API server always
+    sends)."""
 
 
 # -- named predicates (client-go: isExpiredError, isTooManyRequestsError, ...) ---------

@@ -83,7 +83,8 @@ class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
     def changed(self, type: str, record: PodRecord) -> ObjectEvent:
         if type == DELETED:
             return PodDeleted(pod=record, resource_version=record.resource_version)
-        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
+        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record,
+                          resource_version=record.resource_version)
 
     def listed(self, records: tuple[PodRecord, ...], resource_version: str, more: int = 0) -> ObjectEvent:
         return PodsListed(pods=records, resource_version=resource_version)

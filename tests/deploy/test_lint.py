@@ -14,7 +14,7 @@ import sys
 from tests.support.repo import REPO
 
 SCOPE = ("agent", "components", "bench")
-# A suppression: `# noqa: CODE` or `# type: ignore[code]`, then what must follow it on the line: why.
+# A suppression (noqa with its codes, or type: ignore with its codes), then what must follow it on the line: why.
 MARKER = re.compile(r"#\s*(noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(?:\[[a-z-, ]+\])?)(.*)$")
 
 

@@ -31,7 +31,8 @@ from agent.pipeline.state import NodeState
 from agent.telemetry.stats import HistogramSnapshot, StatsReader
 from agent.telemetry.table import Readings
 
-__all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME", "RUNTIME_SCOPE_NAME"]
+__all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME",
+           "RUNTIME_SCOPE_NAME"]
 
 SCOPE_NAME = "node_requests_agent.state"
 RUNTIME_SCOPE_NAME = "node_requests_agent"
@@ -137,7 +138,8 @@ def count_points(request: ExportMetricsServiceRequest) -> int:
 
 
 class RequestBuilder:
-    """One export's request: what the SDK collected, the agent's own table and the node state, from one snapshot each."""
+    """One export's request: what the SDK collected, the agent's own table and the node state, from one snapshot
+    each."""
 
     def __init__(self, state: NodeState, stats: StatsReader, resource_attributes: dict[str, str], version: str,
                  wall_ns: Callable[[], int] = time.time_ns) -> None:

@@ -98,7 +98,8 @@ def build_telemetry(
         reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval * 1000 if interval != math.inf
                                                else math.inf, export_timeout_millis=timeout * 1000)
         readers.append(reader)
-        stats.heartbeat(EXPORT_LOOP)  # the loop exists from start-up; its first export follows the first sync (run.agent)
+        # The loop exists from start-up; its first export follows the first sync (run.agent).
+        stats.heartbeat(EXPORT_LOOP)
     provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     if reader is not None:
         observe_process(provider.get_meter("node_requests_agent.process", service_version))
