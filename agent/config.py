@@ -262,9 +262,9 @@ SETTINGS: dict[str, Setting[Any]] = {
         help="the /proc to read the used series from ('off' disables); the container's own stat and meminfo are "
              "the host's"),
     "debug_address": Setting(
-        default=Address(host="", port=9808), flag="--debug-address", env=("DEBUG_ADDRESS",), parse=_off_or(_address, "off", "none"),
-        metavar="HOST:PORT",
-        shown=":9808 (off with --once)", help="the read-only debug endpoint and the probes; 'off' disables"),
+        default=Address(host="", port=9808), flag="--debug-address", env=("DEBUG_ADDRESS",),
+        parse=_off_or(_address, "off", "none"), metavar="HOST:PORT", shown=":9808 (off with --once)",
+        help="the read-only debug endpoint and the probes; 'off' disables"),
     "debug_views": Setting(
         default=VIEWS_LOCAL, flag="--debug-views", env=("DEBUG_VIEWS",), choices=DEBUG_VIEWS,
         parse=_one_of(DEBUG_VIEWS), shown=VIEWS_LOCAL,
@@ -564,8 +564,8 @@ _PLAIN = ("replay", "once", "exporter", "debug_views", "debug_hosts", "procfs", 
 
 
 def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
-    """Merge parsed flags (None where not given) with the environment and SETTINGS' defaults, each value parsed
-    once by its row's parser and set on Config as it comes."""
+    """Merge the flags (their text as the command line held it; None where not given) with the environment and
+    SETTINGS' defaults: each value is parsed once, by its row's parser, and set on Config as it is."""
     node_name = _node_name(args, env)
     plain = {name: _typed(name, args, env) for name in _PLAIN}
     if plain["once"] and plain["replay"] is None:
@@ -573,6 +573,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     kubeconfig, context = (args.get(SETTINGS[name].dest) for name in ("kubeconfig", "context"))
     return Config(
         node_name=node_name,
+        # type: ignore below: args' values are objects; these two are the flags' text or None.
         cluster=None if plain["replay"] else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]
         otlp=_otlp(plain["exporter"], env, _typed("otlp_protocol", args, env)),
         debug_address=_debug_address(args, env, once=plain["once"]),

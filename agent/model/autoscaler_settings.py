@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-__all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "DURATION", "RATIO",
-           "DEFAULT_AUTOSCALER",
-           "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON", "parse_go_duration"]
+__all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "DURATION",
+           "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON", "parse_go_duration"]
 
 
 class AutoscalerArgError(ValueError):
@@ -104,8 +103,8 @@ def _show_duration(seconds: object) -> str:
     """3600.0 as "1h", 5400.0 as "1h30m": a duration as an operator writes it."""
     hours, rest = divmod(float(seconds), 3600)  # type: ignore[arg-type]  # a duration's default is a float
     minutes, secs = divmod(rest, 60)
-    text = "".join(f"{int(n)}{unit}" for n, unit in ((hours, "h"), (minutes, "m")) if n) + (f"{secs:g}s" if secs else "")
-    return text or "0s"
+    text = "".join(f"{int(n)}{unit}" for n, unit in ((hours, "h"), (minutes, "m")) if n)
+    return text + (f"{secs:g}s" if secs else "") or "0s"
 
 
 class FlagType(msgspec.Struct, frozen=True, kw_only=True):
@@ -214,4 +213,5 @@ def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) ->
             found["release"] = parse_release(release)
         except ValueError as exc:
             raise AutoscalerArgError(f"release: {exc}") from None
-    return AutoscalerSettings(**found)  # type: ignore[arg-type]  # the fields of AUTOSCALER_FLAGS, typed by their parsers
+    # type: ignore below: found holds AUTOSCALER_FLAGS' fields, each typed by its own parser.
+    return AutoscalerSettings(**found)  # type: ignore[arg-type]
