@@ -10,6 +10,6 @@ computation every step uses. Each command has its room (``agent.run``,
 __version__ = "0.1.0"
 
 # Public API: the agent's own signals as plain numbers, without any metrics library.
-from agent.telemetry.stats import HistogramSnapshot, RuntimeStats, StatsSnapshot  # noqa: E402
+from agent.telemetry.stats import HistogramSnapshot, RuntimeStats, StatsSnapshot
 
 __all__ = ["__version__", "RuntimeStats", "StatsSnapshot", "HistogramSnapshot"]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from agent import __version__
-from agent.config import (AUTOSCALER_FLAGS, SETTINGS, ConfigError, Setting, autoscaler_settings, cluster_access,
+from agent.config import (AUTOSCALER_FIELDS, SETTINGS, ConfigError, Setting, autoscaler_settings, cluster_access,
                           from_sources)
 from agent.model.rules import NEWEST
 
@@ -33,15 +33,15 @@ def _prog() -> str:
 
 
 def _flag_form(setting: Setting) -> dict[str, object]:
-    """argparse's arguments for a setting's flag; every flag defaults to unset, so the environment can decide."""
+    """argparse's arguments for a setting's flag: it collects the text, which config parses with the setting's own
+    parser (no ``type=`` here, so nothing is parsed twice); every flag defaults to unset, so the environment can
+    decide."""
     if setting.kind == "switch":
         return {"action": "store_true"}
-    if setting.kind == "autoscaler" and isinstance(setting.default, bool):
-        # As the autoscaler's own flags: --ignore-daemonsets-utilization alone means true.
-        return {"nargs": "?", "const": "true", "metavar": setting.metavar}
     form: dict[str, object] = {"action": "append"} if setting.kind == "repeated" else {}
-    if setting.kind == "seconds":
-        form.update(type=float, metavar="SECONDS")
+    if setting.bare is not None:
+        # As the autoscaler's own flags: --ignore-daemonsets-utilization alone means true.
+        form.update(nargs="?", const=setting.bare)
     if setting.choices:
         form["choices"] = setting.choices
     if setting.metavar:
@@ -141,7 +141,7 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
                          help=f"count requests with this Kubernetes release's rules (default: with --live the API "
                               f"server's own version, else {NEWEST}, the newest supported)")
     # The autoscaler's settings, as `run` takes them (and NRA_AUTOSCALER_ARGS / NRA_AUTOSCALER_RELEASE too).
-    for name in ("autoscaler_release", *AUTOSCALER_FLAGS):
+    for name in AUTOSCALER_FIELDS:
         setting = SETTINGS[name]
         explain.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
     parser.commands = {"run": run, "explain": explain}

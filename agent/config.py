@@ -1,10 +1,13 @@
 """The agent's configuration: one table of settings, resolved once from flags, then environment, then defaults.
 
-SETTINGS is the one place where a setting's flag, environment variables, default and meaning are written:
-Config's field defaults, the look-ups of ``from_sources``, the ``run`` flags and their help, ``run --help``'s
-list of environment variables, and docs/configuration.md's table (a test compares) all come from it.
-``from_sources`` is the agent's only reader of the environment (cli.py hands it ``os.environ``) and returns
-parsed, checked values, so nothing below it reads a variable or parses a setting again.
+SETTINGS is the one place where a setting's flag, environment variables, type (its parser), default and meaning
+are written: Config's field defaults, the look-ups of ``from_sources``, the ``run`` flags and their help, ``run
+--help``'s list of environment variables, and docs/configuration.md's table (a test compares) all come from it; the
+cluster-autoscaler's own flags come into it from their one table, model.autoscaler_settings.AUTOSCALER_FLAGS.
+A flag reaches ``from_sources`` as the text the command line held, a variable as the environment holds it; the
+row's parser makes either the typed value once, and that value is set on Config (or AutoscalerSettings) as it is.
+``from_sources`` is the agent's only reader of the environment (cli.py hands it ``os.environ``), so nothing below
+it reads a variable or parses a setting again.
 
 Invalid configuration raises ConfigError; the CLI turns it into one line on stderr and exit code 2, before anything
 starts.
@@ -15,17 +18,17 @@ from __future__ import annotations
 import math
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from agent.model.autoscaler_settings import (DEFAULT_AUTOSCALER, AutoscalerArgError, AutoscalerSettings,
-                                             parse_autoscaler_args)
+from agent.model.autoscaler_settings import (AUTOSCALER_FLAGS, DEFAULT_AUTOSCALER, AutoscalerFlag, AutoscalerSettings,
+                                             parse_autoscaler_args, parse_release)
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
 __all__ = ["Address", "ClusterAccess", "Config", "ConfigError", "DEBUG_VIEWS", "EXPORTERS", "InCluster", "LOG_FORMATS",
-           "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "AUTOSCALER_FLAGS",
+           "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "AUTOSCALER_FIELDS",
            "autoscaler_settings", "cluster_access", "from_sources", "kubernetes_version", "otlp_settings",
            "parse_address"]
 
@@ -55,37 +58,125 @@ class Address(msgspec.Struct, frozen=True, kw_only=True):
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
+class _Refused(ValueError):
+    """A value's fault worded to follow the setting's name: ``must be positive, got '0'``."""
+
+
+def _either(values: tuple[str, ...]) -> str:
+    return f"{', '.join(values[:-1])} or {values[-1]}"
+
+
+def _one_of(values: tuple[str, ...], case: Callable[[str], str] = str.lower) -> Callable[[str], str]:
+    """The parser of a setting that is one of ``values``, in any case (``case`` folds it)."""
+    def parse(text: str) -> str:
+        if (folded := case(text)) not in values:
+            raise _Refused(f"must be {_either(values)}, got {folded!r}")
+        return folded
+    return parse
+
+
+def _seconds(text: str, per_second: float = 1.0) -> float:
+    try:
+        seconds = float(text) / per_second
+    except ValueError:
+        raise _Refused(f"must be a number, got {text!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise _Refused(f"must be positive, got {text!r}")
+    return seconds
+
+
+def _milliseconds(text: str) -> float:
+    """Seconds from milliseconds, OpenTelemetry's unit for its interval and timeout variables."""
+    return _seconds(text, per_second=1000)
+
+
+def _true_or_false(text: str) -> bool:
+    if (folded := text.lower()) not in ("true", "false"):
+        raise _Refused(f"must be true or false, got {text!r}")
+    return folded == "true"
+
+
+def _positive_count(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 1:
+        raise _Refused(f"must be a positive whole number, got {text!r}")
+    return number
+
+
+def _off_or(parse: Callable[[str], T], *off: str) -> Callable[[str], T | None]:
+    """A setting one of whose words ``off`` (in any case) turns its feature off: None."""
+    return lambda text: None if text.lower() in off else parse(text)
+
+
+def _address(text: str) -> Address:
+    try:
+        return parse_address(text)
+    except ValueError:
+        raise _Refused(f"must be HOST:PORT, :PORT or off, got {text!r}") from None
+
+
+def _host_names(text: str) -> tuple[str, ...]:
+    names = tuple(h.strip() for h in text.split(",") if h.strip())
+    if any(c in h for h in names for c in "/ @"):
+        raise _Refused(f"takes host names, got {text!r}")
+    return names
+
+
+def _attributes(text: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return _pairs(text, "entry")
+    except ValueError as exc:
+        raise _Refused(str(exc)) from None
+
+
+def _autoscaler_args(text: str) -> AutoscalerSettings:
+    """The autoscaler's args line, shell-quoted as in its Deployment."""
+    import shlex
+
+    return parse_autoscaler_args(shlex.split(text))  # an unbalanced quote is shlex's ValueError
+
+
 class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
-    """One setting: its flag, the environment variables it is read from, its default and what it means.
+    """One setting: its flag, the environment variables it is read from, its type, default and what it means.
 
     A flag wins over its variable, the signal-specific OTLP variable (listed first) over the generic one; an
-    empty value counts as not given (as OpenTelemetry specifies for its variables).
+    empty value counts as not given (as OpenTelemetry specifies for its variables). Flag and variable alike arrive as
+    text and ``parse`` makes it the typed value, once; its ValueError is the setting's one-line error.
     """
 
     default: T
     help: str
+    parse: Callable[[str], T] = str  # type: ignore[assignment]  # the text as it is: a str setting's parser
     flag: str | None = None
     env: tuple[str, ...] = ()
     shown: str = ""  # the default as a person reads it ("15 s"); "" when there is nothing to show
     required: bool = False
     millis: bool = False  # the variable is in milliseconds, the flag in seconds (OpenTelemetry's convention)
-    # The flag's form: "text", "seconds", "switch" (no value), "repeated", or "autoscaler": one of the
-    # cluster-autoscaler's own flags, written as its Deployment writes it (``--name=value``; a bare boolean is true).
-    kind: str = "text"
+    # The flag's form: "value", "switch" (no value) or "repeated" (the flag repeats; the variable is comma-separated).
+    kind: str = "value"
+    # What the flag alone stands for when its value may be left out: the autoscaler's booleans, as Go's flag
+    # package reads them ("true"); None: the flag takes a value. Go's whole grammar would go here (issue 37).
+    bare: str | None = None
     metavar: str | None = None
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | None = None  # listed by ``--help`` and checked by the parser before ``parse`` runs
 
     @property
     def dest(self) -> str:
         """The flag's name in the parsed arguments (argparse's ``dest``)."""
         return (self.flag or "").lstrip("-").replace("-", "_")
 
+    def parser_for(self, source: str) -> Callable[[str], T]:
+        """``parse``, but for a variable in milliseconds its own (``source`` is the flag or a variable)."""
+        return _milliseconds if self.millis and source != self.flag else self.parse  # type: ignore[return-value]
 
-def _autoscaler_flag(field: str, metavar: str, help: str) -> Setting:
-    """One of the autoscaler's own flags: its name, default and shown text follow from the AutoscalerSettings field."""
-    default = getattr(DEFAULT_AUTOSCALER, field)
-    return Setting(default=default, kind="autoscaler", metavar=metavar, flag="--" + field.replace("_", "-"),
-                   shown=str(default).lower() if isinstance(default, bool) else str(default), help=help)
+
+def _autoscaler_flag(flag: AutoscalerFlag) -> Setting:
+    """One of the autoscaler's own flags as a setting: everything but its name's dashes comes from its table row."""
+    return Setting(default=flag.default, flag="--" + flag.name, parse=flag.type.parse, bare=flag.type.bare,
+                   metavar=flag.type.metavar, shown=flag.type.show(flag.default), help=flag.help)
 
 
 # The one table. Keys are Config's fields where a setting has one; the OTLP and cluster-access settings resolve into
@@ -112,10 +203,11 @@ SETTINGS: dict[str, Setting[Any]] = {
         default=None, flag="--replay", metavar="FILE",
         help="replay a capture (pod list + watch events) instead of watching a cluster; 'sample' is the bundled "
              "sample node"),
-    "once": Setting(default=False, flag="--once", kind="switch",
+    "once": Setting(default=False, flag="--once", kind="switch", parse=_true_or_false,
                     help="with --replay: export once after the capture is handled, then exit"),
     "exporter": Setting(
-        default="otlp", flag="--exporter", env=("OTEL_METRICS_EXPORTER",), choices=EXPORTERS, shown="otlp",
+        default="otlp", flag="--exporter", env=("OTEL_METRICS_EXPORTER",), choices=EXPORTERS, parse=_one_of(EXPORTERS),
+        shown="otlp",
         help="metric exporter: otlp; console, the OTLP request as JSON; table, the same as compact text; none"),
     "otlp_protocol": Setting(
         default="http/protobuf", env=("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
@@ -148,86 +240,76 @@ SETTINGS: dict[str, Setting[Any]] = {
         default=None, env=("NRA_OTLP_TOKEN_FILE",),
         help="a file holding the bearer token shown to the Collector, re-read when it changes"),
     "resource_attributes": Setting(
-        default=None, env=("OTEL_RESOURCE_ATTRIBUTES",),
+        default=(), env=("OTEL_RESOURCE_ATTRIBUTES",), parse=_attributes,
         help="key=value pairs added to the resource of every point (the agent's own attributes win)"),
     # Not the SDK's own defaults (OTEL_METRIC_EXPORT_INTERVAL 60 s, _TIMEOUT 30 s): a pod's new value should reach
     # the Collector within one common scrape interval, 15 s, and the shipped Collector forgets a series after 45 s,
     # three intervals. An export that takes longer than 10 s is given up well before the next one is due.
     "export_interval": Setting(
-        default=15.0, flag="--export-interval", env=("OTEL_METRIC_EXPORT_INTERVAL",), millis=True, kind="seconds",
-        shown="15 s", help="seconds between exports"),
+        default=15.0, flag="--export-interval", env=("OTEL_METRIC_EXPORT_INTERVAL",), millis=True, parse=_seconds,
+        metavar="SECONDS", shown="15 s", help="seconds between exports"),
     "export_timeout": Setting(
-        default=10.0, flag="--export-timeout", env=("OTEL_METRIC_EXPORT_TIMEOUT",), millis=True, kind="seconds",
-        shown="10 s", help="the longest one export may take, its retries included"),
+        default=10.0, flag="--export-timeout", env=("OTEL_METRIC_EXPORT_TIMEOUT",), millis=True, parse=_seconds,
+        metavar="SECONDS", shown="10 s", help="the longest one export may take, its retries included"),
     # Longer than the API server's bookmark period (about a minute).
     "read_timeout": Setting(
-        default=120.0, flag="--read-timeout", kind="seconds", shown="120 s",
+        default=120.0, flag="--read-timeout", parse=_seconds, metavar="SECONDS", shown="120 s",
         help="longest silence on a watch before it is treated as dead and resumed"),
     # No flag: drawn from this range for each watch, so that thousands of agents do not reconnect in step.
     "watch_timeout": Setting(default=(300, 600), shown="300 to 600 s", help="the server-side timeout of a watch"),
     "procfs": Setting(
-        default="/proc", flag="--procfs", env=("HOST_PROC",), metavar="PATH", shown="/proc",
+        default="/proc", flag="--procfs", env=("HOST_PROC",), parse=_off_or(str, "off"), metavar="PATH", shown="/proc",
         help="the /proc to read the used series from ('off' disables); the container's own stat and meminfo are "
              "the host's"),
     "debug_address": Setting(
-        default=Address(host="", port=9808), flag="--debug-address", env=("DEBUG_ADDRESS",), metavar="HOST:PORT",
-        shown=":9808 (off with --once)", help="the read-only debug endpoint and the probes; 'off' disables"),
+        default=Address(host="", port=9808), flag="--debug-address", env=("DEBUG_ADDRESS",),
+        parse=_off_or(_address, "off", "none"), metavar="HOST:PORT", shown=":9808 (off with --once)",
+        help="the read-only debug endpoint and the probes; 'off' disables"),
     "debug_views": Setting(
-        default=VIEWS_LOCAL, flag="--debug-views", env=("DEBUG_VIEWS",), choices=DEBUG_VIEWS, shown=VIEWS_LOCAL,
+        default=VIEWS_LOCAL, flag="--debug-views", env=("DEBUG_VIEWS",), choices=DEBUG_VIEWS,
+        parse=_one_of(DEBUG_VIEWS), shown=VIEWS_LOCAL,
         help="who may read the debug views (pods, node, runtime, /metrics, the page): local, only loopback peers "
              "such as kubectl port-forward, or any; the probes answer everyone"),
     "debug_hosts": Setting(
-        default=(), flag="--debug-host", env=("DEBUG_HOSTS",), kind="repeated", metavar="NAME",
+        default=(), flag="--debug-host", env=("DEBUG_HOSTS",), kind="repeated", parse=_host_names,
+        metavar="NAME",
         help="a Host name the debug views accept besides localhost and IP literals (DNS rebinding protection); "
              "the flag repeats, the variable is comma-separated"),
-    "log_level": Setting(default="INFO", flag="--log-level", env=("LOG_LEVEL",), shown="INFO",
-                         help="DEBUG, INFO, WARNING or ERROR"),
+    "log_level": Setting(default="INFO", flag="--log-level", env=("LOG_LEVEL",), parse=_one_of(LOG_LEVELS, str.upper),
+                         shown="INFO", help="DEBUG, INFO, WARNING or ERROR"),
     "log_format": Setting(
-        default="text", flag="--log-format", env=("LOG_FORMAT",), metavar="FORMAT", shown="text",
+        default="text", flag="--log-format", env=("LOG_FORMAT",), parse=_one_of(LOG_FORMATS), metavar="FORMAT",
+        shown="text",
         help="text, or json: one JSON object per line with time, level, logger, message and the node and pod it "
              "is about"),
     "kubernetes_version": Setting(
-        default=None, flag="--kubernetes-version", env=("KUBERNETES_VERSION",), metavar="X.Y",
+        default=None, flag="--kubernetes-version", env=("KUBERNETES_VERSION",), parse=parse_version,
+        metavar="X.Y",
         shown="the API server's /version, re-read after every relist (with --replay the newest supported)",
         help="count requests with this Kubernetes release's rules"),
     # The cluster-autoscaler's settings that decide a node's verdict (docs/configuration.md#the-autoscalers-settings).
     # Its own flags, with its own names and defaults (model.autoscaler_settings), so a line copied from its
     # Deployment's args works here unchanged; the environment takes the whole args line at once.
     "autoscaler_args": Setting(
-        default="", env=("NRA_AUTOSCALER_ARGS",), shown="the autoscaler's defaults",
+        default=DEFAULT_AUTOSCALER, env=("NRA_AUTOSCALER_ARGS",), parse=_autoscaler_args,
+        shown="the autoscaler's defaults",
         help="the autoscaler's args as its Deployment has them, space-separated --name=value words (its other "
              "flags are ignored); the flags below win over it"),
     "autoscaler_release": Setting(
         default=DEFAULT_AUTOSCALER.release, flag="--autoscaler-release", env=("NRA_AUTOSCALER_RELEASE",),
-        metavar="1.MINOR|neon", shown=DEFAULT_AUTOSCALER.release,
+        parse=parse_release, metavar="1.MINOR|neon", shown=DEFAULT_AUTOSCALER.release,
         help="the cluster-autoscaler release whose request arithmetic decides: before 1.33 it ignores in-place "
              "resize status and pod-level resources; neon is neon's patched 1.31.1"),
-    "scale_down_utilization_threshold": _autoscaler_flag("scale_down_utilization_threshold", "RATIO",
-                                  "the autoscaler's: a node below this utilization (0 to 1) is a scale-down candidate"),
-    "scale_down_gpu_utilization_threshold": _autoscaler_flag("scale_down_gpu_utilization_threshold", "RATIO",
-                                  "the autoscaler's: the same for a GPU node, judged by its GPU alone"),
-    "ignore_daemonsets_utilization": _autoscaler_flag("ignore_daemonsets_utilization", "BOOL",
-                                  "the autoscaler's: DaemonSet pods leave both the sum and the allocatable"),
-    "ignore_mirror_pods_utilization": _autoscaler_flag("ignore_mirror_pods_utilization", "BOOL",
-                                  "the autoscaler's: mirror (static) pods leave both the sum and the allocatable"),
-    "skip_nodes_with_local_storage": _autoscaler_flag("skip_nodes_with_local_storage", "BOOL",
-                                  "the autoscaler's: a pod with hostPath or disk-backed emptyDir volumes blocks removal"),
-    "skip_nodes_with_system_pods": _autoscaler_flag("skip_nodes_with_system_pods", "BOOL",
-                                  "the autoscaler's: a kube-system pod no PodDisruptionBudget covers blocks removal"),
-    "skip_nodes_with_custom_controller_pods": _autoscaler_flag("skip_nodes_with_custom_controller_pods", "BOOL",
-                                  "the autoscaler's: a pod whose controller is not a ReplicationController, Job, ReplicaSet or "
-             "StatefulSet blocks removal"),
-    "blocking_system_pod_distruption_timeout": Setting(
-        default=DEFAULT_AUTOSCALER.blocking_system_pod_distruption_timeout, kind="autoscaler", metavar="DURATION",
-        flag="--blocking-system-pod-distruption-timeout", shown="1h",
-        help="the autoscaler's (its spelling): a kube-system pod older than this stops blocking (1.33 and later)"),
+    **{flag.field: _autoscaler_flag(flag) for flag in AUTOSCALER_FLAGS},
     "watch_pdbs": Setting(
-        default=True, flag="--watch-pdbs", env=("NRA_WATCH_PDBS",), metavar="BOOL", shown="true",
+        default=True, flag="--watch-pdbs", env=("NRA_WATCH_PDBS",), parse=_true_or_false, metavar="BOOL",
+        shown="true",
         help="list and watch the cluster's PodDisruptionBudgets (one cluster-wide watch; needs RBAC list/watch "
              "on policy poddisruptionbudgets); false: kube-system pods are reported as blocking unless a PDB "
              "covers them"),
     "max_pdbs": Setting(
-        default=10000, flag="--max-pdbs", env=("NRA_MAX_PDBS",), metavar="N", shown="10000",
+        default=10000, flag="--max-pdbs", env=("NRA_MAX_PDBS",), parse=_positive_count, metavar="N",
+        shown="10000",
         help="the most PodDisruptionBudgets the agent keeps; beyond it PDBs are reported as unknown (a problem) "
              "until the cluster holds this many again"),
     "malloc_arenas": Setting(
@@ -299,7 +381,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     kubernetes_version: KubernetesVersion | None = _default("kubernetes_version")  # None: the API server's /version
     malloc_arenas: int | None = _default("malloc_arenas")  # None: MALLOC_ARENA_MAX is set, glibc applies it
     # OTEL_RESOURCE_ATTRIBUTES, parsed here so the SDK never reads the environment; the agent's own attributes win.
-    resource_attributes: tuple[tuple[str, str], ...] = ()
+    resource_attributes: tuple[tuple[str, str], ...] = _default("resource_attributes")
     autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER
     watch_pdbs: bool = _default("watch_pdbs")
     max_pdbs: int = _default("max_pdbs")
@@ -309,13 +391,19 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
             raise ConfigError("the otlp exporter needs its OTLP settings (from_sources resolves them)")
 
 
-def _given(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tuple[object, str] | None:
-    """A setting's value from its flag, else from the first of its variables that is set, with where it came from."""
+def _given(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tuple[str, str] | None:
+    """A setting's text from its flag, else from the first of its variables that is set, with where it came from.
+
+    ``args`` holds the flags as the parser left them, by ``dest``: text (a switch True, a repeated flag a list),
+    None, False or empty where not given.
+    """
     setting = SETTINGS[name]
     if setting.flag is not None:
         value = args.get(setting.dest)
-        if value is not None and value is not False and value != "" and value != []:
-            return value, setting.flag
+        if isinstance(value, (list, tuple)):
+            value = ",".join(value)
+        if value is not None and value is not False and value != "":
+            return str(value).strip(), setting.flag
     for variable in setting.env:
         text = env.get(variable, "").strip()
         if text:
@@ -323,25 +411,25 @@ def _given(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tup
     return None
 
 
-def _text(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> Any:
-    """The setting as given (stripped), else its default."""
-    given = _given(name, args, env)
-    return str(given[0]).strip() if given is not None else _default(name)
-
-
-def _seconds(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> float:
+def _parsed(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tuple[Any, str] | None:
+    """The setting's typed value, parsed once from where it was given, with that flag or variable; None when it was
+    not given. A value its parser refuses is a ConfigError naming the flag or variable."""
     given = _given(name, args, env)
     if given is None:
-        return _default(name)
-    value, source = given
-    in_millis = SETTINGS[name].millis and source != SETTINGS[name].flag
+        return None
+    text, source = given
     try:
-        seconds = float(value) / (1000 if in_millis else 1)  # type: ignore[arg-type]
-    except ValueError:
-        raise ConfigError(f"{source} must be a number, got {value!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ConfigError(f"{source} must be positive, got {value!r}")
-    return seconds
+        return SETTINGS[name].parser_for(source)(text), source
+    except _Refused as exc:
+        raise ConfigError(f"{source} {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _typed(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> Any:
+    """The setting's typed value (``_parsed``), else its default."""
+    parsed = _parsed(name, args, env)
+    return _default(name) if parsed is None else parsed[0]
 
 
 def _pairs(text: str | None, what: str, lower_keys: bool = False) -> tuple[tuple[str, str], ...]:
@@ -422,143 +510,75 @@ def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str
     if not kubeconfig and not context:
         if host := env.get(host_variable, "").strip():
             in_cluster = InCluster(host=host, port=env.get(port_variable),
-                                   serviceaccount_dir=_text("serviceaccount_dir", flags, env))
+                                   serviceaccount_dir=_typed("serviceaccount_dir", flags, env))
         else:
             skipped = f"{host_variable} is not set"
     given = _given("kubeconfig", flags, env)
-    files = str(given[0]) if given is not None else os.path.expanduser(_default("kubeconfig"))
+    files = given[0] if given is not None else os.path.expanduser(_default("kubeconfig"))
     return ClusterAccess(kubeconfig=files, context=context or None, in_cluster=in_cluster, skipped=skipped)
 
 
-#: The SETTINGS keys of the cluster-autoscaler's own flags (their values go to parse_autoscaler_args as words).
-AUTOSCALER_FLAGS = tuple(name for name, setting in SETTINGS.items() if setting.kind == "autoscaler")
+#: The SETTINGS keys ``explain`` takes too, and the AutoscalerSettings field each sets: the release and the
+#: autoscaler's own flags (AUTOSCALER_FLAGS, whose keys are their fields).
+AUTOSCALER_FIELDS = {"autoscaler_release": "release", **{flag.field: flag.field for flag in AUTOSCALER_FLAGS}}
 
 
 def autoscaler_settings(args: Mapping[str, object], env: Mapping[str, str]) -> AutoscalerSettings:
-    """The autoscaler's settings: NRA_AUTOSCALER_ARGS' words, then the flags (a later word wins, as in the
-    autoscaler's own flag parsing), and the release; a bad value is a ConfigError naming where it came from."""
-    import shlex
+    """The autoscaler's settings: NRA_AUTOSCALER_ARGS' words, then the release and the flags over them (as a later
+    word wins in the autoscaler's own flag parsing); a bad value is a ConfigError naming where it came from."""
+    from_words: AutoscalerSettings = _typed("autoscaler_args", args, env)
+    given = {field: parsed[0] for name, field in AUTOSCALER_FIELDS.items()
+             if (parsed := _parsed(name, args, env)) is not None}
+    return msgspec.structs.replace(from_words, **given) if given else from_words
 
-    variable = SETTINGS["autoscaler_args"].env[0]
-    given_release = _given("autoscaler_release", args, env)
-    release = str(given_release[0]).strip() if given_release is not None else None
+
+def _node_name(args: Mapping[str, object], env: Mapping[str, str]) -> str:
+    if not (node := _typed("node_name", args, env)):
+        raise ConfigError("the node name is required: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or "
+                          "pass --node-name")
+    return node
+
+
+def _otlp(exporter: str, env: Mapping[str, str], protocol: str) -> OtlpSettings | None:
+    """The OTLP exporter's settings, for that exporter only."""
+    if exporter != "otlp":
+        return None
     try:
-        words = shlex.split(_text("autoscaler_args", args, env))
-    except ValueError as exc:  # an unbalanced quote
-        raise ConfigError(f"{variable}: {exc}") from None
-    flags = []
-    for name in AUTOSCALER_FLAGS:
-        value = args.get(SETTINGS[name].dest)
-        if value is not None:
-            flags.append(f"{SETTINGS[name].flag}={value}")
-    if not words and not flags and release is None:
-        return DEFAULT_AUTOSCALER
-    try:
-        parse_autoscaler_args(words)  # alone first, so its error names the variable
-    except AutoscalerArgError as exc:
-        raise ConfigError(f"{variable}: {exc}") from None
-    try:
-        return parse_autoscaler_args([*words, *flags], release=release)
-    except AutoscalerArgError as exc:
+        return otlp_settings(env, protocol)
+    except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 
-def _boolean(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> bool:
-    given = _given(name, args, env)
-    if given is None:
-        return _default(name)
-    value, source = given
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"{source} must be true or false, got {value!r}")
-    return text == "true"
+def _debug_address(args: Mapping[str, object], env: Mapping[str, str], *, once: bool) -> Address | None:
+    """The debug endpoint's address; ``--once`` exports and exits, so it has none unless one is asked for."""
+    parsed = _parsed("debug_address", args, env)
+    if parsed is None:
+        return None if once else _default("debug_address")
+    return parsed[0]
 
 
-def _count(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> int:
-    given = _given(name, args, env)
-    if given is None:
-        return _default(name)
-    value, source = given
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = -1
-    if number < 1:
-        raise ConfigError(f"{source} must be a positive whole number, got {value!r}")
-    return number
+#: Config's fields that are a setting's typed value and nothing more, in the order they are checked.
+_PLAIN = ("replay", "once", "exporter", "debug_views", "debug_hosts", "procfs", "log_level", "log_format",
+          "resource_attributes", "kubernetes_version", "export_interval", "export_timeout", "read_timeout",
+          "watch_pdbs", "max_pdbs")
 
 
 def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
-    """Merge parsed flags (None where not given) with the environment and SETTINGS' defaults."""
-    node = _text("node_name", args, env)
-    if not node:
-        raise ConfigError("the node name is required: set NODE_NAME (the DaemonSet sets it from spec.nodeName) or pass --node-name")
-    exporter = _text("exporter", args, env).lower()
-    if exporter not in EXPORTERS:
-        raise ConfigError(f"exporter must be one of {', '.join(EXPORTERS)}, got {exporter!r}")
-    otlp = None
-    if exporter == "otlp":
-        try:
-            otlp = otlp_settings(env, _text("otlp_protocol", args, env))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    once = bool(args.get(SETTINGS["once"].dest))
-    replay = _given("replay", args, env)
-    if once and not replay:
+    """Merge the flags (their text as the command line held it; None where not given) with the environment and
+    SETTINGS' defaults: each value is parsed once, by its row's parser, and set on Config as it is."""
+    node_name = _node_name(args, env)
+    plain = {name: _typed(name, args, env) for name in _PLAIN}
+    if plain["once"] and plain["replay"] is None:
         raise ConfigError("--once needs --replay: a live agent runs until it is stopped")
-    debug = _given("debug_address", args, env)
-    if debug is None:
-        debug_address = None if once else _default("debug_address")
-    elif (debug_text := str(debug[0]).strip()).lower() in ("off", "none"):
-        debug_address = None
-    else:
-        try:
-            debug_address = parse_address(debug_text)
-        except ValueError:
-            raise ConfigError(f"--debug-address must be HOST:PORT, :PORT or off, got {debug_text!r}") from None
-    views = _text("debug_views", args, env).lower()
-    if views not in DEBUG_VIEWS:
-        raise ConfigError(f"--debug-views must be local or any, got {views!r}")
-    hosts = _given("debug_hosts", args, env)
-    hosts_text = "" if hosts is None else ",".join(hosts[0]) if isinstance(hosts[0], (list, tuple)) else str(hosts[0])
-    debug_hosts = tuple(h.strip() for h in hosts_text.split(",") if h.strip())
-    if any(c in h for h in debug_hosts for c in "/ @"):
-        raise ConfigError(f"--debug-host takes host names, got {hosts_text!r}")
-    # /proc/stat and /proc/meminfo are not namespaced: the container's own /proc
-    # shows the whole host, so no host mount is needed (docs/deployment.md).
-    procfs = _text("procfs", args, env)
-    level = _text("log_level", args, env).upper()
-    if level not in LOG_LEVELS:
-        raise ConfigError(f"log level must be DEBUG, INFO, WARNING or ERROR, got {level!r}")
-    log_format = _text("log_format", args, env).lower()
-    if log_format not in LOG_FORMATS:
-        raise ConfigError(f"log format must be {' or '.join(LOG_FORMATS)}, got {log_format!r}")
-    try:
-        resource_attributes = _pairs(_text("resource_attributes", args, env), "OTEL_RESOURCE_ATTRIBUTES entry")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    version = _given("kubernetes_version", args, env)
     kubeconfig, context = (args.get(SETTINGS[name].dest) for name in ("kubeconfig", "context"))
     return Config(
-        node_name=node,
-        cluster=None if replay else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]
-        replay=str(replay[0]) if replay else None,
-        once=once,
-        exporter=exporter,
-        otlp=otlp,
-        export_interval=_seconds("export_interval", args, env),
-        export_timeout=_seconds("export_timeout", args, env),
-        read_timeout=_seconds("read_timeout", args, env),
-        debug_address=debug_address,
-        debug_views=views,
-        debug_hosts=debug_hosts,
-        procfs=None if procfs.lower() == "off" else procfs,
-        log_level=level,
-        log_format=log_format,
-        kubernetes_version=kubernetes_version(*version) if version is not None else None,
+        node_name=node_name,
+        # type: ignore below: args' values are objects; these two are the flags' text or None.
+        cluster=None if plain["replay"] else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]
+        otlp=_otlp(plain["exporter"], env, _typed("otlp_protocol", args, env)),
+        debug_address=_debug_address(args, env, once=plain["once"]),
+        # Set, MALLOC_ARENA_MAX is glibc's to apply; unset, the agent sets its own limit.
         malloc_arenas=None if _given("malloc_arenas", args, env) else _default("malloc_arenas"),
-        resource_attributes=resource_attributes,
         autoscaler=autoscaler_settings(args, env),
-        watch_pdbs=_boolean("watch_pdbs", args, env),
-        max_pdbs=_count("max_pdbs", args, env),
+        **plain,
     )

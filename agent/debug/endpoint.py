@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from agent.config import VIEWS_LOCAL, Address
-from agent.telemetry.health import HealthLimits, liveness, readiness
+from agent.debug.http_server import HttpServer, Request, Response, listen_socket
+from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.report.verdict_view import verdict_view
 from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
-from agent.pipeline.state import NodeSnapshot, NodeState
+from agent.telemetry.health import HealthLimits, liveness, readiness
 from agent.telemetry.stats import StatsReader
-from agent.debug.http_server import HttpServer, Request, Response, listen_socket
 
 __all__ = ["DebugServer", "is_loopback", "host_allowed"]
 
@@ -41,7 +41,8 @@ PROBES = frozenset({"/healthz", "/readyz"})
 _REFUSED_PEER = ("the debug views answer on loopback only (the probes answer anywhere): reach them with kubectl "
                  "-n NAMESPACE port-forward pod/POD 9808 and http://localhost:9808/, or start the agent with "
                  "--debug-views any behind a NetworkPolicy")
-_REFUSED_HOST = "Host not accepted (DNS rebinding protection): use localhost, 127.0.0.1 or the pod IP, or --debug-host NAME"
+_REFUSED_HOST = ("Host not accepted (DNS rebinding protection): use localhost, 127.0.0.1 or the pod IP, or "
+                 "--debug-host NAME")
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -105,7 +106,7 @@ class DebugServer:
                                   admit=self.admit, keep_query=True)
         self.port = self._server.port
 
-    def start(self) -> "DebugServer":
+    def start(self) -> DebugServer:
         self._server.start()
         log.info("debug endpoint on port %d", self.port)
         return self
@@ -166,7 +167,8 @@ class DebugServer:
 
             return 200, "text/html; charset=utf-8", self._page(refresh_seconds(query)).encode()
         return self._json(404, {"error": f"no such path {path!r}",
-                                "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node", "/debug/runtime"]})
+                                "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node",
+                                          "/debug/runtime"]})
 
     @staticmethod
     def _json(status: int, body: Any) -> tuple[int, str, bytes]:

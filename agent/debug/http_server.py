@@ -21,6 +21,8 @@ memory, a quarter of all it holds beyond the mandated packages.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import functools
 import logging
 import queue
 import selectors
@@ -157,7 +159,8 @@ class _Connection(msgspec.Struct, eq=False):
     buf: bytearray = msgspec.field(default_factory=bytearray)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
-    over: bool = False  # accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full
+    # Accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full.
+    over: bool = False
     waiting: bool = False  # a view is rendering on the pool
     draining: bool = False  # answered; reading what the client still sends, so closing does not reset the answer
 
@@ -207,7 +210,7 @@ class HttpServer:
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self.port = sock.getsockname()[1]
 
-    def start(self) -> "HttpServer":
+    def start(self) -> HttpServer:
         self._selector.register(self._sock, selectors.EVENT_READ, "accept")
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._thread.start()
@@ -227,10 +230,8 @@ class HttpServer:
         self._wake_w.close()
 
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # already awake (the buffer is full) or stopped
             self._wake_w.send(b"x")
-        except OSError:
-            pass  # already awake (the buffer is full) or stopped
 
     # -- the loop --------------------------------------------------------------
     def _serve(self) -> None:
@@ -252,13 +253,13 @@ class HttpServer:
                         self._send(key.data)
                     else:
                         self._receive(key.data)
-                except Exception:  # noqa: BLE001 - a broken client must never stop the loop
+                except Exception:  # a broken client must never stop the loop
                     log.debug("connection failed", exc_info=True)
                     if isinstance(key.data, _Connection):
                         self._close(key.data)
             try:
                 self._expire()
-            except Exception:  # noqa: BLE001 - as above: the loop outlives any one connection
+            except Exception:  # as above: the loop outlives any one connection
                 log.debug("expiring connections failed", exc_info=True)
 
     def _timeout(self) -> float | None:
@@ -391,7 +392,7 @@ class HttpServer:
         self._head_done(conn)
         self._selector.unregister(conn.sock)  # one request per connection: nothing more to read
         future = self._pool.submit(self._render, target if self._keep_query else path, conn.head_only)
-        future.add_done_callback(lambda f, c=conn: self._rendered_one(c, f))
+        future.add_done_callback(functools.partial(self._rendered_one, conn))
 
     def _rendered_one(self, conn: _Connection, future: concurrent.futures.Future) -> None:
         if future.cancelled():
@@ -404,7 +405,7 @@ class HttpServer:
         never a silent close, and never an exception on the loop that would strand the answers queued behind it."""
         try:
             return _encode(self._route(path), head_only)
-        except Exception:  # noqa: BLE001 - a bug in a view is a 500, not a dead connection
+        except Exception:  # a bug in a view is a 500, not a dead connection
             log.exception("view failed on %s", path)
             return _encode(_error(500, "internal error"), head_only)
 
@@ -471,8 +472,6 @@ class HttpServer:
                 if not mine:
                     del self._by_peer[conn.peer]
             if not conn.waiting:
-                try:
+                with contextlib.suppress(KeyError, ValueError):
                     self._selector.unregister(conn.sock)
-                except (KeyError, ValueError):
-                    pass
         conn.sock.close()

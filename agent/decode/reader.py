@@ -54,6 +54,8 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
 
     The API server only sends UTF-8; one bad byte in one string must not cost the object.
     """
+    if isinstance(data, memoryview):
+        data = bytes(data)  # json.loads takes str, bytes or bytearray: a memoryview was a TypeError
     try:
         return json.loads(data)
     except UnicodeDecodeError:
@@ -71,7 +73,7 @@ class ObjectKind(Generic[R]):
         self.struct = struct
         self._build = build
         self._item = msgspec.json.Decoder(struct)
-        self._line = msgspec.json.Decoder(event)
+        self._line: msgspec.json.Decoder[Any] = msgspec.json.Decoder(event)  # each kind's event Struct
 
     def record(self, obj: Any) -> R:
         """The record of one object: JSON bytes, a Struct of this kind, or a parsed object.

@@ -11,14 +11,37 @@ import sysconfig
 from datetime import datetime
 from functools import lru_cache
 
-from agent.decode.spec import Annotations, Condition, Container, ContainerStatus, Labels, Meta, Node, OwnerReference, \
-    Pdb, Pod, PodStatus, Quantities, Resources, Spec
+from agent.decode.spec import (
+    Annotations,
+    Condition,
+    Container,
+    ContainerStatus,
+    Labels,
+    Meta,
+    Node,
+    OwnerReference,
+    Pdb,
+    Pod,
+    PodStatus,
+    Quantities,
+    Resources,
+    Spec,
+)
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
-from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
-from agent.model.pod import (NEONVM_API_VERSION, NO_EVICTION_FACTS, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
-                             VM_NAME_LABEL, ContainerRequests, Controller, EvictionFacts, PodRecord, StatusRequests)
+from agent.model.pod import (
+    NEONVM_API_VERSION,
+    NO_EVICTION_FACTS,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    VM_NAME_LABEL,
+    ContainerRequests,
+    Controller,
+    EvictionFacts,
+    PodRecord,
+    StatusRequests,
+)
+from agent.model.quantity import QuantityError, parse_quantity
 
 __all__ = ["pod_of", "node_of", "pdb_of"]
 
@@ -114,7 +137,7 @@ def _status(name: str, resources: Resources | None, allocated: Quantities | None
 
 def _statuses(status: PodStatus) -> tuple[StatusRequests, ...]:
     out = []
-    items: list[ContainerStatus]
+    items: list[ContainerStatus] | tuple[()]
     for items in (status.container_statuses or (), status.init_container_statuses or ()):
         for cs in items:
             if (cs.resources is None and not cs.allocated_resources) or not cs.name:
@@ -260,7 +283,7 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
     namespace = name = uid = resource_version = ""
     annotations = labels = refs = None
     if meta is not None:
-        namespace, name, uid = _shared(meta.namespace or ""), meta.name or "", meta.uid
+        namespace, name, uid = _shared(meta.namespace or ""), meta.name or "", meta.uid or ""
         resource_version, annotations, labels, refs = (meta.resource_version or "", meta.annotations, meta.labels,
                                                       meta.owner_references)
     if not uid:
@@ -322,7 +345,8 @@ def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
     gpu_label = None
     if meta.labels is not None:
         values = (meta.labels.gke, meta.labels.aws, meta.labels.azure)
-        gpu_label = next((f"{key}={value}" for key, value in zip(GPU_LABELS, values) if value is not None), None)
+        labelled = zip(GPU_LABELS, values, strict=True)
+        gpu_label = next((f"{key}={value}" for key, value in labelled if value is not None), None)
     gpu_resource, gpu_allocatable = _gpu(status.allocatable if status else None)
     return NodeRecord(name=meta.name, uid=meta.uid or "", resource_version=meta.resource_version or "",
                       capacity=_node_quantities(status.capacity if status else None),

@@ -20,8 +20,14 @@ from __future__ import annotations
 import msgspec
 
 from agent.model.node import GPU_LABELS, SCALE_DOWN_DISABLED_ANNOTATION
-from agent.model.pod import (DAEMONSET_POD_ANNOTATION, MIRROR_ANNOTATION, OVERCOMMIT_ANNOTATION,
-                             SAFE_TO_EVICT_ANNOTATION, SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION, USAGE_ANNOTATION)
+from agent.model.pod import (
+    DAEMONSET_POD_ANNOTATION,
+    MIRROR_ANNOTATION,
+    OVERCOMMIT_ANNOTATION,
+    SAFE_TO_EVICT_ANNOTATION,
+    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
+    USAGE_ANNOTATION,
+)
 
 __all__ = ["Pod", "Node", "Pdb", "PodEvent", "NodeEvent", "PdbEvent", "Quantities", "Labels"]
 

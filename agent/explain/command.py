@@ -25,17 +25,18 @@ class _Failed(Exception):
         self.code = code
 
 
-def explain(args: argparse.Namespace, cluster: ClusterAccess, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
+def explain(args: argparse.Namespace, cluster: ClusterAccess,
+            autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
     """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node;
     ``autoscaler``: the autoscaler's settings the verdicts follow (resolved by the CLI from flags and environment)."""
     import shutil
     import time
 
     from agent.explain.view import explain_json, explain_view, nodes_only, pods_dump, rules_line, verdicts
-    from agent.report.cluster_table import cluster_table
-    from agent.report.columns import clip
     from agent.model.cluster import pod_filter
     from agent.model.rules import rules_for
+    from agent.report.cluster_table import cluster_table
+    from agent.report.columns import clip
     from agent.source.documents import DumpError
 
     from_server = False

@@ -17,19 +17,19 @@ from typing import Any
 
 import msgspec
 
-from agent.report.verdict_view import verdict_view
-from agent.report.views import pod_report, summary_report, totals_report, verdict_report
+from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.model.autoscaler_settings import AutoscalerSettings
-from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
+from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.valuation import PodValue, evaluate
-from agent.decode.reader import NODE, PDB, POD, Skipped
 from agent.pipeline.events import DELETED
+from agent.report.verdict_view import verdict_view
+from agent.report.views import pod_report, summary_report, totals_report, verdict_report
 from agent.source.documents import ClusterObjects, DumpError, changes, objects_in
 
 __all__ = ["read_dump", "nodes_only", "NothingToExplain", "pods_dump", "explain_view", "explain_report",
@@ -117,7 +117,8 @@ def pods_dump(documents: list[Any], where: str = "the input") -> ClusterObjects:
     dump = read_dump(documents)
     if not dump.pods:
         skipped = f"; {len(dump.skipped)} unidentifiable pods skipped" if dump.skipped else ""
-        raise NothingToExplain(f"no Pod in {where} ({found(documents)}{skipped}); explain reads pods: run {HOW_TO_DUMP}")
+        raise NothingToExplain(f"no Pod in {where} ({found(documents)}{skipped}); explain reads pods: run "
+                               f"{HOW_TO_DUMP}")
     return dump
 
 
@@ -132,7 +133,8 @@ def rules_line(rules: Rules, version: KubernetesVersion | None = None, from_serv
 
 def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: Rules, node: str | None = None,
                  sort: str = "busy") -> ClusterView:
-    """Every pod valued under ``rules`` and grouped per node; ``node`` keeps only that node (an unknown name is an error)."""
+    """Every pod valued under ``rules`` and grouped per node; ``node`` keeps only that node (an unknown name is an
+    error)."""
     view = group_by_node(((r.node_name, evaluate(r, rules)) for r in pods), nodes)
     if node is not None:
         kept = tuple(g for g in view.nodes if g.name == node)

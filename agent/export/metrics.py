@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary
+from agent.model.quantity import to_bytes, to_float
 from agent.model.scale_down import STATES, Verdict
 from agent.model.valuation import PodValue
 
@@ -53,26 +53,35 @@ class Gauge(NamedTuple):
 
 
 GAUGES: dict[str, Gauge] = {
-    POD_CPU: Gauge("{cpu}", "CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests (cores)"),
-    POD_MEM: Gauge("By", "Memory the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's effective requests"),
+    POD_CPU: Gauge("{cpu}", "CPU the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's "
+                            "effective requests (cores)"),
+    POD_MEM: Gauge("By", "Memory the cluster-autoscaler accounts to the pod: the NeonVM's usage, else the pod's "
+                         "effective requests"),
     VM_CPU: Gauge("{cpu}", "NeonVM usage annotation, CPU, before overcommit (cores)"),
     VM_MEM: Gauge("By", "NeonVM usage annotation, memory, before overcommit"),
-    NODE_CPU: Gauge("{cpu}", "Node CPU by quantity: capacity, allocatable, scheduled (spec requests), pod_or_vm (what the autoscaler sees), vm_usage, used (cores)"),
+    NODE_CPU: Gauge("{cpu}", "Node CPU by quantity: capacity, allocatable, scheduled (spec requests), pod_or_vm (what "
+                             "the autoscaler sees), vm_usage, used (cores)"),
     NODE_MEM: Gauge("By", "Node memory by quantity: capacity, allocatable, scheduled, pod_or_vm, vm_usage, used"),
     NODE_RATIO: Gauge("1", "Node ratios: pod_or_vm, scheduled and used to allocatable; used to pod_or_vm"),
     NODE_PODS_BY_PHASE: Gauge("{pod}", "Pods bound to the node, by phase"),
     NODE_PODS_BY_SOURCE: Gauge("{pod}", "Reported pods, by the source of their value"),
     NODE_POD_SLOTS: Gauge("{pod}", "Pod capacity and allocatable pod count of the node"),
-    POD_BLOCKING: Gauge("1", "1 for a pod that would block the cluster-autoscaler from removing its node, by reason (no series for a pod that does not block)"),
-    AUTOSCALER_UTILIZATION: Gauge("1", "The cluster-autoscaler's utilization of the node by resource: pod values over allocatable, as its simulator computes it"),
-    AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu and memory, or the GPU's), labelled with the resource that gave it"),
-    AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold on a GPU node)"),
-    AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the others"),
+    POD_BLOCKING: Gauge("1", "1 for a pod that would block the cluster-autoscaler from removing its node, by reason "
+                             "(no series for a pod that does not block)"),
+    AUTOSCALER_UTILIZATION: Gauge("1", "The cluster-autoscaler's utilization of the node by resource: pod values over "
+                                       "allocatable, as its simulator computes it"),
+    AUTOSCALER_NODE_UTILIZATION: Gauge("1", "The node's utilization as the cluster-autoscaler judges it (max of cpu "
+                                            "and memory, or the GPU's), labelled with the resource that gave it"),
+    AUTOSCALER_THRESHOLD: Gauge("1", "The scale-down utilization threshold in force for the node (the GPU threshold "
+                                     "on a GPU node)"),
+    AUTOSCALER_STATE: Gauge("1", "The cluster-autoscaler's verdict on the node: 1 for the current state, 0 for the "
+                                 "others"),
     AUTOSCALER_CANDIDATE: Gauge("1", "1 when the node is a scale-down candidate: underutilized and not disabled by "
                                      "annotation, whether or not pods block its removal"),
     AUTOSCALER_REMOVABLE: Gauge("1", "1 when the node is a scale-down candidate and no pod blocks its removal (what "
                                      "the verdict cannot see aside)"),
-    AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason always present)"),
+    AUTOSCALER_BLOCKING_PODS: Gauge("{pod}", "Pods that would block the node's removal, by reason (every reason "
+                                             "always present)"),
 }
 
 
@@ -120,9 +129,9 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None,
         if not pod.reported:
             continue
         attrs = pod.identity
-        source = {**attrs, "source": pod.source}
-        yield Point(POD_CPU, source, to_float(pod.cpu))
-        yield Point(POD_MEM, source, _bytes(pod.memory))
+        sourced = {**attrs, "source": pod.source}
+        yield Point(POD_CPU, sourced, to_float(pod.cpu))
+        yield Point(POD_MEM, sourced, _bytes(pod.memory))
         if pod.vm is not None:
             vm = {**attrs, "neon.vm.name": pod.vm.name, "neon.vm.migration.role": pod.vm.migration_role or "none"}
             yield Point(VM_CPU, vm, to_float(pod.vm.cpu))
@@ -131,10 +140,10 @@ def state_points(pods: Iterable[PodValue], summary: NodeSummary | None,
         yield from verdict_points(verdict)
     if summary is None:
         return
-    for quantity, value in summary.cpu.quantities().items():
-        yield Point(NODE_CPU, {"quantity": quantity}, to_float(value))
-    for quantity, value in summary.memory.quantities().items():
-        yield Point(NODE_MEM, {"quantity": quantity}, _bytes(value))
+    for quantity, amount in summary.cpu.quantities().items():
+        yield Point(NODE_CPU, {"quantity": quantity}, to_float(amount))
+    for quantity, amount in summary.memory.quantities().items():
+        yield Point(NODE_MEM, {"quantity": quantity}, _bytes(amount))
     for resource, comparison in (("cpu", summary.cpu), ("memory", summary.memory)):
         for ratio, value in comparison.ratios().items():
             yield Point(NODE_RATIO, {"resource": resource, "ratio": ratio}, value)

@@ -15,12 +15,12 @@ means the list was not what the operator thought.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
-__all__ = ["AutoscalerSettings", "AutoscalerArgError", "DEFAULT_AUTOSCALER", "parse_autoscaler_args",
-           "RELEASES", "NEON", "parse_go_duration"]
+__all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "DURATION",
+           "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON", "parse_go_duration"]
 
 
 class AutoscalerArgError(ValueError):
@@ -47,10 +47,6 @@ NEON = "neon"
 #: The releases the agent knows the rules of: 1.28 to 1.38, and neon's.
 RELEASES: tuple[str, ...] = (*(f"1.{minor}" for minor in range(28, 39)), NEON)
 
-_FLOATS = {"scale-down-utilization-threshold", "scale-down-gpu-utilization-threshold"}
-_BOOLS = {"ignore-daemonsets-utilization", "ignore-mirror-pods-utilization", "skip-nodes-with-local-storage",
-          "skip-nodes-with-system-pods", "skip-nodes-with-custom-controller-pods"}
-_DURATIONS = {"blocking-system-pod-distruption-timeout"}
 # strconv.ParseBool
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
@@ -78,35 +74,104 @@ def parse_go_duration(text: str) -> float:
     return sign * total
 
 
-def _release(text: str) -> str:
-    if text not in RELEASES:
-        raise AutoscalerArgError(f"release: unknown cluster-autoscaler release {text[:40]!r}; supported: "
-                                 f"{RELEASES[0]} to {RELEASES[-2]} and {NEON!r} (neon's patched 1.31.1)")
-    return text
+def _go_bool(text: str) -> bool:
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{text[:40]!r} is not a boolean (true or false)")
 
 
-def _value(flag: str, raw: str) -> object:
-    if flag in _BOOLS:
-        if raw in _TRUE:
-            return True
-        if raw in _FALSE:
-            return False
-        raise AutoscalerArgError(f"--{flag}: {raw[:40]!r} is not a boolean (true or false)")
-    if flag in _FLOATS:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise AutoscalerArgError(f"--{flag}: {raw[:40]!r} is not a number") from None
-        if not 0.0 <= value <= 1.0:  # NaN fails too
-            raise AutoscalerArgError(f"--{flag}: {raw[:40]!r} is outside [0, 1]")
-        return value
+def _ratio(text: str) -> float:
     try:
-        seconds = parse_go_duration(raw)
-    except ValueError as exc:
-        raise AutoscalerArgError(f"--{flag}: {exc}") from None
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text[:40]!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise ValueError(f"{text[:40]!r} is outside [0, 1]")
+    return value
+
+
+def _duration(text: str) -> float:
+    seconds = parse_go_duration(text)
     if seconds < 0:
-        raise AutoscalerArgError(f"--{flag}: {raw[:40]!r} is negative")
+        raise ValueError(f"{text[:40]!r} is negative")
     return seconds
+
+
+def _show_duration(seconds: object) -> str:
+    """3600.0 as "1h", 5400.0 as "1h30m": a duration as an operator writes it."""
+    hours, rest = divmod(float(seconds), 3600)  # type: ignore[arg-type]  # a duration's default is a float
+    minutes, secs = divmod(rest, 60)
+    text = "".join(f"{int(n)}{unit}" for n, unit in ((hours, "h"), (minutes, "m")) if n)
+    return text + (f"{secs:g}s" if secs else "") or "0s"
+
+
+class FlagType(msgspec.Struct, frozen=True, kw_only=True):
+    """How one of the autoscaler's flags is written: its value's parser (the text as Go's flag package reads it; a
+    ValueError says what is wrong without naming the flag), how its default reads, and what the flag alone means."""
+
+    metavar: str
+    parse: Callable[[str], object]
+    show: Callable[[object], str] = str
+    # The value of the flag given alone: Go's flag package reads a bare boolean as true; None: a value must follow.
+    bare: str | None = None
+
+
+BOOLEAN = FlagType(metavar="BOOL", parse=_go_bool, show=lambda value: str(value).lower(), bare="true")
+RATIO = FlagType(metavar="RATIO", parse=_ratio)
+DURATION = FlagType(metavar="DURATION", parse=_duration, show=_show_duration)
+
+
+class AutoscalerFlag(msgspec.Struct, frozen=True, kw_only=True):
+    """One of the autoscaler's flags the verdict depends on: the AutoscalerSettings field it sets (its name is the
+    flag's, with dashes), its type, and what it means. Its default is the field's."""
+
+    field: str
+    type: FlagType
+    help: str
+
+    @property
+    def name(self) -> str:
+        """The flag as the autoscaler's Deployment writes it, without its dashes."""
+        return self.field.replace("_", "-")
+
+    @property
+    def default(self) -> object:
+        return getattr(DEFAULT_AUTOSCALER, self.field)
+
+
+#: The autoscaler's flags, listed once: the agent's settings table, its ``run`` and ``explain`` flags, the args-list
+#: parser below and docs/configuration.md's rows all come from here.
+AUTOSCALER_FLAGS: tuple[AutoscalerFlag, ...] = (
+    AutoscalerFlag(field="scale_down_utilization_threshold", type=RATIO,
+                   help="the autoscaler's: a node below this utilization (0 to 1) is a scale-down candidate"),
+    AutoscalerFlag(field="scale_down_gpu_utilization_threshold", type=RATIO,
+                   help="the autoscaler's: the same for a GPU node, judged by its GPU alone"),
+    AutoscalerFlag(field="ignore_daemonsets_utilization", type=BOOLEAN,
+                   help="the autoscaler's: DaemonSet pods leave both the sum and the allocatable"),
+    AutoscalerFlag(field="ignore_mirror_pods_utilization", type=BOOLEAN,
+                   help="the autoscaler's: mirror (static) pods leave both the sum and the allocatable"),
+    AutoscalerFlag(field="skip_nodes_with_local_storage", type=BOOLEAN,
+                   help="the autoscaler's: a pod with hostPath or disk-backed emptyDir volumes blocks removal"),
+    AutoscalerFlag(field="skip_nodes_with_system_pods", type=BOOLEAN,
+                   help="the autoscaler's: a kube-system pod no PodDisruptionBudget covers blocks removal"),
+    AutoscalerFlag(field="skip_nodes_with_custom_controller_pods", type=BOOLEAN,
+                   help="the autoscaler's: a pod whose controller is not a ReplicationController, Job, ReplicaSet or "
+                        "StatefulSet blocks removal"),
+    AutoscalerFlag(field="blocking_system_pod_distruption_timeout", type=DURATION,
+                   help="the autoscaler's (its spelling): a kube-system pod older than this stops blocking (1.33 and "
+                        "later)"),
+)
+_BY_NAME = {flag.name: flag for flag in AUTOSCALER_FLAGS}
+
+
+def parse_release(text: str) -> str:
+    """``1.<minor>`` of RELEASES or ``neon``; ValueError otherwise."""
+    if text not in RELEASES:
+        raise ValueError(f"unknown cluster-autoscaler release {text[:40]!r}; supported: "
+                         f"{RELEASES[0]} to {RELEASES[-2]} and {NEON!r} (neon's patched 1.31.1)")
+    return text
 
 
 def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) -> AutoscalerSettings:
@@ -123,22 +188,30 @@ def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) ->
         name, eq, raw = word.lstrip("-").partition("=")
         if _NAME.fullmatch(name) is None:
             raise AutoscalerArgError(f"autoscaler args: {word[:60]!r} is not a flag (expected --name=value)")
-        if name not in _BOOLS and name not in _FLOATS and name not in _DURATIONS:
+        flag = _BY_NAME.get(name)
+        if flag is None:
             # Another of the autoscaler's flags: its value, if given apart, is the next word that is not a flag.
             if not eq and i < len(words) and not str(words[i]).startswith("-"):
                 i += 1
             continue
         if not eq:
-            if name in _BOOLS:
+            if flag.type.bare is not None:
                 # `--flag` alone is true, as Go's flag package reads a boolean; a value must follow "=" (pflag
                 # would read `--flag false` as true and a stray "false", which here is a word that is not a flag).
-                found[name.replace("-", "_")] = True
-                continue
-            if i >= len(words):
+                raw = flag.type.bare
+            elif i >= len(words):
                 raise AutoscalerArgError(f"--{name}: needs a value")
-            raw = words[i]
-            i += 1
-        found[name.replace("-", "_")] = _value(name, raw)
+            else:
+                raw = words[i]
+                i += 1
+        try:
+            found[flag.field] = flag.type.parse(raw)
+        except ValueError as exc:
+            raise AutoscalerArgError(f"--{name}: {exc}") from None
     if release is not None:
-        found["release"] = _release(release)
+        try:
+            found["release"] = parse_release(release)
+        except ValueError as exc:
+            raise AutoscalerArgError(f"release: {exc}") from None
+    # type: ignore below: found holds AUTOSCALER_FLAGS' fields, each typed by its own parser.
     return AutoscalerSettings(**found)  # type: ignore[arg-type]

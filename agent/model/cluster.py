@@ -139,12 +139,14 @@ def _sum(groups: list[NodeGroup], resource: str) -> Comparison:
         return sum(getattr(c, name) or 0 for c in parts)
 
     known = bool(parts)
-    return Comparison(capacity=total("capacity") if known else None, allocatable=total("allocatable") if known else None,
-                      scheduled=total("scheduled"), pod_or_vm=total("pod_or_vm"), vm_usage=total("vm_usage"), used=None)
+    return Comparison(capacity=total("capacity") if known else None,
+                      allocatable=total("allocatable") if known else None, scheduled=total("scheduled"),
+                      pod_or_vm=total("pod_or_vm"), vm_usage=total("vm_usage"), used=None)
 
 
 def cluster_totals(view: ClusterView) -> ClusterTotals:
     groups = list(view.nodes)
-    missing = tuple(g.name for g in groups if g.summary.cpu.allocatable is None and g.summary.memory.allocatable is None)
+    missing = tuple(g.name for g in groups
+                    if g.summary.cpu.allocatable is None and g.summary.memory.allocatable is None)
     return ClusterTotals(_sum(groups, "cpu"), _sum(groups, "memory"), len(groups), missing,
                          sum(1 for v in view.unscheduled if v.reported))

@@ -45,7 +45,7 @@ class VmResources(msgspec.Struct, frozen=True):
     cpu: int
     memory: int
 
-    def divided_by(self, factors: Overcommit) -> "VmResources":
+    def divided_by(self, factors: Overcommit) -> VmResources:
         # Rounded up to the next nano, the finest a Kubernetes quantity holds.
         return VmResources(_divide(self.cpu, factors.cpu), _divide(self.memory, factors.memory))
 

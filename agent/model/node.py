@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-
 __all__ = ["NodeRecord", "NODES", "SCALE_DOWN_DISABLED_ANNOTATION", "GPU_LABELS", "GPU_RESOURCES"]
 
 # The watched resource's name, as the agent's own metrics label it.

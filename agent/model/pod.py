@@ -124,7 +124,7 @@ class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
         if not self.labels:
             return {}
         parts = self.labels.split("\0")
-        return dict(zip(parts[::2], parts[1::2]))
+        return dict(zip(parts[::2], parts[1::2], strict=False))
 
 
 NO_EVICTION_FACTS = EvictionFacts()

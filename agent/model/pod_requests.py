@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-from agent.model.fields import Requests
+from agent.model.fields import NO_REQUESTS, Requests
 from agent.model.pod import RESOURCES, PodRecord, StatusRequests
 from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
@@ -87,7 +87,8 @@ def parse_requests(requests: Requests, where: str, problems: list[Problem]) -> R
             problems.append(Problem("requests", exc.reason, f"{where}: {resource}: {exc}"))
             continue
         if value < 0:
-            problems.append(Problem("requests", "negative_quantity", f"{where}: {resource}: negative quantity {text!r}"))
+            problems.append(Problem("requests", "negative_quantity",
+                                    f"{where}: {resource}: negative quantity {text!r}"))
             continue
         out[resource] = value
     return out
@@ -134,9 +135,11 @@ def _containers(pod: PodRecord, overridden: bool, problems: list[Problem]) -> li
     """
     out = []
     for i, c in enumerate(pod.containers):
-        out.append(_Container(c.name, "container", parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems), ""))
+        requests = parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems)
+        out.append(_Container(c.name, "container", requests, ""))
     for c in pod.init_containers:
-        out.append(_Container(c.name, "sidecar" if c.restartable else "init", parse_requests(c.requests, c.name, problems), ""))
+        kind = "sidecar" if c.restartable else "init"
+        out.append(_Container(c.name, kind, parse_requests(c.requests, c.name, problems), ""))
     return out
 
 
@@ -171,8 +174,10 @@ class _StatusValues(NamedTuple):
 
 
 def _status_values(status: StatusRequests, where: str, problems: list[Problem]) -> _StatusValues:
-    allocated = None if status.allocated is None else parse_requests(status.allocated, f"{where} allocatedResources", problems)
-    actual = None if status.requests is None else parse_requests(status.requests, f"{where} resources.requests", problems)
+    allocated = (None if status.allocated is None
+                 else parse_requests(status.allocated, f"{where} allocatedResources", problems))
+    actual = None if status.requests is None else parse_requests(status.requests, f"{where} resources.requests",
+                                                                 problems)
     return _StatusValues(allocated, actual)
 
 
@@ -188,7 +193,7 @@ def _notes(containers: list[_Container]) -> list[str]:
 def _spec_only(containers: list[_Container]) -> tuple[Resources, list[Contribution]]:
     # The lines as _contribution makes them, built directly: this runs for every event that changes a request.
     contributions = [Contribution(c.name, c.kind, c.spec.get("cpu"), c.spec.get("memory"), note)
-                     for c, note in zip(containers, _notes(containers))]
+                     for c, note in zip(containers, _notes(containers), strict=True)]
     return _aggregate((c.kind, c.spec) for c in containers), contributions
 
 
@@ -200,7 +205,7 @@ def _containers_1_36(pod: PodRecord, containers: list[_Container],
     statuses = {s.name: s for s in pod.statuses}
     effective: list[tuple[str, Resources]] = []
     contributions = []
-    for c, note in zip(containers, _notes(containers)):
+    for c, note in zip(containers, _notes(containers), strict=True):
         status = statuses.get(c.name) if c.kind != "init" else None
         requests = c.spec
         if status is not None and status.resources:
@@ -220,7 +225,7 @@ def _pod_level(pod: PodRecord, status: StatusRequests | None,
                problems: list[Problem]) -> tuple[Resources, Resources | None]:
     """spec.resources.requests, and, when the pod status has a ``resources`` object, the max of spec (left out
     when Infeasible), pod status requests and pod status allocated; else None."""
-    level = parse_requests(pod.pod_requests, "spec.resources.requests", problems)
+    level = parse_requests(pod.pod_requests or NO_REQUESTS, "spec.resources.requests", problems)
     if status is None or not status.resources:
         return level, None
     values = _status_values(status, "pod status", problems)
@@ -270,7 +275,8 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
             actuated.append((c.kind, values.actual if values.actual is not None else own_allocated))
         allocated_total, actuated_total = _aggregate(allocated), _aggregate(actuated)
         source = "container statuses"
-    total = _maximum(actuated_total, allocated_total) if infeasible else _maximum(spec_total, actuated_total, allocated_total)
+    total = (_maximum(actuated_total, allocated_total) if infeasible
+             else _maximum(spec_total, actuated_total, allocated_total))
     if infeasible or allocated_total != spec_total or actuated_total != spec_total:
         how = ("resize infeasible: spec left out" if infeasible
                else "resize: each resource the largest of the spec, allocated and actual totals")
@@ -288,7 +294,8 @@ def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resour
 
 
 def statuses_repeat_spec(pod: PodRecord) -> bool:
-    """No resize in flight: every container status says exactly what its spec says, and the pod has no totals of its own.
+    """No resize in flight: every container status says exactly what its spec says, and the pod has no totals of its
+    own.
 
     That is the kubelet's report for nearly every running pod; then every
     release's status-aware requests are the spec-only ones (an Infeasible

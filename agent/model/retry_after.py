@@ -50,8 +50,8 @@ def _http_date(text: str, now: float) -> int | None:
         day, month, yy, hour, minute, second = found.groups()
         # A two-digit year more than 50 years ahead is the latest past year with those digits (RFC 9110, 5.6.7).
         century = (1970 + int(now // _YEAR)) // 100 * 100  # now's, give or take a day at the turn of a year
-        for century in (century + 100, century, century - 100):
-            when = _unix(century + int(yy), month, int(day), int(hour), int(minute), int(second))
+        for guess in (century + 100, century, century - 100):
+            when = _unix(guess + int(yy), month, int(day), int(hour), int(minute), int(second))
             if when is not None and when <= now + _FIFTY_YEARS:
                 return when
     return None

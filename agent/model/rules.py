@@ -69,12 +69,13 @@ class KubernetesVersion(NamedTuple):
 _VERSION = re.compile(r"v?(\d{1,4})\.(\d{1,4})\+?(?:\.\d{1,6})?(?:[-+][0-9A-Za-z.+-]*)?")
 
 
-def parse_version(text: str) -> KubernetesVersion:
+def parse_version(text: object) -> KubernetesVersion:
     """A Kubernetes version as ``--kubernetes-version`` and the API server's /version write it."""
     stripped = text.strip() if isinstance(text, str) else ""
     match = _VERSION.fullmatch(stripped)
     if match is None:
-        raise VersionError(f"not a Kubernetes version (expected MAJOR.MINOR such as 1.37 or v1.37.2): {str(text)[:80]!r}")
+        raise VersionError("not a Kubernetes version (expected MAJOR.MINOR such as 1.37 or v1.37.2): "
+                           f"{str(text)[:80]!r}")
     return KubernetesVersion(int(match[1]), int(match[2]), stripped)
 
 

@@ -10,21 +10,21 @@ it through without looking inside.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 import msgspec
 
 from agent.model.fields import Oversized
 from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
 from agent.model.pod import TERMINAL_PHASES, PodRecord
-from agent.model.problems import Problem
 from agent.model.pod_requests import Contribution, pod_requests
+from agent.model.problems import Problem
 from agent.model.rules import Rules
 
 __all__ = ["PodValue", "VmUsage", "evaluate", "reevaluate", "retained", "SOURCE_VM_USAGE", "SOURCE_POD_REQUESTS"]
 
-SOURCE_VM_USAGE = "vm_usage"
-SOURCE_POD_REQUESTS = "pod_requests"
+SOURCE_VM_USAGE: Final = "vm_usage"
+SOURCE_POD_REQUESTS: Final = "pod_requests"
 Source = Literal["vm_usage", "pod_requests"]
 
 
@@ -73,7 +73,7 @@ class PodValue(NamedTuple):
         """False for Succeeded/Failed pods: neither kube-scheduler nor the cluster-autoscaler counts them."""
         return self.phase not in TERMINAL_PHASES
 
-    def with_status(self, pod: PodRecord) -> "PodValue":
+    def with_status(self, pod: PodRecord) -> PodValue:
         """This value for a newer version of the same pod whose inputs are unchanged."""
         if pod.phase == self.phase and (self.record is None or self.record.eviction == pod.eviction):
             return self  # the record kept differs only in fields nothing reads (the verdict reads the eviction facts)

@@ -9,7 +9,7 @@ position.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 import msgspec
 
@@ -19,17 +19,18 @@ from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 from agent.model.rules import KubernetesVersion
 
-__all__ = ["Event", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed", "PdbChanged",
-           "PdbDeleted", "PdbsListed", "Bookmark",
+__all__ = ["Event", "ObjectEvent", "PodChanged", "PodDeleted", "PodsListed", "NodeChanged", "NodeDeleted", "NodeListed",
+           "PdbChanged", "PdbDeleted", "PdbsListed", "Bookmark",
            "UsageSampled", "VersionRead", "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "RELIST", "SAMPLE", "VERSION"]
 
-ADDED = "ADDED"
-MODIFIED = "MODIFIED"
-DELETED = "DELETED"
-BOOKMARK = "BOOKMARK"
-RELIST = "RELIST"
-SAMPLE = "SAMPLE"
-VERSION = "VERSION"
+# Final: each is its literal type, so ``type=ADDED`` type-checks against the events' ``Literal`` fields.
+ADDED: Final = "ADDED"
+MODIFIED: Final = "MODIFIED"
+DELETED: Final = "DELETED"
+BOOKMARK: Final = "BOOKMARK"
+RELIST: Final = "RELIST"
+SAMPLE: Final = "SAMPLE"
+VERSION: Final = "VERSION"
 
 
 class PodChanged(msgspec.Struct, frozen=True, kw_only=True):
@@ -121,5 +122,7 @@ class VersionRead(msgspec.Struct, frozen=True, kw_only=True):
     version: KubernetesVersion
 
 
-Event = PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | PdbChanged | PdbDeleted | \
-    PdbsListed | Bookmark | UsageSampled | VersionRead
+# What a watched resource's source emits: each carries the resource version it moves the watch to.
+ObjectEvent = (PodChanged | PodDeleted | PodsListed | NodeChanged | NodeDeleted | NodeListed | PdbChanged | PdbDeleted
+               | PdbsListed | Bookmark)
+Event = ObjectEvent | UsageSampled | VersionRead

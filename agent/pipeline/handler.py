@@ -16,9 +16,22 @@ from agent.model.pdb import PdbRecord
 from agent.model.pod import PODS
 from agent.model.rules import rules_for
 from agent.model.valuation import SOURCE_POD_REQUESTS, PodValue, evaluate, reevaluate, retained
-from agent.pipeline.events import (ADDED, Bookmark, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
-                                   PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed, UsageSampled,
-                                   VersionRead)
+from agent.pipeline.events import (
+    ADDED,
+    Bookmark,
+    Event,
+    NodeChanged,
+    NodeDeleted,
+    NodeListed,
+    PdbChanged,
+    PdbDeleted,
+    PdbsListed,
+    PodChanged,
+    PodDeleted,
+    PodsListed,
+    UsageSampled,
+    VersionRead,
+)
 from agent.pipeline.interfaces import HANDLER_LOOP, HandlerMetrics
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo, NodeState
@@ -136,7 +149,8 @@ class Handler:
         self._state.set_usage(event.usage)
 
     def _version_read(self, event: VersionRead) -> None:
-        """Follow the API server's release; said once per change of version, every pod re-evaluated when the rules change."""
+        """Follow the API server's release; said once per change of version, every pod re-evaluated when the rules
+        change."""
         version = event.version
         current = self._state.kubernetes
         rules, warning = rules_for(version)

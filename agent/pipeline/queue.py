@@ -21,9 +21,6 @@ from agent.pipeline.interfaces import NO_QUEUE_METRICS, QueueMetrics
 __all__ = ["EventQueue", "QueuedEvent"]
 
 
-_WAKE = object()  # put by wake(): a get() waiting on an empty queue returns at once
-
-
 class QueuedEvent(NamedTuple):  # one per event: a named tuple is the cheapest record to build
     event: Event
     enqueued_at: float
@@ -42,7 +39,7 @@ class EventQueue:
                  clock: Callable[[], float] = time.monotonic, full_poll: float = 0.005) -> None:
         # Bounded: if the handler ever falls behind, the watch reader waits,
         # which pushes back on the API server stream instead of growing memory.
-        self._q: queue.SimpleQueue[QueuedEvent] = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[QueuedEvent | None] = queue.SimpleQueue()  # None: wake()'s
         self._maxsize = maxsize
         self._full_poll = full_poll
         self._metrics = metrics
@@ -64,7 +61,7 @@ class EventQueue:
             item = self._q.get(timeout=timeout)
         except queue.Empty:
             return None
-        if item is _WAKE:
+        if item is None:  # put by wake()
             return None
         self._metrics.event_taken(self._clock() - item.enqueued_at)
         return item
@@ -74,7 +71,7 @@ class EventQueue:
 
         So the consumer can wait long between checks of its stop event instead of polling.
         """
-        self._q.put(_WAKE)  # type: ignore[arg-type]
+        self._q.put(None)  # a get() waiting on an empty queue returns at once
 
     def qsize(self) -> int:
         return self._q.qsize()

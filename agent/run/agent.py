@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from agent import __version__
 from agent.config import Config, ConfigError
+
+if TYPE_CHECKING:  # imported where used, at run time: a replay never loads the Kubernetes source
+    from agent.source.kube import KubeApi
+    from agent.source.server_version import ServerVersionSource
 
 __all__ = ["Agent", "SHUTDOWN_SECONDS", "FINAL_EXPORT_SECONDS"]
 
@@ -37,10 +42,10 @@ class Agent:
         self.state = NodeState(config.node_name, autoscaler=config.autoscaler, max_pdbs=config.max_pdbs)
         self.queue = EventQueue(metrics=self.stats)
         self.stop_event = threading.Event()
-        self.api = None
-        self.version_source = None
+        self.api: KubeApi | None = None
+        self.version_source: ServerVersionSource | None = None
         self.finished: threading.Event | None = None
-        sources = self._kubernetes_sources() if not config.replay else [self._replay_source()]
+        sources = self._kubernetes_sources() if not config.replay else [self._replay_source(config.replay)]
         self.source = sources[0]
         self.host_usage = self._host_usage_source()
         if self.host_usage is not None:
@@ -69,15 +74,15 @@ class Agent:
                     self.telemetry.flush()
                 return
 
-    def _replay_source(self):
+    def _replay_source(self, replay: str):
         from agent.source.documents import DumpError
         from agent.source.replay import ReplaySource, load_capture
 
         try:
-            source = ReplaySource(text=load_capture(self.config.replay), node_name=self.config.node_name,
+            source = ReplaySource(text=load_capture(replay), node_name=self.config.node_name,
                                   emit=self.queue.put, metrics=self.stats, max_pdbs=self.config.max_pdbs)
         except DumpError as exc:
-            where = "from standard input" if self.config.replay == "-" else repr(self.config.replay)
+            where = "from standard input" if replay == "-" else repr(replay)
             raise ConfigError(f"cannot read capture {where}: {exc}") from None
         self.finished = source.finished
         return source
@@ -91,29 +96,30 @@ class Agent:
         if config.cluster is None:
             raise ConfigError("no cluster to watch: the configuration has neither cluster access nor --replay")
         try:
-            self.api = KubeApi(load_configuration(config.cluster))
+            api = self.api = KubeApi(load_configuration(config.cluster))
         except KubeConfigError as exc:
-            raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay sample") from None
+            raise ConfigError(f"{exc}; pass --kubeconfig FILE, or try the agent without a cluster: --replay "
+                              "sample") from None
         settings = ReflectorSettings(read_timeout=config.read_timeout, min_watch_timeout=config.watch_timeout[0],
                                      max_watch_timeout=config.watch_timeout[1])
         version = None
         if config.kubernetes_version is None:
             from agent.source.server_version import ServerVersionSource
 
-            version = self.version_source = ServerVersionSource(api=self.api, emit=self.queue.put, metrics=self.stats)
-        pods = Reflector(api=self.api, watched=PodsOfNode(node_name=config.node_name), emit=self.queue.put,
+            version = self.version_source = ServerVersionSource(api=api, emit=self.queue.put, metrics=self.stats)
+        pods = Reflector(api=api, watched=PodsOfNode(node_name=config.node_name), emit=self.queue.put,
                          metrics=self.stats, settings=settings,
                          on_list=version.relisted if version is not None else None)
-        node = Reflector(api=self.api, watched=NodeObject(node_name=config.node_name), emit=self.queue.put,
+        node = Reflector(api=api, watched=NodeObject(node_name=config.node_name), emit=self.queue.put,
                          metrics=self.stats, settings=settings)
-        pdbs = [Reflector(api=self.api, watched=PdbsOfCluster(limit=config.max_pdbs), emit=self.queue.put,
+        pdbs = [Reflector(api=api, watched=PdbsOfCluster(limit=config.max_pdbs), emit=self.queue.put,
                           metrics=self.stats, settings=settings)] if config.watch_pdbs else []
         return [pods, node, *pdbs] + ([version] if version is not None else [])
 
     def _kubernetes_info(self):
         """The rules in force at start: --kubernetes-version, else the newest until the API server's version is read."""
-        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
         from agent.model.rules import rules_for
+        from agent.pipeline.state import DEFAULT_KUBERNETES, KubernetesInfo
 
         version = self.config.kubernetes_version
         if version is None:
@@ -153,7 +159,7 @@ class Agent:
             raise ConfigError(f"cannot serve the debug endpoint on {config.debug_address} (the liveness and readiness "
                               f"probes depend on it): {exc}; free the port or pass another --debug-address") from None
 
-    def start(self) -> "Agent":
+    def start(self) -> Agent:
         for t in self._threads:
             t.start()
         if self.debug is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import gc
 import logging
@@ -27,10 +28,8 @@ def _install_signal_handlers(agent: Agent) -> None:
         agent.stop_event.set()
 
     def quit_with_stacks(signum, frame):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # stderr closed
             faulthandler.dump_traceback(all_threads=True)
-        except (OSError, ValueError):  # stderr closed
-            pass
         stop(signum, frame)
 
     def ignore(signum, frame):

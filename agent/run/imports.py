@@ -28,7 +28,7 @@ def imported_sources(env: Mapping[str, str]) -> list[str]:
 
     from agent.config import from_sources
     from agent.run.agent import Agent
-    from agent.run.command import run  # noqa: F401
+    from agent.run.command import run  # noqa: F401 - imported for what it loads: the run command's own modules
     from agent.run.logs import configure_logging
 
     (script,) = entry_points(group="console_scripts", name="node-requests-agent")

@@ -27,12 +27,14 @@ def list_resource(api: ListWatchApi, watched: Watched, timeout: float = 60.0) ->
     return watched.kind.decode_all(items)
 
 
-def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0, pdbs: bool = True) -> ClusterObjects:
+def list_cluster(api: ListWatchApi, node: str | None = None, timeout: float = 60.0,
+                 pdbs: bool = True) -> ClusterObjects:
     """The pods (bound to ``node`` when given, by the indexed field spec.nodeName), the Nodes and, if ``pdbs``,
     every PDB of the cluster (a refusal of that LIST, say by RBAC, leaves them unknown rather than failing)."""
     pods, skipped_pods = list_resource(api, PodsOfNode(node_name=node), timeout)
     nodes, skipped_nodes = list_resource(api, NodeObject(node_name=node), timeout)
-    found, skipped_pdbs, error = None, [], ""
+    found, error = None, ""
+    skipped_pdbs: list[Skipped] = []
     if pdbs:
         try:
             found, skipped_pdbs = list_resource(api, PdbsOfCluster(), timeout)

@@ -21,8 +21,8 @@ from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 
-__all__ = ["ClusterObjects", "DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason", "read_documents", "objects_in",
-           "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
+__all__ = ["ClusterObjects", "DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason",
+           "read_documents", "objects_in", "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
 
 PDB_KIND = "PodDisruptionBudget"
 
@@ -74,8 +74,8 @@ def parse_reason(exc: Exception, text: str = "") -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem, context = getattr(exc, "problem", None), getattr(exc, "context", None)
     problem = f"{problem} ({context})" if problem and context else problem or context
-    if mark is None and isinstance(getattr(exc, "position", None), int):  # yaml's ReaderError: a bad character
-        position = exc.position  # type: ignore[attr-defined]
+    position = getattr(exc, "position", None)
+    if mark is None and isinstance(position, int):  # yaml's ReaderError: a bad character
         line = text.count("\n", 0, position)
         mark = _Mark(line, position - (text.rfind("\n", 0, position) + 1))
     why = problem or (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -14,11 +14,10 @@ import threading
 
 import psutil
 
-from agent.pipeline.events import UsageSampled
-from agent.pipeline.interfaces import Emit
-
 from agent.model.node_summary import Usage
 from agent.model.quantity import NANO
+from agent.pipeline.events import UsageSampled
+from agent.pipeline.interfaces import Emit
 
 __all__ = ["UsageSampler", "HostUsageSource", "set_procfs", "busy_cores"]
 
@@ -40,7 +39,7 @@ def _busy_and_total(t) -> tuple[float, float]:
 def busy_cores(before: list, after: list) -> float:
     """Cores busy between two per-CPU samples: each CPU's busy share of its own elapsed time, summed."""
     cores = 0.0
-    for b, a in zip(before, after):
+    for b, a in zip(before, after, strict=False):
         busy_b, total_b = _busy_and_total(b)
         busy_a, total_a = _busy_and_total(a)
         elapsed = total_a - total_b
@@ -68,11 +67,14 @@ class UsageSampler:
                     raise ValueError("no cpuN lines in stat")
                 used = memory.total - memory.available
             except FileNotFoundError as exc:
-                return self._failed("missing", exc)
+                self._failed("missing", exc)
+                return None
             except PermissionError as exc:
-                return self._failed("unreadable", exc)
-            except Exception as exc:  # psutil raises assorted errors on odd files
-                return self._failed("malformed", exc)
+                self._failed("unreadable", exc)
+                return None
+            except Exception as exc:  # noqa: BLE001 - psutil raises assorted errors on odd files: each is a reading's reason
+                self._failed("malformed", exc)
+                return None
             cpu = None
             if self._previous is not None and len(self._previous) == len(cpu_now):
                 cpu = round(busy_cores(self._previous, cpu_now) * NANO)
@@ -91,7 +93,6 @@ class UsageSampler:
             self._last_error = reason
         self._latest = None
         self._previous = None
-        return None
 
     def latest(self) -> Usage | None:
         with self._lock:

@@ -8,6 +8,7 @@ objects. The kubernetes package is imported only to load kubeconfig files
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,11 +23,16 @@ from urllib.parse import urlencode
 import urllib3
 
 from agent.model.retry_after import retry_after_seconds
-from agent.source.endpoint import (ApiEndpoint, KubeConfigError, endpoint_of_configuration, first_line,
-                                   in_cluster_endpoint)
+from agent.source.endpoint import (
+    ApiEndpoint,
+    KubeConfigError,
+    endpoint_of_configuration,
+    first_line,
+    in_cluster_endpoint,
+)
 
-__all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson", "TransportError",
-           "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
+__all__ = ["ApiEndpoint", "ApiError", "ClusterAccess", "KubeApi", "KubeConfigError", "LineTooLong", "NotJson",
+           "TransportError", "load_configuration", "TRANSPORT_ERRORS", "MAX_LINE_BYTES", "split_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +144,8 @@ def _check_kubeconfig_files(paths: str) -> None:
             continue
         except (DumpError, yaml.YAMLError) as exc:
             reason = str(exc) if isinstance(exc, DumpError) else f"not YAML: {parse_reason(exc, text)}"
-            raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: {reason}") from None
+            raise KubeConfigError(f"cannot load Kubernetes configuration: {path} is not a kubeconfig: "
+                                  f"{reason}") from None
         if content is None:
             continue  # empty: the package says so
         if not isinstance(content, dict):
@@ -213,10 +220,8 @@ class KubeApi:
         with self._streams_lock:
             streams = list(self._streams)
         for response in streams:
-            try:
+            with contextlib.suppress(Exception):  # already closed: whatever a closed response raises, it is done
                 response.shutdown()
-            except Exception:  # already closed
-                pass
 
     def close(self) -> None:
         self.interrupt()
@@ -253,7 +258,7 @@ class KubeApi:
             raise ApiError.from_status(status, response.status,
                                        retry_after_seconds(response.headers.get("Retry-After"), self._wall()))
         content_type = response.headers.get("Content-Type")
-        if not _is_json(content_type):
+        if content_type and not _is_json(content_type):
             response.close()
             response.release_conn()
             raise NotJson(f"the answer is {content_type[:60]!r}, not JSON (a proxy in the way?)")

@@ -306,7 +306,8 @@ def _skip_bytes(buf: _Chunks, pos: int) -> int:
 
 
 def _typed_item(buf: _Chunks, pos: int, typed_item: Callable[[memoryview], Any]) -> tuple[int, Any]:
-    """(end, typed object) of the item at ``pos`` when the next item starts right after it, else (_NO_NEXT_ITEM or _REFUSED, None).
+    """(end, typed object) of the item at ``pos`` when the next item starts right after it, else (_NO_NEXT_ITEM or
+    _REFUSED, None).
 
     The slice up to a candidate end decodes only if it is exactly one JSON
     value; a value has one end, so a successful decode proves the boundary. A

@@ -33,20 +33,19 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
-
-import urllib3
+from typing import Any, Protocol, TypeGuard
 
 import msgspec
+import urllib3
 
 from agent.decode.reader import Skipped, loads
-from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, Event
+from agent.pipeline.events import ADDED, BOOKMARK, DELETED, MODIFIED, Bookmark, ObjectEvent
 from agent.pipeline.interfaces import OTHER_NODE, UNDECODABLE, Emit, SourceMetrics, source_loop
-from agent.telemetry.log_limit import RateLimitedLog
 from agent.source.backoff import Backoff
 from agent.source.kube import TRANSPORT_ERRORS, ApiError, LineTooLong
 from agent.source.listing import read_list
 from agent.source.watched import NodeObject, PdbsOfCluster, PodsOfNode, Watched
+from agent.telemetry.log_limit import RateLimitedLog
 
 __all__ = ["Reflector", "ReflectorSettings", "ListWatchApi", "Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster",
            "Retry", "decide", "is_expired", "is_too_many_requests", "is_unauthorized", "is_transport",
@@ -89,7 +88,8 @@ class NotAWatch(ValueError):
 
 
 class NotAList(ValueError):
-    """A LIST answer that is a JSON object but not a List (no metadata.resourceVersion, which the API server always sends)."""
+    """A LIST answer that is a JSON object but not a List (no metadata.resourceVersion, which the API server always
+    sends)."""
 
 
 # -- named predicates (client-go: isExpiredError, isTooManyRequestsError, ...) ---------
@@ -98,7 +98,7 @@ def is_expired(exc: BaseException) -> bool:
     return isinstance(exc, ApiError) and exc.status == 410
 
 
-def is_too_many_requests(exc: BaseException) -> bool:
+def is_too_many_requests(exc: BaseException) -> TypeGuard[ApiError]:
     return isinstance(exc, ApiError) and exc.status == 429
 
 
@@ -133,7 +133,7 @@ def decide(exc: BaseException, expired_in_row: int = 1) -> Retry:
     if isinstance(exc, ShortWatch):
         return Retry("short_watch", relist=False)
     if is_too_many_requests(exc):
-        return Retry("http_429", relist=False, retry_after=exc.retry_after)  # type: ignore[union-attr]
+        return Retry("http_429", relist=False, retry_after=exc.retry_after)
     if is_unauthorized(exc):
         return Retry("unauthorized", relist=False)
     if isinstance(exc, ApiError):
@@ -256,8 +256,8 @@ class Reflector:
                     else:
                         more += 1
         # Read after the items: fields that follow them are only known now.
-        meta = fields.get("metadata") if isinstance(fields.get("metadata"), dict) else {}
-        if not meta.get("resourceVersion"):
+        meta = fields.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("resourceVersion"):
             raise NotAList(f"the {self._resource} LIST answer has no metadata.resourceVersion: not a List")
         self.resource_version = str(meta["resourceVersion"])
         self._count, self._over = len(records) + more, more > 0
@@ -316,7 +316,7 @@ class Reflector:
                         self._dispatch(_parse_event(line))
                     else:
                         self._deliver(*typed)
-                    if self._over and self._count <= self._limit:  # type: ignore[operator]
+                    if self._over and self._limit is not None and self._count <= self._limit:
                         log.info("%d %s now, within the limit of %d: listing them again", self._count,
                                  self._resource, self._limit)
                         return BACK_UNDER_LIMIT
@@ -349,8 +349,9 @@ class Reflector:
         if kind not in (ADDED, MODIFIED, DELETED, BOOKMARK) or not isinstance(obj, dict):
             raise UndecodableEvent(f"unexpected watch event type {str(kind)[:40]!r}")
         if kind == BOOKMARK:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            self._put(Bookmark(resource=self._resource, resource_version=str(meta.get("resourceVersion") or "")))
+            meta = obj.get("metadata")
+            version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+            self._put(Bookmark(resource=self._resource, resource_version=str(version or "")))
         else:
             self._deliver(kind, obj)
 
@@ -363,7 +364,7 @@ class Reflector:
                 self._over = self._over or self._count > self._limit
             self._put(self._watched.changed(kind, record))
 
-    def _put(self, event: Event) -> None:
+    def _put(self, event: ObjectEvent) -> None:
         self._emit(event)
         if event.resource_version:
             self.resource_version = event.resource_version

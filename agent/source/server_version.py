@@ -19,9 +19,9 @@ from typing import Any, Protocol
 from agent.model.rules import KubernetesVersion, VersionError, parse_version_info
 from agent.pipeline.events import VersionRead
 from agent.pipeline.interfaces import Emit, SourceMetrics
-from agent.telemetry.log_limit import RateLimitedLog
 from agent.source.backoff import Backoff
 from agent.source.reflector import decide
+from agent.telemetry.log_limit import RateLimitedLog
 
 __all__ = ["ServerVersionSource", "VERSION_RESOURCE", "read_server_version"]
 

@@ -16,8 +16,21 @@ from agent.decode.reader import NODE, PDB, POD, ObjectKind
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
-from agent.pipeline.events import (ADDED, DELETED, MODIFIED, Event, NodeChanged, NodeDeleted, NodeListed, PdbChanged,
-                                   PdbDeleted, PdbsListed, PodChanged, PodDeleted, PodsListed)
+from agent.pipeline.events import (
+    ADDED,
+    DELETED,
+    MODIFIED,
+    NodeChanged,
+    NodeDeleted,
+    NodeListed,
+    ObjectEvent,
+    PdbChanged,
+    PdbDeleted,
+    PdbsListed,
+    PodChanged,
+    PodDeleted,
+    PodsListed,
+)
 
 __all__ = ["Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster"]
 
@@ -27,11 +40,17 @@ R = TypeVar("R")
 class Watched(Protocol[R]):
     """What one reflector lists and watches, and which event each change of it is."""
 
-    kind: ObjectKind[R]
-    path: str
-    # The most objects kept from one LIST (the rest are counted, not kept); None: no limit. For what any tenant of
-    # the cluster can create, where the node's own scope does not bound it.
-    limit: int | None
+    # Read-only members (properties): the records that implement it are frozen.
+    @property
+    def kind(self) -> ObjectKind[R]: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def limit(self) -> int | None:
+        """The most objects kept from one LIST (the rest are counted, not kept); None: no limit. For what any tenant
+        of the cluster can create, where the node's own scope does not bound it."""
 
     @property
     def field_selector(self) -> str: ...
@@ -39,10 +58,10 @@ class Watched(Protocol[R]):
     def accept(self, record: R) -> bool:
         """The field selector, checked again on our side."""
 
-    def changed(self, type: str, record: R) -> Event:
+    def changed(self, type: str, record: R) -> ObjectEvent:
         """The event of one ADDED, MODIFIED or DELETED object."""
 
-    def listed(self, records: tuple[R, ...], resource_version: str, more: int = 0) -> Event:
+    def listed(self, records: tuple[R, ...], resource_version: str, more: int = 0) -> ObjectEvent:
         """The event of a whole LIST; ``more``: objects it held beyond ``limit``, not kept."""
 
 
@@ -61,12 +80,13 @@ class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
     def accept(self, record: PodRecord) -> bool:
         return self.node_name is None or record.node_name == self.node_name
 
-    def changed(self, type: str, record: PodRecord) -> Event:
+    def changed(self, type: str, record: PodRecord) -> ObjectEvent:
         if type == DELETED:
             return PodDeleted(pod=record, resource_version=record.resource_version)
-        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record, resource_version=record.resource_version)
+        return PodChanged(type=ADDED if type == ADDED else MODIFIED, pod=record,
+                          resource_version=record.resource_version)
 
-    def listed(self, records: tuple[PodRecord, ...], resource_version: str, more: int = 0) -> Event:
+    def listed(self, records: tuple[PodRecord, ...], resource_version: str, more: int = 0) -> ObjectEvent:
         return PodsListed(pods=records, resource_version=resource_version)
 
 
@@ -85,13 +105,13 @@ class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
     def accept(self, record: NodeRecord) -> bool:
         return self.node_name is None or record.name == self.node_name
 
-    def changed(self, type: str, record: NodeRecord) -> Event:
+    def changed(self, type: str, record: NodeRecord) -> ObjectEvent:
         if type == DELETED:
             return NodeDeleted(node=record, resource_version=record.resource_version)
         return NodeChanged(type=ADDED if type == ADDED else MODIFIED, node=record,
                            resource_version=record.resource_version)
 
-    def listed(self, records: tuple[NodeRecord, ...], resource_version: str, more: int = 0) -> Event:
+    def listed(self, records: tuple[NodeRecord, ...], resource_version: str, more: int = 0) -> ObjectEvent:
         return NodeListed(node=records[0] if records else None, resource_version=resource_version)
 
 
@@ -113,11 +133,11 @@ class PdbsOfCluster(msgspec.Struct, frozen=True, kw_only=True):
     def accept(self, record: PdbRecord) -> bool:
         return True
 
-    def changed(self, type: str, record: PdbRecord) -> Event:
+    def changed(self, type: str, record: PdbRecord) -> ObjectEvent:
         if type == DELETED:
             return PdbDeleted(pdb=record, resource_version=record.resource_version)
         return PdbChanged(type=ADDED if type == ADDED else MODIFIED, pdb=record,
                           resource_version=record.resource_version)
 
-    def listed(self, records: tuple[PdbRecord, ...], resource_version: str, more: int = 0) -> Event:
+    def listed(self, records: tuple[PdbRecord, ...], resource_version: str, more: int = 0) -> ObjectEvent:
         return PdbsListed(pdbs=records, resource_version=resource_version, more=more)

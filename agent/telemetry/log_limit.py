@@ -41,9 +41,9 @@ class RateLimitedLog:
                 return False
             held = self._held.pop(key, 0)
             self._last[key] = now
-        if held:
+        if held and last is not None:  # held only counts after a logged one: last is set
             msg += " (%d more like this in the last %.0f s)"
-            args = (*args, held, now - last)  # type: ignore[operator]
+            args = (*args, held, now - last)
         self._logger.log(level, msg, *args, **kwargs)
         return True
 

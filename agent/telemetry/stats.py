@@ -24,7 +24,7 @@ from typing import Protocol
 
 import msgspec
 
-from agent.pipeline.interfaces import ExportMetrics, SOURCE_LOOP
+from agent.pipeline.interfaces import SOURCE_LOOP, ExportMetrics
 
 __all__ = ["RuntimeStats", "StatsSnapshot", "HistogramSnapshot", "LATENCY_BUCKETS", "StatsReader", "ExportStats"]
 
@@ -47,7 +47,7 @@ class HistogramSnapshot(msgspec.Struct, frozen=True):
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound, cumulative count) pairs as Prometheus exposes them, +Inf last."""
         out, running = [], 0
-        for bound, n in zip((*self.bounds, float("inf")), self.counts):
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
             running += n
             out.append((bound, running))
         return out

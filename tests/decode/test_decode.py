@@ -276,3 +276,12 @@ def test_a_creation_time_is_read_alike_at_every_event(created):
     readable = created != "yesterday"
     assert [r.eviction.created is not None for r in records] == [readable] * 3
     assert [any("creationTimestamp" in x for x in r.problems) for r in records] == [not readable] * 3
+
+
+def test_a_memoryview_the_typed_path_refuses_decodes_like_its_bytes():
+    # The fast path takes bytes, bytearray or a memoryview; what it refuses was parsed by json.loads, which takes no
+    # memoryview: the tolerant path raised TypeError for it (found by mypy) instead of reading the pod.
+    raw = json.dumps({"metadata": {"name": "web", "uid": "u1"}, "spec": 5}).encode()
+    record = POD.record(memoryview(raw))
+    assert record == POD.record(raw)
+    assert record.name == "web" and record.problems == ("spec is not an object",)

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 
+import msgspec
 import pytest
 
 from agent.config import ConfigError, from_sources
-from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
+from agent.model.autoscaler_settings import (AUTOSCALER_FLAGS, BOOLEAN, DEFAULT_AUTOSCALER, DURATION, RATIO,
+                                             AutoscalerSettings, parse_autoscaler_args)
 from tests.support.cli import run
 from tests.support.factory import pod
 
@@ -45,6 +47,32 @@ def test_a_flag_wins_over_the_same_word_in_the_variable_and_a_bare_boolean_is_tr
     settings = from_sources({**flags, **BASE}, env).autoscaler
     assert settings.scale_down_utilization_threshold == 0.7 and settings.skip_nodes_with_system_pods is False
     assert settings.ignore_mirror_pods_utilization is True and settings.release == "neon"
+
+
+# A value other than the default, as an operator writes it, and what it means, for each type of the table.
+OTHER = {BOOLEAN: lambda default: ("false", False) if default else ("true", True), RATIO: lambda _: ("0.25", 0.25),
+         DURATION: lambda _: ("1m30s", 90.0)}
+
+
+@pytest.mark.parametrize("flag", AUTOSCALER_FLAGS, ids=lambda flag: flag.name)
+def test_each_flag_of_the_one_table_is_taken_as_a_flag_and_as_a_word_alike(flag):
+    """AUTOSCALER_FLAGS is the one list: each of its flags is a ``run`` flag, a word of NRA_AUTOSCALER_ARGS and a word
+    of the args-list parser, and all three give the field it names the same typed value."""
+    text, value = OTHER[flag.type](flag.default)
+    assert value != flag.default
+    as_flag = from_sources({**parsed(f"--{flag.name}={text}"), **BASE}, {}).autoscaler
+    as_word = from_sources(BASE, {"NRA_AUTOSCALER_ARGS": f"--{flag.name}={text}"}).autoscaler
+    expected = msgspec.structs.replace(DEFAULT_AUTOSCALER, **{flag.field: value})
+    assert as_flag == as_word == parse_autoscaler_args([f"--{flag.name}", text] if flag.type.bare is None
+                                                       else [f"--{flag.name}={text}"]) == expected
+
+
+def test_a_bad_release_names_where_it_came_from():
+    """The release's error named neither the flag nor the variable ("release: unknown ..."), unlike every other."""
+    with pytest.raises(ConfigError, match="^NRA_AUTOSCALER_RELEASE: unknown cluster-autoscaler release '2.0'"):
+        from_sources(BASE, {"NRA_AUTOSCALER_RELEASE": "2.0"})
+    with pytest.raises(ConfigError, match="^--autoscaler-release: unknown cluster-autoscaler release '1.3'"):
+        from_sources({**parsed("--autoscaler-release", "1.3"), **BASE}, {"NRA_AUTOSCALER_RELEASE": "1.31"})
 
 
 def test_the_pdb_watch_switch_and_maximum():

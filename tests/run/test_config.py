@@ -50,8 +50,36 @@ def test_the_debug_address_is_parsed_once():
     assert str(parse_address("[::1]:9000")) == "[::1]:9000" and str(parse_address(":0")) == ":0"
     assert from_sources({**base, "once": True, "replay": "sample"}, {}).debug_address is None
     assert from_sources(base, {"DEBUG_ADDRESS": "OFF"}).debug_address is None
-    with pytest.raises(ConfigError, match="--debug-address must be HOST:PORT"):
+    with pytest.raises(ConfigError, match="^DEBUG_ADDRESS must be HOST:PORT, :PORT or off, got '9808'$"):
         from_sources(base, {"DEBUG_ADDRESS": "9808"})
+    with pytest.raises(ConfigError, match="^--debug-address must be HOST:PORT"):
+        from_sources({**base, "debug_address": "host"}, {"DEBUG_ADDRESS": ":1"})
+
+
+@pytest.mark.parametrize("flags,env,error", [
+    ({"export_interval": "soon"}, {}, "--export-interval must be a number, got 'soon'"),
+    ({}, {"OTEL_METRIC_EXPORT_INTERVAL": "0"}, "OTEL_METRIC_EXPORT_INTERVAL must be positive, got '0'"),
+    ({}, {"OTEL_METRIC_EXPORT_TIMEOUT": "inf"}, "OTEL_METRIC_EXPORT_TIMEOUT must be positive, got 'inf'"),
+    ({"exporter": None}, {"OTEL_METRICS_EXPORTER": "XML"},
+     "OTEL_METRICS_EXPORTER must be otlp, console, table or none, got 'xml'"),
+    ({"log_level": "loud"}, {"LOG_LEVEL": "debug"}, "--log-level must be DEBUG, INFO, WARNING or ERROR, got 'LOUD'"),
+    ({}, {"LOG_FORMAT": "XML"}, "LOG_FORMAT must be text or json, got 'xml'"),
+    ({}, {"DEBUG_VIEWS": "everyone"}, "DEBUG_VIEWS must be local or any, got 'everyone'"),
+    ({"debug_host": ["a", "http://x/"]}, {}, "--debug-host takes host names, got 'a,http://x/'"),
+    ({}, {"OTEL_RESOURCE_ATTRIBUTES": "a=b,broken"}, "OTEL_RESOURCE_ATTRIBUTES entry 'broken' is not key=value"),
+    ({"kubernetes_version": "latest"}, {}, "--kubernetes-version: not a Kubernetes version"),
+])
+def test_a_bad_value_is_one_line_naming_the_flag_or_variable_it_came_from(flags, env, error):
+    with pytest.raises(ConfigError) as caught:
+        from_sources({"node_name": "n", "exporter": "none", **flags}, env)
+    assert str(caught.value).startswith(error) and "\n" not in str(caught.value), str(caught.value)
+
+
+def test_a_flags_bad_value_is_one_line_and_exit_2():
+    """argparse only collects a flag's text; the setting's parser refuses it, in the same one line as a variable's."""
+    result = run("run", "--node-name", "n", "--export-interval", "soon")
+    assert (result.returncode, result.stderr) == (2, "node-requests-agent: --export-interval must be a number, "
+                                                     "got 'soon'\n")
 
 
 def test_cluster_access_is_resolved_from_flags_and_environment(tmp_path):

@@ -17,16 +17,22 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE, Metric, NumberDataPoint, ScopeMetrics
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AGGREGATION_TEMPORALITY_CUMULATIVE,
+    Metric,
+    NumberDataPoint,
+    ScopeMetrics,
+)
 from opentelemetry.sdk.metrics.export import MetricsData
 
 from agent.export.metrics import GAUGES, Point, state_points
 from agent.export.runtime import Series, otlp_series
-from agent.telemetry.table import Readings
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import HistogramSnapshot, StatsReader
+from agent.telemetry.table import Readings
 
-__all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME", "RUNTIME_SCOPE_NAME"]
+__all__ = ["add_state_points", "add_runtime_series", "count_points", "RequestBuilder", "SCOPE_NAME",
+           "RUNTIME_SCOPE_NAME"]
 
 SCOPE_NAME = "node_requests_agent.state"
 RUNTIME_SCOPE_NAME = "node_requests_agent"
@@ -71,18 +77,18 @@ def add_runtime_series(request: ExportMetricsServiceRequest, series: Iterable[Se
     for s in series:
         metric = scope.metrics.add()
         metric.name, metric.unit, metric.description = s.name, s.unit, s.description
-        if s.kind == "histogram":
+        if isinstance(s.points, HistogramSnapshot):  # kind "histogram"
             _add_histogram(metric, s.points, start_unix_nano, time_unix_nano)
             count += 1
             continue
         if s.kind == "gauge":
-            data, start = metric.gauge, 0
+            data_points, start = metric.gauge.data_points, 0
         else:
-            data, start = metric.sum, start_unix_nano
-            data.aggregation_temporality = AGGREGATION_TEMPORALITY_CUMULATIVE
-            data.is_monotonic = True
+            metric.sum.aggregation_temporality = AGGREGATION_TEMPORALITY_CUMULATIVE
+            metric.sum.is_monotonic = True
+            data_points, start = metric.sum.data_points, start_unix_nano
         for attributes, value in s.points:
-            dp = data.data_points.add()
+            dp = data_points.add()
             dp.start_time_unix_nano, dp.time_unix_nano = start, time_unix_nano
             if isinstance(value, int):
                 dp.as_int = value
@@ -132,7 +138,8 @@ def count_points(request: ExportMetricsServiceRequest) -> int:
 
 
 class RequestBuilder:
-    """One export's request: what the SDK collected, the agent's own table and the node state, from one snapshot each."""
+    """One export's request: what the SDK collected, the agent's own table and the node state, from one snapshot
+    each."""
 
     def __init__(self, state: NodeState, stats: StatsReader, resource_attributes: dict[str, str], version: str,
                  wall_ns: Callable[[], int] = time.time_ns) -> None:

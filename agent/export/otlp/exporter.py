@@ -65,7 +65,7 @@ class OtlpExporter(MetricExporter):
         try:
             request, points = self._builder.build(metrics_data)
             verdict = self._send(request, points, deadline)
-        except Exception as exc:  # noqa: BLE001 - an export failure must never end the export loop
+        except Exception as exc:  # an export failure must never end the export loop
             log.exception("OTLP export failed unexpectedly")
             verdict = Attempt(False, "unexpected", message=type(exc).__name__)
         self._stats.heartbeat(EXPORT_LOOP)

@@ -40,7 +40,8 @@ def render_table(request: ExportMetricsServiceRequest) -> str:
             if kind == "histogram":
                 # Its buckets are dozens of numbers a person does not read here.
                 for dp in metric.histogram.data_points:
-                    lines.append(f"{metric.name} count {dp.count} sum {dp.sum:.6g} ({len(dp.bucket_counts)} buckets not shown)")
+                    lines.append(f"{metric.name} count {dp.count} sum {dp.sum:.6g} ({len(dp.bucket_counts)} buckets "
+                                 "not shown)")
                 continue
             rows = []
             for dp in getattr(metric, kind).data_points if kind else ():

@@ -40,5 +40,5 @@ def observe_process(meter: Meter, process: psutil.Process | None = None) -> None
     for (name, (unit, description)), callback, create in zip(
             PROCESS_METRICS.items(), (cpu, memory, threads),
             (meter.create_observable_counter, meter.create_observable_up_down_counter,
-             meter.create_observable_up_down_counter)):
+             meter.create_observable_up_down_counter), strict=True):
         create(name, callbacks=[callback], unit=unit, description=description)

@@ -17,13 +17,13 @@ from opentelemetry.sdk.resources import TELEMETRY_SDK_LANGUAGE, TELEMETRY_SDK_NA
 from opentelemetry.sdk.version import __version__ as sdk_version
 
 from agent.config import OtlpSettings
-from agent.export.otlp.exporter import OtlpExporter, StateExporter
-from agent.export.otlp.transport import GrpcTransport, HttpTransport
 from agent.export.otlp.encode import RequestBuilder
+from agent.export.otlp.exporter import OtlpExporter, StateExporter
 from agent.export.otlp.process import observe_process
+from agent.export.otlp.transport import GrpcTransport, HttpTransport
+from agent.pipeline.interfaces import EXPORT_LOOP
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import ExportStats
-from agent.pipeline.interfaces import EXPORT_LOOP
 
 __all__ = ["build_telemetry", "Telemetry", "SERVICE_NAME"]
 
@@ -98,7 +98,8 @@ def build_telemetry(
         reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval * 1000 if interval != math.inf
                                                else math.inf, export_timeout_millis=timeout * 1000)
         readers.append(reader)
-        stats.heartbeat(EXPORT_LOOP)  # the loop exists from start-up; its first export follows the first sync (run.agent)
+        # The loop exists from start-up; its first export follows the first sync (run.agent).
+        stats.heartbeat(EXPORT_LOOP)
     provider = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
     if reader is not None:
         observe_process(provider.get_meter("node_requests_agent.process", service_version))

@@ -12,6 +12,7 @@ request deadline (a Collector that trickles bytes holds it for ever). So:
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import socket
@@ -20,6 +21,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 import msgspec
@@ -40,7 +42,7 @@ _RETRYABLE_HTTP = (429, 502, 503, 504)
 class Transport(Protocol):
     """What the exporter needs of a transport."""
 
-    def send(self, request: ExportMetricsServiceRequest, points: int, timeout: float) -> "Attempt":
+    def send(self, request: ExportMetricsServiceRequest, points: int, timeout: float) -> Attempt:
         """One attempt, over within ``timeout`` seconds (more than 0): the exporter's deadline on its clock, as
         seconds left, so one clock decides when an export is out of time."""
         ...
@@ -157,10 +159,8 @@ class HttpTransport:
             timed_out.set()
         sock = conn.sock
         if sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     @staticmethod
     def _judge(status: int, content_type: str, data: bytes, points: int, retry_after: float | None) -> Attempt:
@@ -192,7 +192,9 @@ class GrpcTransport:
         if insecure:
             self._channel = grpc.insecure_channel(target)
         else:
-            read = lambda path: open(path, "rb").read() if path else None  # noqa: E731
+            def read(path: str | None) -> bytes | None:
+                return Path(path).read_bytes() if path else None
+
             credentials = grpc.ssl_channel_credentials(read(settings.certificate), read(settings.client_key),
                                                        read(settings.client_certificate))
             self._channel = grpc.secure_channel(target, credentials)

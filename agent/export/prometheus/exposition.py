@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from agent.export.metrics import GAUGES, state_points
+from agent.model.units import le_label
 from agent.pipeline.state import NodeSnapshot
 from agent.telemetry.stats import StatsSnapshot
-from agent.export.metrics import GAUGES, state_points
 from agent.telemetry.table import PREFIX, RUNTIME_METRICS, Readings
-from agent.model.units import le_label
 
 __all__ = ["render_metrics", "CONTENT_TYPE"]
 
@@ -57,19 +57,21 @@ class _Collector:
                 h = metric.read(readings)
                 if h is None:
                     continue
-                family = HistogramMetricFamily(name, metric.description, labels=["k8s_node_name"])
-                family.add_metric([node], [(le_label(b), n) for b, n in h.cumulative()], h.sum)
-                yield family
+                histogram = HistogramMetricFamily(name, metric.description, labels=["k8s_node_name"])
+                histogram.add_metric([node], [(le_label(b), n) for b, n in h.cumulative()], h.sum)
+                yield histogram
                 continue
             points = metric.read(readings)
             keys = sorted({k for attrs, _ in points for k in attrs})
+            labels = ["k8s_node_name", *keys]
+            series: CounterMetricFamily | GaugeMetricFamily
             if metric.kind == "counter":
-                family = CounterMetricFamily(name.removesuffix("_total"), metric.description, labels=["k8s_node_name", *keys])
+                series = CounterMetricFamily(name.removesuffix("_total"), metric.description, labels=labels)
             else:
-                family = GaugeMetricFamily(name, metric.description, labels=["k8s_node_name", *keys])
+                series = GaugeMetricFamily(name, metric.description, labels=labels)
             for attrs, value in points:
-                family.add_metric([node, *(attrs.get(k, "") for k in keys)], value)
-            yield family
+                series.add_metric([node, *(attrs.get(k, "") for k in keys)], value)
+            yield series
 
 
 def render_metrics(node: NodeSnapshot, stats: StatsSnapshot, now: float) -> bytes:
