@@ -31,7 +31,7 @@ def _read(name: str) -> str:
 def _fragments(text: str) -> dict[str, Template]:
     """``<!-- fragment: NAME -->`` starts a fragment, which runs to the next one (its last newline dropped)."""
     parts = re.split(r"^<!-- fragment: (\w+) -->\n", text, flags=re.MULTILINE)
-    return {name: Template(body.removesuffix("\n")) for name, body in zip(parts[1::2], parts[2::2])}
+    return {name: Template(body.removesuffix("\n")) for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 # Read once, when the page's module is first imported: the fragments by name, the style and the script as shipped.

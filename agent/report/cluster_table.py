@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from agent.report.autoscaler import verdict_lines
-from agent.report.columns import GAP, Column, clip, fit, row
-from agent.report.verdict_view import verdict_view
-from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, order, sections as shown_sections
+from agent.model.cluster import ClusterView, NodeGroup, cluster_totals, order
+from agent.model.cluster import sections as shown_sections
 from agent.model.deciding import describe_terms
 from agent.model.node_summary import QUANTITIES, RATIOS, Comparison
 from agent.model.scale_down import Verdict
 from agent.model.units import cores, memory, percent
 from agent.model.valuation import PodValue
 from agent.pipeline.state import NodeSnapshot
+from agent.report.autoscaler import verdict_lines
+from agent.report.columns import GAP, Column, clip, fit, row
+from agent.report.verdict_view import verdict_view
 
 __all__ = ["cluster_table", "node_section", "summary_rows", "agent_summary"]
 
@@ -164,7 +165,7 @@ def cluster_table(view: ClusterView, shown: Callable[[PodValue], bool] | None = 
 def _cluster_lines(view: ClusterView, width: int | None) -> list[str]:
     totals = cluster_totals(view)
     known = [g for g in view.nodes if g.busiest() is not None]
-    busiest = max(known, key=lambda g: g.busiest()) if known else None
+    busiest = max(known, key=lambda g: g.busiest() or 0.0) if known else None  # (known: never None)
     head = f"CLUSTER  {totals.nodes} node{'s' if totals.nodes != 1 else ''}"
     if totals.unscheduled:
         head += f", {totals.unscheduled} unscheduled pod{'s' if totals.unscheduled != 1 else ''} (in no node)"
@@ -175,7 +176,8 @@ def _cluster_lines(view: ClusterView, width: int | None) -> list[str]:
     lines = [clip(head, width), row(SUMMARY_COLUMNS, widths, [c.title for c in SUMMARY_COLUMNS])]
     lines.extend(row(SUMMARY_COLUMNS, widths, r) for r in summary)
     if totals.nodes_without_allocatable:
-        lines.append(clip("  not in these sums (no Node object): " + ", ".join(totals.nodes_without_allocatable), width))
+        missing = ", ".join(totals.nodes_without_allocatable)
+        lines.append(clip(f"  not in these sums (no Node object): {missing}", width))
     return lines
 
 

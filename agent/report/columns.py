@@ -35,10 +35,11 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
     if width is None:
         return widths
     excess = sum(widths) + len(GAP) * (len(columns) - 1) - width
-    for i in sorted((i for i, c in enumerate(columns) if c.shrink_to is not None), key=lambda i: columns[i].shrink_first):
+    flexible = sorted((c.shrink_first, i, c.shrink_to) for i, c in enumerate(columns) if c.shrink_to is not None)
+    for _, i, narrowest in flexible:
         if excess <= 0:
             break
-        give = min(excess, max(0, widths[i] - columns[i].shrink_to))
+        give = min(excess, max(0, widths[i] - narrowest))
         widths[i] -= give
         excess -= give
     return widths
@@ -46,7 +47,7 @@ def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | N
 
 def row(columns: Sequence[Column], widths: Sequence[int], cells: Sequence[str]) -> str:
     parts = []
-    for c, w, text in zip(columns, widths, cells):
+    for c, w, text in zip(columns, widths, cells, strict=False):  # a short row leaves its last columns out
         text = clip(text, w)
         parts.append(text.rjust(w) if c.right else text.ljust(w))
     return GAP.join(parts).rstrip()

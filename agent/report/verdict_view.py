@@ -11,8 +11,17 @@ from __future__ import annotations
 
 import msgspec
 
-from agent.model.scale_down import (NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, AutoscalerValue,
-                                    Blocker, PdbRisk, Utilization, Verdict)
+from agent.model.scale_down import (
+    NOT_UNDERUTILIZED,
+    REASONS,
+    SCALE_DOWN_DISABLED,
+    UNDERUTILIZED,
+    AutoscalerValue,
+    Blocker,
+    PdbRisk,
+    Utilization,
+    Verdict,
+)
 from agent.model.units import percent
 
 __all__ = ["VerdictView", "ResourceView", "verdict_view", "ratio_text", "plural", "CANNOT_SEE"]

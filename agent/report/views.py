@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agent.model.quantity import to_bytes, to_float
 from agent.model.node_summary import NodeSummary, pod_totals
-from agent.model.valuation import PodValue
+from agent.model.quantity import to_bytes, to_float
 from agent.model.units import le_label
+from agent.model.valuation import PodValue
 from agent.pipeline.state import NodeSnapshot
 from agent.report.verdict_view import VerdictView
 from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot

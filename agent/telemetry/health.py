@@ -48,7 +48,7 @@ class HealthLimits(msgspec.Struct, frozen=True, kw_only=True):
     stale: float
 
     @classmethod
-    def for_config(cls, read_timeout: float, export_interval: float | None, export_timeout: float) -> "HealthLimits":
+    def for_config(cls, read_timeout: float, export_interval: float | None, export_timeout: float) -> HealthLimits:
         return cls(source=_source_limit(read_timeout), handler=_HANDLER_LIMIT,
                    export=None if export_interval is None else _export_limit(export_interval, export_timeout),
                    stale=2 * read_timeout)
@@ -67,7 +67,7 @@ def liveness(s: StatsSnapshot, limits: HealthLimits) -> ProbeResult:
     wanted = {HANDLER_LOOP: limits.handler, EXPORT_LOOP: limits.export}
     # One source loop per watched resource ("source:pods", "source:nodes"), or "source" for a replay.
     sources = [k for k in s.loop_idle_seconds if k.split(":")[0] == SOURCE_LOOP] or [SOURCE_LOOP]
-    wanted.update({k: limits.source for k in sources})
+    wanted.update(dict.fromkeys(sources, limits.source))
     for loop, limit in wanted.items():
         if limit is None:
             continue
