@@ -34,9 +34,9 @@ from agent.model.node import NodeRecord
 from agent.model.pdb import LabelSelector, PdbRecord, Requirement, selects
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36
-from agent.model.scale_down import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED,
-                                    NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED,
-                                    UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
+from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE,
+                                    NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS,
+                                    SCALE_DOWN_DISABLED, UNDERUTILIZED, UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
 from agent.model.valuation import evaluate
 from tests.support.factory import container, node, pod
 
@@ -122,7 +122,7 @@ def test_upstream_utilization(case):
     got = verdict(case["pods"], case["node"], args=case["args"], now=epoch(UTIL["now"]))
     want = case["expect"]
     if want["value"] is None:
-        assert got.utilization.value is None and got.state == NO_NODE and got.problems
+        assert got.utilization.value is None and got.state == ALLOCATABLE_UNUSABLE and got.problems
         return
     assert got.utilization.value == pytest.approx(want["value"], rel=UTIL["epsilon"])
     if "cpu" in want:
