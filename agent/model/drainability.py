@@ -152,9 +152,9 @@ def _system(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     if pod.namespace != _SYSTEM_NAMESPACE or pod.matching:
         return None
     timeout, created = ctx.system_pod_timeout, pod.facts.created
-    # No creationTimestamp reads as Go's zero time: older than any timeout.
-    if timeout is not None and (created is None or ctx.clock.passed(created + timeout)):
-        return None
+    # A pod with no creationTimestamp has no age: it never outlives the timeout (upstream checks IsZero first).
+    if timeout is not None and created is not None and ctx.clock.passed(created + timeout):
+        return DRAINABLE
     if pod.matching is None:
         return Outcome("block", KUBE_SYSTEM_PDB_UNKNOWN,
                        "kube-system pod: blocks unless a PodDisruptionBudget covers it (PDBs not watched)")
