@@ -25,7 +25,7 @@ DIFFERING_COLUMNS = (Column("  POD", shrink_to=20), Column("AUTOSCALER", right=T
 
 def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
     """A ratio as a whole percentage, as everywhere else (``percent``); with more digits where that would hide its
-    side of ``threshold`` (49.6% is not 50%, and the comparison is strict before 1.37)."""
+    side of ``threshold`` (49.6% is not 50%, and the comparison is strict before 1.32: AT_OR_BELOW_FROM)."""
     if ratio is None:
         return "-"
     if threshold is None or ratio == threshold or percent(ratio) != percent(threshold):
