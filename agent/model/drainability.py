@@ -73,6 +73,15 @@ class Outcome(NamedTuple):
     reason: str = ""
     detail: str = ""
 
+    @property
+    def blocks(self) -> bool:
+        return self.kind == "block"
+
+    @property
+    def skips(self) -> bool:
+        """Neither moved nor blocking (upstream's SkipDrain): the pod is left where it is."""
+        return self.kind == "skip"
+
 
 SKIP = Outcome("skip")
 DRAINABLE = Outcome("drain")
@@ -163,7 +172,8 @@ def _system(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
 
 def _not_safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     if pod.facts.safe_to_evict == "false":
-        return Outcome("block", NOT_SAFE_TO_EVICT, "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
+        return Outcome("block", NOT_SAFE_TO_EVICT,
+                       "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
     return None
 
 

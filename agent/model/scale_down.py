@@ -268,10 +268,10 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
             outcome = check(drain_pod, context)
             if outcome is not None:
                 break
-        if outcome is not None and outcome.kind == "block":
+        if outcome is not None and outcome.blocks:
             blockers.append(Blocker(uid=value.uid, namespace=value.namespace, name=value.name, reason=outcome.reason,
                                     detail=outcome.detail))
-        elif matching and (outcome is None or outcome.kind != "skip") and not is_daemonset_pod(facts):
+        elif matching and (outcome is None or not outcome.skips) and not is_daemonset_pod(facts):
             for pdb in matching:  # a pod the autoscaler would move (PodsToReschedule; DaemonSet pods aside)
                 to_move.setdefault((pdb.namespace, pdb.name), (pdb, []))[1].append(value.name)
     risks = tuple(PdbRisk(namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed,
