@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
-from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED, Blocker, Verdict
+from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED,
+                                    UNDERUTILIZED, Blocker, Verdict)
 from agent.model.units import cores, memory, percent
 from agent.report.columns import Column, fit, row
 from agent.report.views import CANNOT_SEE
@@ -24,7 +25,7 @@ DIFFERING_COLUMNS = (Column("  POD", shrink_to=20), Column("AUTOSCALER", right=T
 
 def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
     """A ratio as a whole percentage, as everywhere else (``percent``); with more digits where that would hide its
-    side of ``threshold`` (49.6% is not 50%, and the comparison is strict before 1.37)."""
+    side of ``threshold`` (49.6% is not 50%, and the comparison is strict before 1.32: AT_OR_BELOW_FROM)."""
     if ratio is None:
         return "-"
     if threshold is None or ratio == threshold or percent(ratio) != percent(threshold):
@@ -58,7 +59,9 @@ def headline(v: Verdict) -> str:
     if v.state == SCALE_DOWN_DISABLED:
         return ("AUTOSCALER  scale-down disabled by the Node's annotation "
                 "cluster-autoscaler.kubernetes.io/scale-down-disabled=true" + (f" ({which})" if which else ""))
-    return "AUTOSCALER  unknown: no Node object (or no usable allocatable) to judge utilization against"
+    if v.state == ALLOCATABLE_UNUSABLE:
+        return "AUTOSCALER  allocatable unusable: the Node's allocatable gives no utilization (see the problems)"
+    return "AUTOSCALER  unknown: no Node object to judge utilization against"
 
 
 def _utilization_line(v: Verdict) -> str:

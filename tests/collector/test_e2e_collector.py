@@ -360,7 +360,8 @@ def test_the_autoscalers_verdict_reaches_prometheus_as_the_agent_and_explain_jud
         assert deciding["metric"]["resource"] == "cpu" and value(deciding) == pytest.approx(0.85 / 8, rel=1e-12)
         assert value(prom.query(f"node_requests_node_autoscaler_threshold{{{here}}}")[0]) == judged["threshold"] == 0.5
         states = {r["metric"]["state"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_state{{{here}}}")}
-        assert states == {"underutilized": 1, "not_underutilized": 0, "scale_down_disabled": 0, "unknown": 0}
+        assert states == {"underutilized": 1, "not_underutilized": 0, "scale_down_disabled": 0, "unknown": 0,
+                          "allocatable_unusable": 0}
         assert value(prom.query(f"node_requests_node_autoscaler_scale_down_candidate{{{here}}}")[0]) == 0
         counts = {r["metric"]["reason"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_blocking_pods{{{here}}}")}
         assert counts == judged["blocking_pods"] and sum(counts.values()) == 3
