@@ -23,9 +23,20 @@ import msgspec
 
 from agent.model.autoscaler_requests import AutoscalerRequests, requests_of_release
 from agent.model.autoscaler_settings import NEON, RELEASES, AutoscalerSettings
-from agent.model.drainability import (DAEMONSET, LOCAL_STORAGE_RULE, LONG_TERMINATING, MIRROR,
-                                      NOT_SAFE_TO_EVICT_RULE, PDB, REPLICATED, SAFE_TO_EVICT, SYSTEM, Clock,
-                                      DrainContext, DrainRule)
+from agent.model.drainability import (
+    DAEMONSET,
+    LOCAL_STORAGE_RULE,
+    LONG_TERMINATING,
+    MIRROR,
+    NOT_SAFE_TO_EVICT_RULE,
+    PDB,
+    REPLICATED,
+    SAFE_TO_EVICT,
+    SYSTEM,
+    Clock,
+    DrainContext,
+    DrainRule,
+)
 
 __all__ = ["AutoscalerRules", "rules_of_release", "RULES_BY_RELEASE", "AT_OR_BELOW_FROM", "SYSTEM_POD_TIMEOUT_FROM",
            "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR"]

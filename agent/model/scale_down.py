@@ -35,12 +35,21 @@ from typing import NamedTuple
 import msgspec
 
 from agent.model.autoscaler_requests import autoscaler_requests
-from agent.model.autoscaler_rules import (AT_OR_BELOW_FROM, LONG_TERMINATING_EXTRA, AutoscalerRules,
-                                          rules_of_release)
+from agent.model.autoscaler_rules import AT_OR_BELOW_FROM, LONG_TERMINATING_EXTRA, AutoscalerRules, rules_of_release
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
-from agent.model.drainability import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NOT_ENOUGH_PDB, NOT_REPLICATED,
-                                      NOT_SAFE_TO_EVICT, REASONS, UNMOVABLE_KUBE_SYSTEM, Clock, DrainPod,
-                                      is_daemonset_pod, long_terminating)
+from agent.model.drainability import (
+    KUBE_SYSTEM_PDB_UNKNOWN,
+    LOCAL_STORAGE,
+    NOT_ENOUGH_PDB,
+    NOT_REPLICATED,
+    NOT_SAFE_TO_EVICT,
+    REASONS,
+    UNMOVABLE_KUBE_SYSTEM,
+    Clock,
+    DrainPod,
+    is_daemonset_pod,
+    long_terminating,
+)
 from agent.model.node import GPU_RESOURCES, NodeRecord
 from agent.model.pdb import PdbRecord, selects
 from agent.model.pod import EvictionFacts
@@ -181,9 +190,8 @@ def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSetting
         used = taken_out = 0
         for pod in pods:
             request = request_of(pod)
-            if settings.ignore_daemonsets_utilization and is_daemonset_pod(pod.facts):
-                taken_out += request
-            elif settings.ignore_mirror_pods_utilization and pod.facts.mirror:
+            ignored_daemonset = settings.ignore_daemonsets_utilization and is_daemonset_pod(pod.facts)
+            if ignored_daemonset or (settings.ignore_mirror_pods_utilization and pod.facts.mirror):
                 taken_out += request
             elif not long_terminating(pod.facts, clock, rules.long_terminating_extra):
                 used += request
