@@ -11,11 +11,18 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from agent import __version__
-from agent.config import (AUTOSCALER_FIELDS, SETTINGS, ConfigError, Setting, autoscaler_settings, cluster_access,
-                          from_sources)
+from agent.config import (
+    AUTOSCALER_FIELDS,
+    SETTINGS,
+    ConfigError,
+    Setting,
+    autoscaler_settings,
+    cluster_access,
+    from_sources,
+)
 from agent.model.rules import NEWEST
 
 if TYPE_CHECKING:
@@ -32,13 +39,13 @@ def _prog() -> str:
     return "kubectl node-requests" if os.path.basename(sys.argv[0]).startswith("kubectl-") else "node-requests-agent"
 
 
-def _flag_form(setting: Setting) -> dict[str, object]:
+def _flag_form(setting: Setting) -> dict[str, Any]:
     """argparse's arguments for a setting's flag: it collects the text, which config parses with the setting's own
     parser (no ``type=`` here, so nothing is parsed twice); every flag defaults to unset, so the environment can
     decide."""
     if setting.kind == "switch":
         return {"action": "store_true"}
-    form: dict[str, object] = {"action": "append"} if setting.kind == "repeated" else {}
+    form: dict[str, Any] = {"action": "append"} if setting.kind == "repeated" else {}
     if setting.bare is not None:
         # As the autoscaler's own flags: --ignore-daemonsets-utilization alone means true.
         form.update(nargs="?", const=setting.bare)
@@ -91,7 +98,7 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
         def error(self, message: str) -> NoReturn:
             self.exit(EXIT_CONFIG, f"{self.prog}: {message}; see {self.prog} --help\n")
 
-        def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        def parse_args(self, args=None, namespace=None):
             """Flags no parser knows are the command's error (its --help lists its flags), not the program's."""
             parsed, unknown = self.parse_known_args(args, namespace)
             if unknown:
@@ -103,7 +110,8 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
         prog=prog,
         description="Per-node agent: exports what each pod costs the cluster-autoscaler "
                     "(NeonVM usage, else effective requests) as OpenTelemetry metrics.")
-    version = dict(action="version", version=f"node-requests-agent {__version__}", help="print the version and exit")
+    version: dict[str, Any] = {"action": "version", "version": f"node-requests-agent {__version__}",
+                               "help": "print the version and exit"}
     parser.add_argument("--version", **version)
     sub = parser.add_subparsers(dest="command", metavar="{run,explain}")
 
@@ -115,10 +123,11 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
         if setting.flag is not None:
             run.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
 
-    explain = sub.add_parser("explain", help="explain, node by node, what the agent would export for a dump or a live cluster",
-                             description="Read pods and Nodes (a Pod, a List such as `kubectl get nodes,pods -A -o json`, "
-                                         "or a watch capture, JSON or YAML), or list them from the cluster with --live, "
-                                         "and print per node what each pod costs the cluster-autoscaler and why.")
+    explain = sub.add_parser(
+        "explain", help="explain, node by node, what the agent would export for a dump or a live cluster",
+        description="Read pods and Nodes (a Pod, a List such as `kubectl get nodes,pods -A -o json`, or a watch "
+                    "capture, JSON or YAML), or list them from the cluster with --live, and print per node what each "
+                    "pod costs the cluster-autoscaler and why.")
     explain.add_argument("--version", **version)
     explain.add_argument("file", nargs="?", default="-",
                          help="input file, - for standard input (default), or 'sample' for the bundled sample node")
@@ -127,15 +136,17 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     explain.add_argument("--node-file", metavar="FILE",
                          help="a Node object (JSON or YAML) for the node comparisons; Nodes inside the input work too")
     explain.add_argument("--node", metavar="NAME", help="only this node's pods and comparisons")
-    explain.add_argument("--namespace", "-n", metavar="NS", help="only pods of this namespace (node sums still cover every pod)")
+    explain.add_argument("--namespace", "-n", metavar="NS",
+                         help="only pods of this namespace (node sums still cover every pod)")
     explain.add_argument("--source", choices=("vm_usage", "pod_requests"), help="only pods valued this way")
     explain.add_argument("--problems", action="store_true", help="only pods whose input had problems")
     explain.add_argument("--sort", choices=("busy", "cpu", "memory", "name"), default="busy",
-                         help="node and pod order: busy (pod_or_vm / allocatable, the larger of cpu and memory; default), "
-                              "cpu, memory or name")
+                         help="node and pod order: busy (pod_or_vm / allocatable, the larger of cpu and memory; "
+                              "default), cpu, memory or name")
     explain.add_argument("--live", action="store_true",
                          help="read pods and Nodes from the cluster (one LIST each, no watch) instead of a file")
-    explain.add_argument("--kubeconfig", help="with --live: kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
+    explain.add_argument("--kubeconfig",
+                         help="with --live: kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
     explain.add_argument("--context", help="with --live: kubeconfig context to use")
     explain.add_argument("--kubernetes-version", metavar="X.Y",
                          help=f"count requests with this Kubernetes release's rules (default: with --live the API "
@@ -143,6 +154,7 @@ def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     # The autoscaler's settings, as `run` takes them (and NRA_AUTOSCALER_ARGS / NRA_AUTOSCALER_RELEASE too).
     for name in AUTOSCALER_FIELDS:
         setting = SETTINGS[name]
+        assert setting.flag is not None, name  # every autoscaler setting is a flag: its rows come from AUTOSCALER_FLAGS
         explain.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
     parser.commands = {"run": run, "explain": explain}
     return parser

@@ -23,8 +23,14 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from agent.model.autoscaler_settings import (AUTOSCALER_FLAGS, DEFAULT_AUTOSCALER, AutoscalerFlag, AutoscalerSettings,
-                                             parse_autoscaler_args, parse_release)
+from agent.model.autoscaler_settings import (
+    AUTOSCALER_FLAGS,
+    DEFAULT_AUTOSCALER,
+    AutoscalerFlag,
+    AutoscalerSettings,
+    parse_autoscaler_args,
+    parse_release,
+)
 from agent.model.rules import KubernetesVersion, VersionError, parse_version
 
 __all__ = ["Address", "ClusterAccess", "Config", "ConfigError", "DEBUG_VIEWS", "EXPORTERS", "InCluster", "LOG_FORMATS",
@@ -573,7 +579,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     kubeconfig, context = (args.get(SETTINGS[name].dest) for name in ("kubeconfig", "context"))
     return Config(
         node_name=node_name,
-        # type: ignore below: args' values are objects; these two are the flags' text or None.
+        # Ignored: args' values are objects; these two are the flags' text or None.
         cluster=None if plain["replay"] else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]
         otlp=_otlp(plain["exporter"], env, _typed("otlp_protocol", args, env)),
         debug_address=_debug_address(args, env, once=plain["once"]),

@@ -4,9 +4,10 @@ at a time.
 On a cold machine most of the first CI run is spent here, and much of each build waits on the Go module proxy or
 Debian's mirror rather than on the two cores, so independent builds overlap: the control plane's compile beside the
 Collector's downloads beside the image's debootstrap. A build that reuses another's Go build cache (the kubelet
-reuses the control plane's packages) waits for it instead of compiling the same packages twice at once. Each
-component still builds through its own module (``python -m components.<name>``), so its cache entry and lock are the
-same as when a test asks for it; a warm cache makes every job return at once.
+reuses the control plane's packages) or output (the Collector's builder, the images' binaries) waits for it instead
+of building the same thing twice at once. Each component still builds through its own module (``python -m
+components.<name> [target]``; the Go tools of components.gotools by their row's name), so its cache entry and lock
+are the same as when a test asks for it; a warm cache makes every job return at once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["JOBS", "Job", "main"]
+from components.gotools import GO_TOOLS
+
+__all__ = ["JOBS", "Job", "build_all", "go_tool_job", "main"]
 
 
 class Job(NamedTuple):
@@ -27,22 +30,28 @@ class Job(NamedTuple):
     after: tuple[str, ...] = ()
 
 
+def go_tool_job(name: str) -> Job:
+    """The job that builds row ``name`` of components.gotools' table (a KeyError at import for a name not in it)."""
+    return Job(name=GO_TOOLS[name].name, argv=("-m", "components.gotools", name))
+
+
 #: In the order they are started when a slot is free: the longest chains first.
 JOBS: tuple[Job, ...] = (
     Job(name="kubernetes 1.37.2", argv=("-m", "components.kubernetes", "1.37.2")),
-    Job(name="collector", argv=("-m", "components.collector",)),
+    go_tool_job("otelcol-builder"),
+    Job(name="collector", argv=("-m", "components.collector"), after=("otelcol-builder",)),
     Job(name="node tools", argv=("-m", "components.node", "tools")),
     Job(name="kubernetes 1.36.3", argv=("-m", "components.kubernetes", "1.36.3")),
-    Job(name="kwok", argv=("-m", "components.kwok",)),
+    go_tool_job("kwok"),
     Job(name="tiny", argv=("-m", "components.node", "tiny")),
     Job(name="coredns", argv=("-m", "components.node", "coredns")),
     Job(name="images", argv=("-m", "components.image", "all"), after=("collector", "node tools", "tiny", "coredns")),
     Job(name="kubelet", argv=("-m", "components.node", "kubelet"), after=("kubernetes 1.37.2",)),
-    Job(name="helm", argv=("-m", "components.helm",)),
-    Job(name="prometheus", argv=("-m", "components.prometheus",)),
-    Job(name="etcd", argv=("-m", "components.kubernetes", "etcd")),
-    Job(name="krew", argv=("-m", "components.krew",)),
-    Job(name="registry", argv=("-m", "components.registry",)),
+    go_tool_job("helm"),
+    go_tool_job("prometheus"),
+    go_tool_job("etcd"),
+    go_tool_job("krew"),
+    go_tool_job("registry"),
 )
 
 

@@ -8,16 +8,20 @@ renames it into place only when it succeeded.
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["cache_root", "cached", "check_version", "folder_main", "go_install", "run"]
+__all__ = ["NICE", "cache_root", "cached", "check_version", "component_main", "run"]
+
+#: Build steps share two cores with other builds and the tests, so they yield to them.
+NICE = ("nice", "-n", "10")
 
 
 def cache_root() -> Path:
@@ -73,21 +77,16 @@ def _prune(final: Path, keep: int) -> None:
         print(f"components: removed {old} (more than {keep} versions of {final.parent.name})", file=sys.stderr, flush=True)
 
 
-def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
-    """Run a build step; on failure raise with the command and the tail of its output."""
+def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: dict[str, str] | None = None, *,
+        nice: bool = False) -> None:
+    """Run a build step (under ``nice -n 10`` with ``nice``); on failure raise with the command and the last 40
+    lines of its output, the part that says why."""
     merged = dict(os.environ, **(env or {}))
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=merged, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+    command = [*(NICE if nice else ()), *(str(a) for a in argv)]
+    proc = subprocess.run(command, cwd=cwd, env=merged, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-40:])
-        raise RuntimeError(f"build step failed (exit {proc.returncode}): {' '.join(map(str, argv))}\n{tail}")
-
-
-def go_install(package: str, gobin: Path, ldflags: str) -> None:
-    """``go install -trimpath package@version`` (a module without replace directives, built as published), static
-    (CGO off), into ``gobin``; niced, as builds share two cores with other builds and tests."""
-    run(["nice", "-n", "10", "go", "install", "-trimpath", f"-ldflags={ldflags}", package],
-        env={"GOBIN": str(gobin), "CGO_ENABLED": "0"})
+        raise RuntimeError(f"build step failed (exit {proc.returncode}): {' '.join(command)}\n{tail}")
 
 
 def check_version(argv: Sequence[str | os.PathLike[str]], expected: str, env: dict[str, str] | None = None) -> None:
@@ -97,11 +96,20 @@ def check_version(argv: Sequence[str | os.PathLike[str]], expected: str, env: di
         raise RuntimeError(f"{' '.join(map(str, argv))} printed {proc.stdout.strip()!r}, expected {expected}")
 
 
-def folder_main(name: str, folder: Callable[[], Path], argv: Sequence[str] | None = None) -> int:
-    """``python -m components.<name>``: build the component if it is missing and print its folder, for shell use."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    if args:
-        print(f"usage: python -m components.{name}", file=sys.stderr)
-        return 2
-    print(folder())
+def component_main(prog: str, targets: Mapping[str, Callable[[], Iterable[object]]],
+                   argv: Sequence[str] | None = None) -> int:
+    """``python -m <prog> [TARGET]``: build the target named (every one in turn by default, unless the module has
+    its own ``all``) and print what it gives, for shell use. A failed build prints its whole error (the failed
+    command and the tail of its output), not a traceback, and exits 1."""
+    names = list(targets) if "all" in targets else [*targets, "all"]
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}")
+    parser.add_argument("target", nargs="?", default="all", choices=names)
+    chosen = parser.parse_args(argv).target
+    try:
+        for target in [targets[chosen]] if chosen in targets else targets.values():
+            for line in target():
+                print(line, flush=True)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        print(f"{prog}: {error}", file=sys.stderr, flush=True)
+        return 1
     return 0

@@ -13,42 +13,26 @@ manifest triggers exactly one rebuild and a warm call only hashes a file.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from components.cache import cached, run
+from components.cache import cached, component_main, run
+from components.go import GO_ENV
+from components.gotools import GO_TOOLS, tool_bin
 
-__all__ = ["BUILDER_VERSION", "MANIFEST", "builder_bin", "otelcol_bin"]
+__all__ = ["MANIFEST", "builder_bin", "main", "otelcol_bin"]
 
-BUILDER_VERSION = "v0.165.0"
-BUILDER_MODULE = "go.opentelemetry.io/collector/cmd/builder"
 MANIFEST = Path(__file__).resolve().parent.parent / "otel-config" / "builder-config.yaml"
 DIST_NAME = "otelcol-nra"  # dist.name and dist.output_path in the manifest
 #: This repository's own Collector components (Go modules the manifest names by ``path``), copied next to it.
 LOCAL_MODULES = ("nodeidentityprocessor",)
 
 
-def _nice(argv: list[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
-    """Go builds share the machine with other builds: run them at low priority."""
-    return ["nice", "-n", "10", *argv] if shutil.which("nice") else argv
-
-
-def _go() -> str:
-    """The ``go`` client; without it nothing here can be built."""
-    found = shutil.which("go")
-    if not found:
-        raise RuntimeError("the go command is needed to build the OpenTelemetry Collector")
-    return found
-
-
 def builder_bin() -> Path:
-    """The ``builder`` binary, installed once with ``go install`` into its own cache folder."""
-    def build(out: Path) -> None:
-        run(_nice([_go(), "install", f"{BUILDER_MODULE}@{BUILDER_VERSION}"]), env={"GOBIN": str(out)})
-
-    return cached("otelcol-builder", BUILDER_VERSION, build) / "builder"
+    """The ``builder`` binary (a row of components.gotools), installed once into its own cache folder."""
+    return tool_bin("otelcol-builder") / "builder"
 
 
 def _manifest_key(manifest: Path) -> str:
@@ -59,7 +43,7 @@ def _manifest_key(manifest: Path) -> str:
             if path.is_file():
                 h.update(str(path.relative_to(manifest.parent)).encode() + b"\0" + path.read_bytes())
     digest = h.hexdigest()[:16]
-    return f"{BUILDER_VERSION}-{digest}"
+    return f"{GO_TOOLS['otelcol-builder'].version}-{digest}"
 
 
 def otelcol_bin(manifest: Path = MANIFEST) -> Path:
@@ -68,18 +52,16 @@ def otelcol_bin(manifest: Path = MANIFEST) -> Path:
         shutil.copy(manifest, out / "builder-config.yaml")  # records what was built
         for name in LOCAL_MODULES:
             shutil.copytree(manifest.parent / name, out / name)
-        # The builder writes sources and binary to dist.output_path, relative to its cwd.
-        run(_nice([builder_bin(), "--config", out / "builder-config.yaml"]), cwd=out)
+        # The builder writes sources and binary to dist.output_path, relative to its cwd; it runs go itself.
+        run([builder_bin(), "--config", out / "builder-config.yaml"], cwd=out, env=GO_ENV, nice=True)
         if not (out / DIST_NAME / DIST_NAME).is_file():
             raise RuntimeError(f"builder finished but {out / DIST_NAME / DIST_NAME} is missing")
 
     return cached(DIST_NAME, _manifest_key(manifest), build) / DIST_NAME / DIST_NAME
 
 
-def main() -> int:
-    """Print the binary's path (building it first if needed) for shell use."""
-    print(otelcol_bin())
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    return component_main("components.collector", {DIST_NAME: lambda: [otelcol_bin()]}, argv)
 
 
 if __name__ == "__main__":

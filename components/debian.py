@@ -13,10 +13,12 @@ state is left as it was.
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,14 +127,22 @@ def deb_version(package: str, suite: str) -> str:
     return (debian_package(package, suite).parent / "deb").read_text().strip()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m components.debian PACKAGE PATH SUITE`` prints the unpacked file's path."""
-    if len(argv) != 3 or not shutil.which("apt-get"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    print(debian_binary(*argv))
+    parser = argparse.ArgumentParser(prog="python -m components.debian", description=__doc__.split("\n\n")[0])
+    parser.add_argument("package")
+    parser.add_argument("path", help="the file inside the package, e.g. usr/bin/victoria-metrics")
+    parser.add_argument("suite", help="the Debian suite, e.g. trixie")
+    args = parser.parse_args(argv)
+    if not shutil.which("apt-get"):
+        parser.error("apt-get is needed to fetch Debian packages")
+    try:
+        print(debian_binary(args.package, args.path, args.suite))
+    except (RuntimeError, OSError) as error:
+        print(f"components.debian: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

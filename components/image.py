@@ -24,10 +24,11 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.cache import cached, run
+from components.cache import cached, component_main, run
 from components.node import PartMissing, coredns_bin, debian_tools, tiny_bin
 
 __all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "Layer",
@@ -79,11 +80,11 @@ def base_rootfs() -> Path:
     def build(out: Path) -> None:
         debian_tools(("mmdebstrap",))
         sources = SOURCES if SOURCES.exists() else Path("/etc/apt/sources.list")
-        run(["nice", "-n", "10", "mmdebstrap", "--variant=essential", f"--include={','.join(BASE_PACKAGES)}",
+        run(["mmdebstrap", "--variant=essential", f"--include={','.join(BASE_PACKAGES)}",
              # no documentation, manual pages or locales in an image
              "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-exclude=/usr/share/man/*",
              "--dpkgopt=path-exclude=/usr/share/locale/*", "--dpkgopt=path-include=/usr/share/locale/locale.alias",
-             SUITE, out / "rootfs.tar", str(sources)])
+             SUITE, out / "rootfs.tar", str(sources)], nice=True)
 
     return cached("image-base", key, build) / "rootfs.tar"
 
@@ -152,28 +153,31 @@ def agent_image() -> Image:
         with tempfile.TemporaryDirectory(prefix="nra-buildah-") as tmp:
             work = Path(tmp)
             store = ["--root", str(work / "storage"), "--runroot", str(work / "run")]
-            buildah = ["nice", "-n", "10", tools["buildah"], *store]
+
+            def buildah(*args: str | Path) -> None:
+                run([tools["buildah"], *store, *args], nice=True)
+
             base_name = f"localhost/nra-python:3.11-{SUITE}"
             container = subprocess.run([tools["buildah"], *store, "from", "scratch"], check=True,
                                        stdout=subprocess.PIPE, text=True).stdout.strip()
-            run([*buildah, "add", container, str(base), "/"])  # a local tar is extracted
-            run([*buildah, "config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                 "--cmd", "python3", container])
-            run([*buildah, "commit", "--rm", container, base_name])
+            buildah("add", container, str(base), "/")  # a local tar is extracted
+            buildah("config", "--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "--cmd", "python3", container)
+            buildah("commit", "--rm", container, base_name)
             context = work / "context"
             context.mkdir()
             _copy_context(context)
             mounts, options = _pip_build_options(work)
             (out / "pip-options.json").write_text(json.dumps(options, indent=1) + "\n")
             # --layers: a layer per COPY of the final stage (the runtime, then the venv), not one per stage.
-            run([*buildah, "bud", "--layers", "--isolation", "chroot", "--network", "host", "--pull-never",
-                 "--build-arg", f"PYTHON_IMAGE={base_name}", *mounts, "-t", AGENT_IMAGE,
-                 "-f", str(context / "Dockerfile"), str(context)])
-            run([*buildah, "push", f"localhost/{AGENT_IMAGE}", f"docker-archive:{out / 'image.tar'}:{AGENT_IMAGE}"])
+            buildah("bud", "--layers", "--isolation", "chroot", "--network", "host", "--pull-never",
+                    "--build-arg", f"PYTHON_IMAGE={base_name}", *mounts, "-t", AGENT_IMAGE,
+                    "-f", str(context / "Dockerfile"), str(context))
+            buildah("push", f"localhost/{AGENT_IMAGE}", f"docker-archive:{out / 'image.tar'}:{AGENT_IMAGE}")
             inspect = subprocess.run([tools["buildah"], *store, "inspect", "--type", "image", f"localhost/{AGENT_IMAGE}"],
                                      check=True, stdout=subprocess.PIPE, text=True).stdout
             (out / "inspect.json").write_text(inspect)
-            run([*buildah, "rmi", "--all", "--force"])
+            buildah("rmi", "--all", "--force")
 
     folder = cached("image-agent", _context_digest(), build, keep=AGENT_IMAGES_KEPT)
     return Image(AGENT_IMAGE, folder / "image.tar")
@@ -289,24 +293,29 @@ def all_images() -> list[Image]:
     return [agent_image(), collector_image(), coredns_image(), tiny_image(), tiny_image(PAUSE_IMAGE)]
 
 
-def main(argv: list[str]) -> int:
-    target = argv[0] if argv else "all"
-    makers = {"agent": agent_image, "collector": collector_image, "coredns": coredns_image, "tiny": tiny_image}
-    try:
-        if target == "base":
-            path = base_rootfs()
-            print(f"{path} {path.stat().st_size} bytes")
-            return 0
-        images = all_images() if target == "all" else [makers[target]()]
-    except (PartMissing, RuntimeError, KeyError) as error:
-        print(f"components.image: {str(error).splitlines()[0] if str(error) else error!r}", file=sys.stderr)
-        return 1
-    for image in images:
-        print(f"{image.name} {image.archive} {image.size} bytes")
-    if target == "agent":
-        print(describe(images[0]))
-    return 0
+def _line(image: Image) -> str:
+    return f"{image.name} {image.archive} {image.size} bytes"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print each image's archive and size; ``agent`` also its layers' sizes, ``base`` the root filesystem's."""
+    def base() -> list[str]:
+        path = base_rootfs()
+        return [f"{path} {path.stat().st_size} bytes"]
+
+    def agent() -> list[str]:
+        image = agent_image()
+        return [_line(image), describe(image)]
+
+    return component_main("components.image", {
+        "base": base,
+        "agent": agent,
+        "collector": lambda: [_line(collector_image())],
+        "coredns": lambda: [_line(coredns_image())],
+        "tiny": lambda: [_line(tiny_image()), _line(tiny_image(PAUSE_IMAGE))],
+        "all": lambda: [_line(image) for image in all_images()],
+    }, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -19,10 +19,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from components.cache import cached, run
-from components.kubernetes import build_commands, nice_go
+from components.cache import cached, component_main
+from components.go import go
+from components.kubernetes import build_commands
 
 __all__ = ["COREDNS_VERSION", "NODE_VERSION", "DEBIAN_TOOLS", "PartMissing", "coredns_bin", "debian_tools",
            "node_bin", "tiny_bin"]
@@ -116,10 +118,9 @@ def _build_coredns(out: Path) -> None:
                                 f"require (\n\t{COREDNS_MODULE} v{COREDNS_VERSION}\n{requires})\n")
     (src / "main.go").write_text(_COREDNS_MAIN)
     (out / "bin").mkdir()
-    run([*nice_go(), "mod", "tidy"], cwd=src)
-    run([*nice_go(), "build", "-trimpath", "-ldflags",
-         f"-s -w -X github.com/coredns/coredns/coremain.GitCommit=v{COREDNS_VERSION}",
-         "-o", str(out / "bin" / "coredns"), "."], cwd=src, env={"CGO_ENABLED": "0"})
+    go(["mod", "tidy"], cwd=src)
+    go(["build", "-trimpath", "-ldflags", f"-s -w -X github.com/coredns/coredns/coremain.GitCommit=v{COREDNS_VERSION}",
+        "-o", out / "bin" / "coredns", "."], cwd=src)
 
 
 def coredns_bin() -> Path:
@@ -164,31 +165,21 @@ def _build_tiny(out: Path) -> None:
     (out / "src").mkdir()
     (out / "src" / "go.mod").write_text("module nra.invalid/tiny\n\ngo 1.26.0\n")
     (out / "src" / "main.go").write_text(_TINY_MAIN)
-    run([*nice_go(), "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out / "nra-tiny"), "."],
-        cwd=out / "src", env={"CGO_ENABLED": "0"})
+    go(["build", "-trimpath", "-ldflags", "-s -w", "-o", out / "nra-tiny", "."], cwd=out / "src")
 
 
 def tiny_bin() -> Path:
     return cached("nra-tiny", "1", _build_tiny) / "nra-tiny"
 
 
-def main(argv: list[str]) -> int:
-    target = argv[0] if argv else "all"
-    try:
-        if target in ("tools", "all"):
-            for tool, path in debian_tools().items():
-                print(f"{tool}: {path}")
-        if target in ("tiny", "all"):
-            print(tiny_bin())
-        if target in ("kubelet", "all"):
-            print(node_bin())
-        if target in ("coredns", "all"):
-            print(coredns_bin())
-    except PartMissing as error:
-        print(f"components.node: {error}", file=sys.stderr)
-        return 1
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    return component_main("components.node", {
+        "tools": lambda: [f"{tool}: {path}" for tool, path in debian_tools().items()],
+        "tiny": lambda: [tiny_bin()],
+        "kubelet": lambda: [node_bin()],
+        "coredns": lambda: [coredns_bin()],
+    }, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,8 +1,8 @@
 """Which requests each cluster-autoscaler release computes for a pod, and the pods where that differs from the
 exported value.
 
-The autoscaler sums pod requests with a Kubernetes helper vendored at its own release (shared/KNOWLEDGE.md §6;
-docs/autoscaler.md names the upstream files and commits read for each point):
+The autoscaler sums pod requests with a Kubernetes helper vendored at its own release (docs/autoscaler.md names
+the upstream files and commits read for each point):
 
 * **1.33 and later** (commit ac1c7b5463): its ``utils/pod.PodRequests`` calls component-helpers
   ``resource.PodRequests`` with ``UseStatusResources`` when InPlacePodVerticalScaling is on (beta, on by default

@@ -6,10 +6,10 @@ computes pod requests (before 1.33 it ignores in-place-resize status and pod-lev
 patched 1.31.1, which also applies ``vm.neon.tech/usage``).
 
 The words are read as the autoscaler's own flag parser (pflag over Go's ``flag``) reads them: ``--name=value``,
-``--name value`` (not for a boolean) and, for a boolean, ``--name`` alone (true); one leading dash works too. Booleans take Go's
-``strconv.ParseBool`` spellings, durations Go's ``time.ParseDuration`` syntax. Flags the verdict does not depend on
-are accepted and ignored, so the whole args list can be pasted; a word that is not a flag is an error, since it
-means the list was not what the operator thought.
+``--name value`` (not for a boolean) and, for a boolean, ``--name`` alone (true); one leading dash works too. Booleans
+take Go's ``strconv.ParseBool`` spellings, durations Go's ``time.ParseDuration`` syntax. Flags the verdict does not
+depend on are accepted and ignored, so the whole args list can be pasted; a word that is not a flag is an error, since
+it means the list was not what the operator thought.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable
 import msgspec
 
 __all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "DURATION",
-           "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON", "parse_go_duration"]
+           "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON",
+           "parse_go_duration"]
 
 
 class AutoscalerArgError(ValueError):
@@ -177,7 +178,7 @@ def parse_release(text: str) -> str:
 def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) -> AutoscalerSettings:
     """Settings from ``--name=value`` words (the autoscaler's flags; others it has are ignored, a known flag with a
     bad value is an AutoscalerArgError); ``release`` "1.<minor>" or "neon"."""
-    words = list(args)
+    words: list[object] = list(args)  # typed as text, but an environment's list is checked, not trusted
     found: dict[str, object] = {}
     i = 0
     while i < len(words):
@@ -202,7 +203,7 @@ def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) ->
             elif i >= len(words):
                 raise AutoscalerArgError(f"--{name}: needs a value")
             else:
-                raw = words[i]
+                raw = str(words[i])
                 i += 1
         try:
             found[flag.field] = flag.type.parse(raw)
@@ -213,5 +214,5 @@ def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) ->
             found["release"] = parse_release(release)
         except ValueError as exc:
             raise AutoscalerArgError(f"release: {exc}") from None
-    # type: ignore below: found holds AUTOSCALER_FLAGS' fields, each typed by its own parser.
+    # Ignored: found holds AUTOSCALER_FLAGS' fields, each typed by its own parser.
     return AutoscalerSettings(**found)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from agent.model.scale_down import (
+    ALLOCATABLE_UNUSABLE,
     NOT_UNDERUTILIZED,
     REASONS,
     SCALE_DOWN_DISABLED,
@@ -105,7 +106,9 @@ def _headline(v: Verdict, threshold: str) -> str:
     if v.state == SCALE_DOWN_DISABLED:
         return ("scale-down disabled by the Node's annotation cluster-autoscaler.kubernetes.io/scale-down-disabled=true"
                 + (f" ({which})" if which else ""))
-    return "unknown: no Node object (or no usable allocatable) to judge utilization against"
+    if v.state == ALLOCATABLE_UNUSABLE:
+        return "allocatable unusable: the Node's allocatable gives no utilization (see the problems)"
+    return "unknown: no Node object to judge utilization against"
 
 
 def _pdb_risk(risks: tuple[PdbRisk, ...]) -> str:

@@ -19,7 +19,7 @@ import yaml
 from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, STATES, UNDERUTILIZED
 from tests.support.shipped_queries import RULES
 
-pytestmark = pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.prometheus)
+pytestmark = pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.gotools)
 
 STEP = "15s"  # the agent's default export interval
 HOURS = 2 * 240  # samples in two hours at 15 s
@@ -51,13 +51,14 @@ def _one_sample(rule: str, node: str, at: str, value: float) -> dict:
 
 
 def _run(tmp_path, tests: list[dict]) -> subprocess.CompletedProcess:
-    from components.prometheus import promtool_bin
+    from components.gotools import tool_bin
 
     (tmp_path / "rules.yaml").write_text(RULES.read_text())
     spec = tmp_path / "test.yaml"
     spec.write_text(yaml.safe_dump({"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
                                    sort_keys=False))
-    return subprocess.run([str(promtool_bin()), "test", "rules", str(spec)], capture_output=True, text=True,
+    promtool = tool_bin("prometheus") / "promtool"
+    return subprocess.run([str(promtool), "test", "rules", str(spec)], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
 
 

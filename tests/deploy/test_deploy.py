@@ -690,11 +690,12 @@ def test_prometheus_scrape_config_targets_the_collector(collector_objects):
     assert scrape["rule_files"] == ["rules.yaml"]
 
 
-@pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.prometheus, Go)
+@pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.gotools, Go)
 def test_rules_pass_promtool():
-    from components.prometheus import promtool_bin
+    from components.gotools import tool_bin
 
-    result = subprocess.run([str(promtool_bin()), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
+    promtool = tool_bin("prometheus") / "promtool"
+    result = subprocess.run([str(promtool), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 19 rules found" in result.stdout

@@ -23,7 +23,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.helm import HELM_VERSION
+from components.gotools import GO_TOOLS
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST, Cluster
 from tests.support.kwok import Kwok, wait_running
@@ -67,7 +67,7 @@ def env_of(container: dict) -> dict[str, object]:
 
 def test_helm_is_the_version_components_builds(helm: Helm) -> None:
     result = helm("version", "--short")
-    assert result.returncode == 0 and result.stdout.startswith(HELM_VERSION), (result.stdout, result.stderr)
+    assert result.returncode == 0 and result.stdout.startswith(GO_TOOLS["helm"].version), (result.stdout, result.stderr)
 
 
 def test_helm_lint_is_clean(helm: Helm) -> None:

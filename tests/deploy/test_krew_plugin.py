@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.krew import krew_bin
+from components.gotools import tool_bin
 from components.kubernetes import kubernetes_bin
 from tests.support.cluster import NEWEST, Cluster
 from tests.support.kwok import Kwok
@@ -46,9 +46,9 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
 def krew_env(tmp_path_factory) -> dict[str, str]:
     """PATH: KREW_ROOT/bin (the plugin), krew, kubectl, and a bare python3; HOME and KREW_ROOT temporary."""
     try:
-        krew = krew_bin()
+        krew = tool_bin("krew")
     except Exception as error:  # a missing component fails the tests that need it, never skips them
-        pytest.fail(f"krew could not be built by components.krew: {error}", pytrace=False)
+        pytest.fail(f"krew could not be built by components.gotools: {error}", pytrace=False)
     home = tmp_path_factory.mktemp("krew-home")
     python_dir = home / "python"
     python_dir.mkdir()

@@ -12,8 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.export.metrics import (AUTOSCALER_BLOCKING_PODS, AUTOSCALER_CANDIDATE, AUTOSCALER_NODE_UTILIZATION,
                                   AUTOSCALER_REMOVABLE, AUTOSCALER_STATE, AUTOSCALER_THRESHOLD,
                                   AUTOSCALER_UTILIZATION, GAUGES, POD_BLOCKING, state_points, verdict_points)
-from agent.model.scale_down import (NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_UNDERUTILIZED, REASONS,
-                                    SCALE_DOWN_DISABLED, STATES, UNDERUTILIZED, Blocker, Utilization, Verdict)
+from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_UNDERUTILIZED,
+                                    REASONS, SCALE_DOWN_DISABLED, STATES, UNDERUTILIZED, Blocker, Utilization, Verdict)
+from agent.report.verdict_view import verdict_view
 
 AUTOSCALER_METRICS = {AUTOSCALER_UTILIZATION, AUTOSCALER_NODE_UTILIZATION, AUTOSCALER_THRESHOLD, AUTOSCALER_STATE,
                       AUTOSCALER_CANDIDATE, AUTOSCALER_REMOVABLE, AUTOSCALER_BLOCKING_PODS, POD_BLOCKING}
@@ -88,6 +89,14 @@ def test_without_the_node_utilization_is_absent_and_the_state_unknown():
     assert not [k for k in got if k[0] in (AUTOSCALER_UTILIZATION, AUTOSCALER_NODE_UTILIZATION)]
     assert got[(AUTOSCALER_STATE, frozenset({("state", NO_NODE)}))] == 1
     assert sum(v for k, v in got.items() if k[0] == AUTOSCALER_STATE) == 1
+
+
+def test_an_unusable_allocatable_is_exported_and_told_apart_from_an_unknown_node():
+    got = points(verdict(ALLOCATABLE_UNUSABLE, known=False))
+    assert got[(AUTOSCALER_STATE, frozenset({("state", ALLOCATABLE_UNUSABLE)}))] == 1
+    assert got[(AUTOSCALER_STATE, frozenset({("state", NO_NODE)}))] == 0
+    assert "allocatable unusable" in verdict_view(verdict(ALLOCATABLE_UNUSABLE, known=False)).headline
+    assert "no Node object" in verdict_view(verdict(NO_NODE, known=False)).headline
 
 
 def test_a_gpu_node_is_judged_by_its_gpu():

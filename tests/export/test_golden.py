@@ -182,7 +182,8 @@ def expected_points() -> dict[tuple[str, frozenset], F]:
         out[("node_requests_node_autoscaler_utilization", frozenset({("resource", resource)}))] = F(ratio)
     out[("node_requests_node_autoscaler_node_utilization", frozenset({("resource", "cpu")}))] = F(UTILIZATION["cpu"])
     out[("node_requests_node_autoscaler_threshold", frozenset())] = F(1, 2)
-    for state in ("underutilized", "not_underutilized", "scale_down_disabled", "unknown"):
+    for state in ("underutilized", "not_underutilized", "scale_down_disabled", "unknown",
+                  "allocatable_unusable"):
         out[("node_requests_node_autoscaler_state", frozenset({("state", state)}))] = F(state == STATE)
     out[("node_requests_node_autoscaler_scale_down_candidate", frozenset())] = F(STATE == "underutilized")
     out[("node_requests_node_autoscaler_removable", frozenset())] = F(STATE == "underutilized" and not BLOCKING)

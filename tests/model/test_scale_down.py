@@ -34,9 +34,9 @@ from agent.model.node import NodeRecord
 from agent.model.pdb import LabelSelector, PdbRecord, Requirement, selects
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36
-from agent.model.scale_down import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED,
-                                    NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED,
-                                    UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
+from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE,
+                                    NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS,
+                                    SCALE_DOWN_DISABLED, UNDERUTILIZED, UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
 from agent.model.valuation import evaluate
 from tests.support.factory import container, node, pod
 
@@ -122,7 +122,7 @@ def test_upstream_utilization(case):
     got = verdict(case["pods"], case["node"], args=case["args"], now=epoch(UTIL["now"]))
     want = case["expect"]
     if want["value"] is None:
-        assert got.utilization.value is None and got.state == NO_NODE and got.problems
+        assert got.utilization.value is None and got.state == ALLOCATABLE_UNUSABLE and got.problems
         return
     assert got.utilization.value == pytest.approx(want["value"], rel=UTIL["epsilon"])
     if "cpu" in want:
@@ -215,6 +215,45 @@ def test_threshold_boundary_by_release():
 def test_no_node():
     got = verdict([pod("a", owner_references=rs())], None, now=NOW)
     assert got.state == NO_NODE and got.utilization.cpu is None and got.utilization.memory is None
+
+
+def test_an_unusable_allocatable_is_its_own_state_not_an_unknown_node():
+    got = verdict([pod("a", owner_references=rs())], node("node", allocatable_cpu="0"), now=NOW)
+    assert got.state == ALLOCATABLE_UNUSABLE != NO_NODE and got.utilization.value is None
+    assert got.problems == ("node allocatable cpu missing or zero: the autoscaler cannot compute the utilization",)
+
+
+def test_a_kube_system_pod_without_creation_time_has_no_age_and_blocks():
+    """system/rule.go's isBspPassedDisruptionTimeout checks CreationTimestamp.IsZero() first: no creation time is
+    no age, so the pod blocks whatever the timeout (its rule_test "default namespace PDB with matching labels
+    kube-system pod" has none and blocks under a one-minute timeout)."""
+    p = pod("dns", namespace="kube-system", owner_references=rs())
+    for release in ("1.32", "1.33", "1.36"):
+        got = verdict([p], node("node"), release=release, now=NOW)
+        assert [b.reason for b in got.blockers] == [UNMOVABLE_KUBE_SYSTEM] and got.holds_until is None, release
+
+
+def test_a_kube_system_pod_past_its_timeout_is_drainable_and_ends_the_chain():
+    """From 1.33 the system rule returns Drainable for a kube-system pod past the timeout, so the rules after it
+    (not-safe-to-evict, local storage) never see it; before 1.33 it blocks as unmovable."""
+    p = pod("dns", namespace="kube-system", owner_references=rs(),
+            annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+    p["metadata"]["creationTimestamp"] = "2026-12-01T10:00:00Z"  # 2 h old, the timeout 1 h
+    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    for release in ("1.33", "1.36", "1.38"):
+        assert verdict([p], node("node"), release=release, now=NOW).blockers == (), release
+    for release in ("1.28", "1.32", "neon"):
+        got = verdict([p], node("node"), release=release, now=NOW)
+        assert [b.reason for b in got.blockers] == [UNMOVABLE_KUBE_SYSTEM], release
+
+
+def test_local_storage_before_not_safe_to_evict_only_in_1_28():
+    p = pod("both", owner_references=rs(), annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"})
+    p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    assert [b.reason for b in verdict([p], node("node"), release="1.28", now=NOW).blockers] == [LOCAL_STORAGE]
+    for release in ("1.29", "1.31", "neon", "1.36"):
+        got = verdict([p], node("node"), release=release, now=NOW)
+        assert [b.reason for b in got.blockers] == [NOT_SAFE_TO_EVICT], release
 
 
 def test_terminal_pods_are_out_of_the_sum_and_never_block():

@@ -2,7 +2,7 @@
 
 The Collector is the binary components.collector builds from
 otel-config/builder-config.yaml; Prometheus is Prometheus 3 built from its Go
-module (components.prometheus).
+module (components.gotools).
 Both run as child processes on free loopback ports chosen at start, with their
 logs under the test's workdir, and are stopped by pid. Nothing here knows a
 fixed port, so sessions can run side by side.
@@ -348,9 +348,10 @@ class Prometheus:
         self._proc: subprocess.Popen | None = None
 
     def _argv(self, config: Path) -> list[str]:
-        from components.prometheus import prometheus_bin
+        from components.gotools import tool_bin
 
-        return [str(prometheus_bin()), f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
+        return [str(tool_bin("prometheus") / "prometheus"), f"--config.file={config}",
+                f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address={self.host}:{self.port}", "--log.level=warn", *self.extra_flags]
 
     def start(self, timeout: float = 30.0) -> Prometheus:

@@ -1,4 +1,4 @@
-"""The real helm (built by components.helm) for the chart tests, with folders of its own."""
+"""The real helm (built by components.gotools) for the chart tests, with folders of its own."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.helm import helm_bin
+from components.gotools import tool_bin
 from tests.support.repo import REPO
 
 __all__ = ["CHART", "Helm", "built_helm"]
@@ -43,7 +43,7 @@ class Helm:
 def built_helm(home: Path) -> Helm:
     """helm from components/ (built on first use); a missing component fails the tests that need it, never skips."""
     try:
-        binary = helm_bin() / "helm"
+        binary = tool_bin("helm") / "helm"
     except Exception as error:
-        pytest.fail(f"helm could not be built by components.helm: {error}", pytrace=False)
+        pytest.fail(f"helm could not be built by components.gotools: {error}", pytrace=False)
     return Helm(binary, home)

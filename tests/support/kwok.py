@@ -1,6 +1,6 @@
 """KWOK's controller against a test cluster: simulated nodes the real control plane schedules onto.
 
-KWOK (sigs.k8s.io/kwok, built by ``components.kwok``) is the Kubernetes community's way to simulate nodes: it
+KWOK (sigs.k8s.io/kwok, built by ``components.gotools``) is the Kubernetes community's way to simulate nodes: it
 manages the Nodes that carry ``KWOK_NODE_ANNOTATION`` (Ready conditions, heartbeat Lease) and moves the pods bound
 to them through the upstream fast Stages (Running with init containers completed and sidecars running, Job pods
 completed, deleted pods removed). Pods annotated with ``CUSTOM_STATUS_ANNOTATION`` are left to the test, which
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from components.kwok import kwok_home
+from components.gotools import tool_home
 from tests.support.cluster import ApiError, Cluster, Component, free_ports, rfc3339
 from tests.support.waiting import wait_until
 
@@ -63,7 +63,7 @@ class Kwok:
         self.stop()
 
     def start(self) -> Kwok:
-        home = kwok_home()
+        home = tool_home("kwok")
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.port,) = free_ports(1)
         stages = [f"--config={path}" for path in sorted((home / "stages").glob("*/*.yaml"))]

@@ -73,14 +73,14 @@ def build_node_parts() -> NodeParts:
     from components.image import all_images
     from components.kubernetes import etcd_bin, kubernetes_bin
     from components.node import PartMissing, debian_tools, node_bin
-    from components.prometheus import prometheus_bin
+    from components.gotools import tool_bin
 
     started = time.monotonic()
     steps = [("Debian runtime (containerd, runc, CNI plugins, iptables, conntrack, buildah, mmdebstrap)", debian_tools),
              ("control plane (components.kubernetes)", lambda: (kubernetes_bin(), etcd_bin())),
              ("kubelet and kube-proxy (components.node)", node_bin),
              ("images (components.image)", all_images),
-             ("Prometheus 3 (components.prometheus)", prometheus_bin)]
+             ("Prometheus 3 (components.gotools)", lambda: tool_bin("prometheus"))]
     results = []
     for part, step in steps:
         try:

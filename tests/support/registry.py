@@ -35,9 +35,9 @@ class Registry:
         return f"{self.host}:{self.port}"
 
     def _crane(self) -> Path:
-        from components.registry import registry_bin
+        from components.gotools import tool_bin
 
-        return registry_bin() / "crane"
+        return tool_bin("registry") / "crane"
 
     def start(self) -> Registry:
         # crane writes uploads into the --disk folder but does not make it

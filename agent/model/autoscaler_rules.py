@@ -1,0 +1,104 @@
+"""One cluster-autoscaler release's rules for a node's verdict, decided once per release: which drainability rules
+run and in which order, and the release points that move a cut-off.
+
+The release points, each in one place:
+
+* **at or below the threshold** (``core/scaledown/eligibility/eligibility.go``, ``isNodeAtOrBelowUtilizationThreshold``,
+  kubernetes/autoscaler #8975): a node exactly at its threshold is underutilized in 1.36 and later and in the patch
+  releases of 1.32 to 1.34 cut after 2026-01-09 (#9033, #9034, #9035; 1.35 treated alike, unverified); strictly below
+  before 1.32 and in neon's 1.31.1.
+* **the kube-system pod timeout** (``simulator/drainability/rules/system/rule.go``): from 1.33 a kube-system pod older
+  than ``--blocking-system-pod-distruption-timeout`` is drainable; before, it blocks however old.
+* **the order of local storage and safe-to-evict "false"**: 1.28 (one function in ``utils/drain/drain.go``, before
+  the rules were split out) checked local storage first; from 1.29 ``rules.Default`` puts not-safe-to-evict first.
+
+docs/autoscaler.md lists the sources read for each.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import msgspec
+
+from agent.model.autoscaler_requests import AutoscalerRequests, requests_of_release
+from agent.model.autoscaler_settings import NEON, RELEASES, AutoscalerSettings
+from agent.model.drainability import (
+    DAEMONSET,
+    LOCAL_STORAGE_RULE,
+    LONG_TERMINATING,
+    MIRROR,
+    NOT_SAFE_TO_EVICT_RULE,
+    PDB,
+    REPLICATED,
+    SAFE_TO_EVICT,
+    SYSTEM,
+    Clock,
+    DrainContext,
+    DrainRule,
+)
+
+__all__ = ["AutoscalerRules", "rules_of_release", "RULES_BY_RELEASE", "AT_OR_BELOW_FROM", "SYSTEM_POD_TIMEOUT_FROM",
+           "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR"]
+
+#: The first minor release whose patch releases count a node exactly at its threshold as underutilized.
+AT_OR_BELOW_FROM = 32
+#: The first minor release whose system rule lets a kube-system pod older than the timeout go.
+SYSTEM_POD_TIMEOUT_FROM = 33
+#: The last minor release that checked local storage before safe-to-evict "false".
+LOCAL_STORAGE_FIRST_UNTIL = 28
+#: drain.PodLongTerminatingExtraThreshold: a deleted pod counts until its grace period plus this has passed.
+LONG_TERMINATING_EXTRA = 30.0
+#: neon's patched autoscaler is 1.31.1 underneath.
+NEON_MINOR = 31
+
+
+class AutoscalerRules(msgspec.Struct, frozen=True, kw_only=True):
+    """What one release does: its request arithmetic, its drainability rules in order, and its cut-offs."""
+
+    release: str
+    minor: int
+    requests: AutoscalerRequests
+    drain: tuple[DrainRule, ...]
+    # Eligibility: a node exactly at its threshold is underutilized (True), or only one strictly below it (False).
+    at_or_below: bool
+    # The system rule lets a kube-system pod older than --blocking-system-pod-distruption-timeout go.
+    system_pod_timeout: bool
+    long_terminating_extra: float = LONG_TERMINATING_EXTRA
+
+    def chain(self, settings: AutoscalerSettings) -> tuple[DrainRule, ...]:
+        """The rules that run under ``settings``, in order: a rule whose flag is off is left out (rules.Default)."""
+        return tuple(rule for rule in self.drain if rule.enabled_by is None or getattr(settings, rule.enabled_by))
+
+    def context(self, settings: AutoscalerSettings, clock: Clock, problems: list[str]) -> DrainContext:
+        """What the rules read for one verdict."""
+        return DrainContext(custom_controllers=settings.skip_nodes_with_custom_controller_pods,
+                            system_pod_timeout=(settings.blocking_system_pod_distruption_timeout
+                                                if self.system_pod_timeout else None),
+                            long_terminating_extra=self.long_terminating_extra, clock=clock, problems=problems)
+
+    def underutilized(self, value: float, threshold: float) -> bool:
+        """Whether a node at utilization ``value`` is underutilized against ``threshold``."""
+        return value < threshold or (self.at_or_below and value == threshold)
+
+
+def _rules(release: str) -> AutoscalerRules:
+    minor = NEON_MINOR if release == NEON else int(release.partition(".")[2])
+    blocking = ((LOCAL_STORAGE_RULE, NOT_SAFE_TO_EVICT_RULE) if minor <= LOCAL_STORAGE_FIRST_UNTIL
+                else (NOT_SAFE_TO_EVICT_RULE, LOCAL_STORAGE_RULE))
+    return AutoscalerRules(release=release, minor=minor, requests=requests_of_release(release),
+                           drain=(MIRROR, LONG_TERMINATING, DAEMONSET, SAFE_TO_EVICT, REPLICATED, SYSTEM, *blocking,
+                                  PDB),
+                           at_or_below=minor >= AT_OR_BELOW_FROM, system_pod_timeout=minor >= SYSTEM_POD_TIMEOUT_FROM)
+
+
+#: Every supported release's rules, built once.
+RULES_BY_RELEASE: MappingProxyType[str, AutoscalerRules] = MappingProxyType({r: _rules(r) for r in RELEASES})
+
+
+def rules_of_release(release: str) -> AutoscalerRules:
+    """The rules of ``release`` (one of autoscaler_settings.RELEASES); ValueError for another."""
+    try:
+        return RULES_BY_RELEASE[release]
+    except KeyError:
+        raise ValueError(f"unknown cluster-autoscaler release {release!r}") from None

@@ -1,0 +1,225 @@
+"""The cluster-autoscaler's drainability rules, one unit per rule as its ``simulator/drainability/rules/`` has them.
+
+Each rule looks at one pod and either decides (skip it, drain it, or block the node's removal) or leaves the pod to
+the next rule; the first decision wins (``rules.Rules.Drainable``). Which rules run, and in which order, is the
+release's (:mod:`agent.model.autoscaler_rules`); the settings then leave some out, as ``rules.Default`` skips a rule
+whose ``--skip-nodes-with-*`` flag is off.
+
+Not run, and why: ``replicacount`` and the controller-existence check of ``replicated`` read the controller objects
+(the agent watches none, so a pod whose controller is gone is not reported); ``terminal`` never sees a pod here,
+since the autoscaler's pod lister, like the verdict, leaves Succeeded and Failed pods out.
+
+Pure: the time a rule compares against comes in through :class:`Clock`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import msgspec
+
+from agent.model.pdb import PdbRecord
+from agent.model.pod import EvictionFacts
+
+__all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "DrainPod", "DrainContext", "DrainRule", "long_terminating",
+           "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT", "REPLICATED", "SYSTEM",
+           "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
+           "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
+           "DEFAULT_GRACE"]
+
+# Why a pod blocks removal: the autoscaler's drainability reasons, snake-cased (bounded: exported as a label value).
+NOT_REPLICATED = "not_replicated"
+UNMOVABLE_KUBE_SYSTEM = "unmovable_kube_system"
+KUBE_SYSTEM_PDB_UNKNOWN = "kube_system_pdb_unknown"  # no PDB watch: blocks unless a PDB covers it
+NOT_SAFE_TO_EVICT = "not_safe_to_evict"
+LOCAL_STORAGE = "local_storage"
+NOT_ENOUGH_PDB = "not_enough_pdb"
+REASONS = (NOT_REPLICATED, UNMOVABLE_KUBE_SYSTEM, KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE,
+           NOT_ENOUGH_PDB)
+
+#: apiv1.DefaultTerminationGracePeriodSeconds, for a pod whose spec does not say.
+DEFAULT_GRACE = 30
+# The kinds the replicated rule trusts while --skip-nodes-with-custom-controller-pods is on.
+_REPLICATED_KINDS = frozenset({"ReplicationController", "Job", "ReplicaSet", "StatefulSet"})
+_SYSTEM_NAMESPACE = "kube-system"
+_UPSTREAM = "cluster-autoscaler/simulator/drainability/rules/"
+
+
+class Clock:
+    """``now``, and the earliest threshold still ahead of it that the verdict read (when it may change)."""
+
+    __slots__ = ("now", "next")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.next: float | None = None
+
+    def passed(self, threshold: float) -> bool:
+        """Whether ``threshold`` is strictly behind ``now`` (the autoscaler's checks are strict); if not, the
+        verdict holds at most until it."""
+        if threshold < self.now:
+            return True
+        if self.next is None or threshold < self.next:
+            self.next = threshold
+        return False
+
+
+class Outcome(NamedTuple):
+    """A rule's decision: ``kind`` "skip" (neither moved nor blocking), "drain" (moved) or "block" (with the
+    reason, one of REASONS, and one line for people)."""
+
+    kind: str
+    reason: str = ""
+    detail: str = ""
+
+    @property
+    def blocks(self) -> bool:
+        return self.kind == "block"
+
+    @property
+    def skips(self) -> bool:
+        """Neither moved nor blocking (upstream's SkipDrain): the pod is left where it is."""
+        return self.kind == "skip"
+
+
+SKIP = Outcome("skip")
+DRAINABLE = Outcome("drain")
+
+
+class DrainPod(NamedTuple):
+    """One pod as the rules read it; ``matching`` None: PDBs not watched."""
+
+    namespace: str
+    name: str
+    facts: EvictionFacts
+    matching: list[PdbRecord] | None
+
+
+class DrainContext(NamedTuple):
+    """What the rules share for one verdict: the settings they read, the clock, and where problems go."""
+
+    custom_controllers: bool  # --skip-nodes-with-custom-controller-pods
+    system_pod_timeout: float | None  # --blocking-system-pod-distruption-timeout where the release has it
+    long_terminating_extra: float
+    clock: Clock
+    problems: list[str]
+
+
+class DrainRule(msgspec.Struct, frozen=True, kw_only=True):
+    """One drainability rule: its name, the upstream file it follows, the reasons it may block with, the setting
+    that must be on for it to run (None: always runs) and the check itself."""
+
+    name: str
+    upstream: str
+    reasons: tuple[str, ...] = ()
+    enabled_by: str | None = None  # an AutoscalerSettings field, as rules.Default's ``skip``
+    check: Callable[[DrainPod, DrainContext], Outcome | None]
+
+
+def long_terminating(facts: EvictionFacts, clock: Clock, extra: float) -> bool:
+    """drain.IsPodLongTerminating: deleted, and grace period plus ``extra`` strictly passed."""
+    if facts.deleted is None:
+        return False
+    grace = DEFAULT_GRACE if facts.termination_grace is None else facts.termination_grace
+    return clock.passed(facts.deleted + grace + extra)
+
+
+def is_daemonset_pod(facts: EvictionFacts) -> bool:
+    """utils/pod IsDaemonSetPod: controlled by a DaemonSet, or annotated daemonset-pod "true"."""
+    controller = facts.controller
+    return (controller is not None and controller.kind == "DaemonSet") or facts.daemonset_pod == "true"
+
+
+def _mirror(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    return SKIP if pod.facts.mirror else None
+
+
+def _long_terminating(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    return SKIP if long_terminating(pod.facts, ctx.clock, ctx.long_terminating_extra) else None
+
+
+def _daemonset(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    return DRAINABLE if is_daemonset_pod(pod.facts) else None
+
+
+def _safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    return DRAINABLE if pod.facts.safe_to_evict == "true" else None
+
+
+def _replicated(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    controller = pod.facts.controller
+    if controller is None:
+        return Outcome("block", NOT_REPLICATED, "no controller (no ownerReference with controller: true)")
+    if ctx.custom_controllers and controller.kind not in _REPLICATED_KINDS:
+        return Outcome("block", NOT_REPLICATED, f"controller {controller.kind}/{controller.name} is not one the "
+                                                "autoscaler trusts (--skip-nodes-with-custom-controller-pods)")
+    return None
+
+
+def _system(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    if pod.namespace != _SYSTEM_NAMESPACE or pod.matching:
+        return None
+    timeout, created = ctx.system_pod_timeout, pod.facts.created
+    # A pod with no creationTimestamp has no age: it never outlives the timeout (upstream checks IsZero first).
+    if timeout is not None and created is not None and ctx.clock.passed(created + timeout):
+        return DRAINABLE
+    if pod.matching is None:
+        return Outcome("block", KUBE_SYSTEM_PDB_UNKNOWN,
+                       "kube-system pod: blocks unless a PodDisruptionBudget covers it (PDBs not watched)")
+    return Outcome("block", UNMOVABLE_KUBE_SYSTEM, "kube-system pod not covered by any PodDisruptionBudget")
+
+
+def _not_safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    if pod.facts.safe_to_evict == "false":
+        return Outcome("block", NOT_SAFE_TO_EVICT,
+                       "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
+    return None
+
+
+def _local_storage(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    """drain.HasBlockingLocalStorage: the local volumes not named in safe-to-evict-local-volumes."""
+    facts = pod.facts
+    if not facts.local_volumes:
+        return None
+    listed = facts.safe_to_evict_local_volumes
+    if listed is None:
+        blocking = facts.local_volumes
+    else:
+        names = listed.split(",")  # not trimmed, as upstream
+        unknown = [n for n in names if n not in facts.local_volumes]
+        if unknown:
+            shown = ", ".join(repr(n[:40]) for n in unknown[:5]) + (f" and {len(unknown) - 5} more"
+                                                                      if len(unknown) > 5 else "")
+            ctx.problems.append(f"{pod.namespace}/{pod.name}: safe-to-evict-local-volumes names {shown}, no local "
+                                "volume of the pod: ignored")
+        blocking = tuple(v for v in facts.local_volumes if v not in names)
+    if not blocking:
+        return None
+    return Outcome("block", LOCAL_STORAGE, f"local storage: {', '.join(blocking)} (not in safe-to-evict-local-volumes)")
+
+
+def _pdb(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    for pdb in pod.matching or ():
+        if pdb.disruptions_allowed < 1:
+            return Outcome("block", NOT_ENOUGH_PDB, f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows "
+                                                    f"{pdb.disruptions_allowed} disruptions")
+    return None
+
+
+MIRROR = DrainRule(name="mirror", upstream=_UPSTREAM + "mirror/rule.go", check=_mirror)
+LONG_TERMINATING = DrainRule(name="longterminating", upstream=_UPSTREAM + "longterminating/rule.go",
+                             check=_long_terminating)
+DAEMONSET = DrainRule(name="daemonset", upstream=_UPSTREAM + "daemonset/rule.go", check=_daemonset)
+SAFE_TO_EVICT = DrainRule(name="safetoevict", upstream=_UPSTREAM + "safetoevict/rule.go", check=_safe_to_evict)
+REPLICATED = DrainRule(name="replicated", upstream=_UPSTREAM + "replicated/rule.go", reasons=(NOT_REPLICATED,),
+                       check=_replicated)
+SYSTEM = DrainRule(name="system", upstream=_UPSTREAM + "system/rule.go",
+                   reasons=(UNMOVABLE_KUBE_SYSTEM, KUBE_SYSTEM_PDB_UNKNOWN), enabled_by="skip_nodes_with_system_pods",
+                   check=_system)
+NOT_SAFE_TO_EVICT_RULE = DrainRule(name="notsafetoevict", upstream=_UPSTREAM + "notsafetoevict/rule.go",
+                                   reasons=(NOT_SAFE_TO_EVICT,), check=_not_safe_to_evict)
+LOCAL_STORAGE_RULE = DrainRule(name="localstorage", upstream=_UPSTREAM + "localstorage/rule.go",
+                               reasons=(LOCAL_STORAGE,), enabled_by="skip_nodes_with_local_storage",
+                               check=_local_storage)
+PDB = DrainRule(name="pdb", upstream=_UPSTREAM + "pdb/rule.go", reasons=(NOT_ENOUGH_PDB,), check=_pdb)
