@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.factory import container, pod, vm_pod
-from tests.support.fake_apiserver import FakeApiServer
-from tests.support.otlp_receiver import HttpReceiver
-from tests.support.ports import free_ports
+from testkit.factory import container, pod, vm_pod
+from testkit.fake_apiserver import FakeApiServer
+from testkit.otlp_receiver import HttpReceiver
+from testkit.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bench.common import HttpReceiver, load, machine, realistic_pod
 from bench.measure import Point, last_export_points
-from tests.support.otlp_receiver import points_of
+from testkit.otlp_receiver import points_of
 
 
 def main(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.common import (FakeApiServer, agent_command, deployed_env, in_cluster_env, load, machine,
                           production_venv, realistic_pod)
-from tests.support.ports import free_ports
+from testkit.ports import free_ports
 
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 

@@ -75,7 +75,7 @@ def main() -> None:
     import urllib3
 
     from agent.source.kube import split_lines
-    from tests.support.cluster import make_pki
+    from testkit.cluster import make_pki
 
     events = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 7

@@ -3,7 +3,7 @@
 110 running pods and a Job's 600 completed pods on one node, every pod's annotations at the API server's limit of
 256 KiB per object (one ``vm.neon.tech/usage`` annotation the agent refuses); the installed agent (production venv,
 as the DaemonSet runs it, OTLP/HTTP export every 1 s to a receiver) against the suite's real control plane
-(tests/support/cluster.py: etcd, kube-apiserver 1.37.2, scheduler, controller-manager). Measured:
+(testkit/cluster.py: etcd, kube-apiserver 1.37.2, scheduler, controller-manager). Measured:
 
 * **watch**: the agent started on the empty node, then the pods created and their status written (every object
   reaches it as WATCH events of ~256 KiB each); its steady RSS (largest of five samples 5 s after it holds every
@@ -189,7 +189,7 @@ def _agent_row(what: str, agent: RunningAgent) -> tuple[str, float, float]:
 
 
 def main() -> None:
-    from tests.support.cluster import Cluster
+    from testkit.cluster import Cluster
 
     total = RUNNING + COMPLETED
     print(f"\n### The worst node: {RUNNING} running pods and {COMPLETED} completed ones, every pod's annotations at the "

@@ -11,8 +11,8 @@ import pytest
 
 from agent.config import ConfigError, from_sources
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
-from tests.support.cli import run
-from tests.support.factory import pod
+from testkit.cli import run
+from testkit.factory import pod
 
 BASE = {"node_name": "n", "exporter": "none"}
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from tests.support.cli import AGENT, run
-from tests.support.factory import container, pod, resizing_pod, vm_pod
+from testkit.cli import AGENT, run
+from testkit.factory import container, pod, resizing_pod, vm_pod
 
 def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     result = run("run")
@@ -252,7 +252,7 @@ def test_explain_bad_input_is_a_clear_error(text):
 @pytest.fixture
 def hourly_agent(tmp_path, http_receiver):
     """The agent watching node n1 (one pod, p) on a fake API server, exporting to ``http_receiver`` hourly."""
-    from tests.support.fake_apiserver import FakeApiServer
+    from testkit.fake_apiserver import FakeApiServer
 
     api = FakeApiServer().start()
     proc = None
@@ -275,8 +275,8 @@ def test_signal_flushes_a_final_export_and_exits_promptly(hourly_agent, signame,
     import signal
     import time
 
-    from tests.support.otlp_receiver import points_of
-    from tests.support.waiting import wait_until
+    from testkit.otlp_receiver import points_of
+    from testkit.waiting import wait_until
 
     api, proc = hourly_agent
     wait_until(lambda: api.count(watch=True) >= 1 and http_receiver.requests, timeout=20)  # the first export
@@ -293,8 +293,8 @@ def test_signal_flushes_a_final_export_and_exits_promptly(hourly_agent, signame,
 def test_the_first_export_follows_the_first_sync_not_an_interval_after_start(hourly_agent, http_receiver):
     """A node that just joined has its numbers at the Collector as soon as its pods and Node are read (issue 30): the
     SDK's reader alone would first export an interval (here an hour) after start."""
-    from tests.support.otlp_receiver import points_of
-    from tests.support.waiting import wait_until
+    from testkit.otlp_receiver import points_of
+    from testkit.waiting import wait_until
 
     wait_until(lambda: http_receiver.requests, timeout=30)
     first = points_of(http_receiver.requests[0][1])

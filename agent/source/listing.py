@@ -18,7 +18,7 @@ value ends, so the fast reader learns it from the text of msgspec's errors
 (``_trailing_end``, ``_truncated``). The text reader leans on neither msgspec
 nor the API server's layout, so whatever the fast one cannot read (an odd
 body, or a msgspec whose messages changed) is still read right, only slower.
-tests/decode/test_listing.py pins both texts on real msgspec errors and fails
+tests/source/test_listing.py pins both texts on real msgspec errors and fails
 if an API server's LIST leaves the fast path, so an upgrade that would move
 the agent to the slow path fails the tests instead.
 """

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster_scale.sizes import CLIENT_QPS, NODE_GRACE_SECONDS
-from tests.support.trust import TrustCluster
+from testkit.trust import TrustCluster
 
 
 class ScaleCluster(TrustCluster):

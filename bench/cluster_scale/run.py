@@ -26,11 +26,11 @@ from bench.cluster_scale.sizes import (AGENTS, ANCHOR, BASELINE_SECONDS, CHURN_L
                                        STEADY_SECONDS, WRITERS)
 from bench.cluster_scale.windows import ColdStart, Window, cold_start, measure_window, settle
 from bench.common import load, machine
-from tests.support.collector import SHIPPED_CONFIG, Collector
-from tests.support.kubelet import AgentContainer, Deployment, deploy
-from tests.support.kwok import Kwok
-from tests.support.trust import collector_env, remote_write_prometheus
-from tests.support.waiting import wait_until
+from testkit.collector import SHIPPED_CONFIG, Collector
+from testkit.kubelet import AgentContainer, Deployment, deploy
+from testkit.kwok import Kwok
+from testkit.trust import collector_env, remote_write_prometheus
+from testkit.waiting import wait_until
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Scene:
     workdir: Path
     cluster: ScaleCluster
     api: Api | None = None
-    prom: object = None  # tests.support.collector.Prometheus
+    prom: object = None  # testkit.collector.Prometheus
     collector: Collector | None = None
     kwok: Kwok | None = None
     deployment: Deployment | None = None

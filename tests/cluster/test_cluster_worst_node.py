@@ -20,8 +20,8 @@ import pytest
 from agent.config import from_sources
 from agent.run.agent import Agent
 from bench.worst_node import add_node, create_pods
-from tests.support.cluster import Cluster
-from tests.support.waiting import wait_until
+from testkit.cluster import Cluster
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

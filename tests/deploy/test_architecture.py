@@ -136,8 +136,8 @@ def test_the_benchmarks_call_only_test_support_that_exists(tmp_path):
     removed (the cluster fixture's node simulation when KWOK replaced it) would only show up as a crash at
     measurement time. Every ``cluster.X``/``kwok.X`` a benchmark names, held in a variable or an attribute
     (``scene.cluster.X``), in any module under bench/, exists on a Cluster/Kwok."""
-    from tests.support.kwok import Kwok
-    from tests.support.trust import TrustCluster
+    from testkit.kwok import Kwok
+    from testkit.trust import TrustCluster
 
     bench = Path(__file__).resolve().parents[2] / "bench"
     # The scale benchmark's cluster is a TrustCluster (the shipped RBAC and authorization), a Cluster with more.

@@ -99,7 +99,7 @@ def _records(body: bytes, size: int, typed: bool):
 
 
 def _pods(n: int) -> list[dict]:
-    from tests.support.factory import container, pod
+    from testkit.factory import container, pod
 
     pods = []
     for i in range(n):
