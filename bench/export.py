@@ -12,8 +12,9 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from bench.common import HttpReceiver, load, machine, realistic_pod
+from bench.common import HttpReceiver, load, machine
 from bench.measure import Point, last_export_points
+from testkit.factory import realistic_pod
 from testkit.otlp_receiver import points_of
 
 
