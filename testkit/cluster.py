@@ -55,10 +55,15 @@ class Cluster(ClusterClient):
     ClusterClient's (testkit/cluster_client.py).
     """
 
-    def __init__(self, workdir: Path, version: str = NEWEST, apiserver_flags: Sequence[str] = ()) -> None:
+    def __init__(self, workdir: Path, version: str = NEWEST, apiserver_flags: Sequence[str] = (), *,
+                 scheduler_flags: Sequence[str] = (), controller_manager_flags: Sequence[str] = ()) -> None:
+        """Each ``*_flags`` is appended to that component's own command line (for a flag that takes one value, the
+        later one wins): how a benchmark or a test runs the control plane differently without subclassing it."""
         super().__init__(workdir)
         self.release = version  # "version" is the /version call
-        self.apiserver_flags = tuple(apiserver_flags)  # appended to the fixture's own (a later flag wins)
+        self.apiserver_flags = tuple(apiserver_flags)
+        self.scheduler_flags = tuple(scheduler_flags)
+        self.controller_manager_flags = tuple(controller_manager_flags)
         self.logs_dir = self.workdir / "logs"
         self.components: list[Component] = []
         self._bins: dict[str, Path] = {}
@@ -206,7 +211,8 @@ class Cluster(ClusterClient):
         return self._component(
             "kube-scheduler", "kube-scheduler", *self._delegated_flags("scheduler", "scheduler"),
             # metrics readable without a SubjectAccessReview round trip; the admin cert works as well
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/metrics/resources")
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/metrics/resources",
+            *self.scheduler_flags)
 
     def _controller_manager(self) -> Component:
         pki = self.pki
@@ -217,7 +223,7 @@ class Cluster(ClusterClient):
             f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
             f"--root-ca-file={pki.crt('ca')}", f"--service-account-private-key-file={pki.key('sa')}",
             f"--cluster-signing-cert-file={pki.crt('ca')}", f"--cluster-signing-key-file={pki.key('ca')}",
-            "--cluster-name=nra")
+            "--cluster-name=nra", *self.controller_manager_flags)
 
     # ----------------------------------------------------------------- readiness
 
