@@ -358,9 +358,9 @@ def test_a_mistyped_command_is_reported_as_such():
 
 
 def test_every_option_has_help_text():
-    from agent.cli import _parser
+    from agent.cli import build_parser
 
-    parser = _parser()
+    parser = build_parser()
     commands = [a for a in parser._actions if a.dest == "command"][0].choices  # argparse's own registry of subparsers
     for name, sub in [("", parser), *commands.items()]:
         for action in sub._actions:
@@ -418,10 +418,10 @@ def test_run_as_the_daemonset_runs_it_builds_no_parser():
 
 def test_no_flag_is_what_the_parser_returns_when_none_is_given():
     """The unparsed path hands ``from_sources`` no flags; that is only right while every run option defaults to unset."""
-    from agent.cli import _parser
+    from agent.cli import build_parser
     from agent.config import from_sources
 
-    parsed = {k: v for k, v in vars(_parser().parse_args(["run"])).items() if k != "command"}
+    parsed = {k: v for k, v in vars(build_parser().parse_args(["run"])).items() if k != "command"}
     assert parsed and not any(parsed.values()), parsed
     for env in ({"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none"},
                 {"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none", "DEBUG_ADDRESS": "off", "LOG_LEVEL": "debug",
