@@ -162,7 +162,7 @@ def _remove_netns(path: str) -> None:
 
 
 def _leaf_certificate(cluster: Cluster, name: str, org: str | None, cn: str) -> None:
-    """A client certificate signed by the cluster CA (the profile tests/cluster.py defines)."""
+    """A client certificate signed by the cluster CA (the profile testkit/pki.py defines)."""
     pki = cluster.pki
     cnf = pki.dir / "openssl.cnf"
     csr = pki.dir / f"{name}.csr"

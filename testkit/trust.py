@@ -1,6 +1,6 @@
 """The shipped trust path for tests: a control plane the Collector can verify tokens against.
 
-``TrustCluster`` is the real control plane of tests/cluster.py with three changes a real cluster
+``TrustCluster`` is the real control plane of testkit/cluster.py with three changes a real cluster
 has too: its ServiceAccount issuer is its own URL (so the Collector's oidc authenticator can fetch
 the discovery document and JWKS from it, over loopback), the shipped
 ``daemonset/apiserver/authorization-config.yaml`` replaces ``--authorization-mode`` (its deny
