@@ -26,7 +26,7 @@ from agent.telemetry.health import Verdict
 from agent.pipeline.state import NodeSnapshot
 from agent.telemetry.stats import StatsSnapshot
 
-__all__ = ["render_page", "refresh_seconds", "REFRESH_SECONDS", "REFRESH_RANGE"]
+__all__ = ["render_page", "refresh_seconds", "verdict_section", "REFRESH_SECONDS", "REFRESH_RANGE"]
 
 REFRESH_SECONDS = 5
 REFRESH_RANGE = (1, 3600)  # seconds: faster would be a reload loop against the agent, slower is "paused"
@@ -94,8 +94,9 @@ def _rows(cells: dict[str, str]) -> str:
     return "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in cells.items())
 
 
-def _verdict_section(v: ScaleDownVerdict) -> str:
-    """The verdict on one screen: state, utilization against the threshold, blockers, differing pods, PDBs."""
+def verdict_section(v: ScaleDownVerdict) -> str:
+    """The verdict on one screen: state, utilization against the threshold, blockers, differing pods, PDBs (public:
+    the tests compare it with the JSON, the text and the metrics)."""
     e = html.escape
     u = v.utilization
     util_rows = "".join(
@@ -187,7 +188,7 @@ def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: Verdict, ready: 
 <h1>Node {e(node.node_name)} <small class={status} id=status>{status}</small></h1>
 <div id=bar><span>updated <time id=updated datetime="{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}" data-time="{now:.3f}">{stamp}</time>
 <span id=age class=muted></span></span><span id=refresh-state class=muted></span><button id=pause type=button>Pause auto-refresh</button></div>
-{_verdict_section(node.verdict(now))}
+{verdict_section(node.verdict(now))}
 <h2>Node comparison</h2>
 <table id=comparison><tr><th>quantity</th><th>CPU</th><th>CPU of allocatable</th><th>memory</th><th>memory of allocatable</th></tr>{comparison}</table>
 <h2>What the cluster-autoscaler sees</h2>

@@ -159,7 +159,7 @@ def test_both_paths_judge_at_the_clock_they_are_given_once_per_export():
 def test_blocking_counts_and_candidacy_are_one_computation_for_metrics_json_text_and_page():
     """The metric, explain's JSON, the text answer and the page read the counts and the candidacy from the Verdict
     (Verdict.blocking_counts, Verdict.candidate), so none can count differently."""
-    from agent.debug.page import _verdict_section
+    from agent.debug.page import verdict_section
     from agent.report.autoscaler import verdict_lines
     from agent.report.views import verdict_report
 
@@ -172,10 +172,10 @@ def test_blocking_counts_and_candidacy_are_one_computation_for_metrics_json_text
     assert verdict_report(v)["blocking_pods"] == counts
     assert "BLOCKING  3 pods: not_replicated 2, not_enough_pdb 1" in "\n".join(verdict_lines(v, width=None))
     assert not v.candidate and verdict_report(v)["scale_down_candidate"] is False
-    assert got[(AUTOSCALER_CANDIDATE, frozenset())] == 0 and "class=candidate" not in _verdict_section(v)
+    assert got[(AUTOSCALER_CANDIDATE, frozenset())] == 0 and "class=candidate" not in verdict_section(v)
     free = verdict()
     assert free.candidate and verdict_report(free)["scale_down_candidate"] is True
-    assert points(free)[(AUTOSCALER_CANDIDATE, frozenset())] == 1 and "class=candidate" in _verdict_section(free)
+    assert points(free)[(AUTOSCALER_CANDIDATE, frozenset())] == 1 and "class=candidate" in verdict_section(free)
 
 
 def test_pdb_risks_reach_the_json_and_the_text():
@@ -189,7 +189,7 @@ def test_pdb_risks_reach_the_json_and_the_text():
     text = "\n".join(verdict_lines(v, width=None))
     assert "RISKY  PodDisruptionBudget ns/web allows 1 disruption and covers 3 of the node's pods" in text
     assert v.candidate  # a risk does not block
-    from agent.debug.page import _verdict_section
+    from agent.debug.page import verdict_section
 
-    assert "PodDisruptionBudget ns/web allows 1 and covers 3 of the node's pods" in _verdict_section(v)
-    assert "autoscaler-pdb-risks" not in _verdict_section(verdict())
+    assert "PodDisruptionBudget ns/web allows 1 and covers 3 of the node's pods" in verdict_section(v)
+    assert "autoscaler-pdb-risks" not in verdict_section(verdict())
