@@ -84,7 +84,9 @@ def _environment_help() -> str:
     return "\n".join(lines)
 
 
-def _parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
+def build_parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
+    """Every command's flags. Built only for a command line with flags (``run`` alone, as the DaemonSet runs it, is not
+    parsed): public so the tests can read what each option parses to and its help."""
     import argparse
 
     class OneLineErrors(argparse.ArgumentParser):
@@ -200,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv == ["run"]:
         flags: dict[str, object] = {}  # no flag given: what the parser would return, every option unset
     else:
-        args = _parser(prog).parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
         if args.command == "explain":
             from agent.explain.command import explain
 

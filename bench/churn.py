@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine, realistic_pod
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine
 from bench.measure import pods_exported, wait_exported
+from testkit.factory import realistic_pod
 
 
 def main(total: int = 20000, live: int = 110) -> None:

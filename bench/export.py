@@ -12,9 +12,10 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from bench.common import HttpReceiver, load, machine, realistic_pod
+from bench.common import HttpReceiver, load, machine
 from bench.measure import Point, last_export_points
-from tests.support.otlp_receiver import points_of
+from testkit.factory import realistic_pod
+from testkit.otlp_receiver import points_of
 
 
 def main(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine, realistic_pod
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine
 from bench.floor_program import FloorProgram
 from bench.measure import last_export_points, wait_exported
+from testkit.factory import realistic_pod
 
 
 @dataclass(frozen=True, kw_only=True)

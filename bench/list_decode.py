@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-from bench.common import load, machine, realistic_pod
+from bench.common import load, machine
 from bench.measure import best_cpu
+from testkit.factory import realistic_pod
 
 
 def main(pods: int = 2000, repeat: int = 5) -> None:

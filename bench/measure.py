@@ -6,7 +6,7 @@ import gc
 import time
 from collections.abc import Callable
 
-from tests.support.otlp_receiver import HttpReceiver, points_of
+from testkit.otlp_receiver import HttpReceiver, points_of
 
 #: One exported point as plain data: metric name, attributes as text, value (what a floor program re-exports).
 Point = tuple[str, dict[str, str], float]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine, realistic_pod
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine
 from bench.floor_program import FloorProgram
 from bench.measure import Point, last_export_points, wait_exported
+from testkit.factory import realistic_pod
 
 POD_COUNTS = (0, 110, 500, 2000)
 FLOOR_AT = (110, 2000)  # the pod counts the floor program is measured at

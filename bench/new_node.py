@@ -1,10 +1,10 @@
 """A new node's first number, its agent's image pulled from a real registry (``bench/run.py new-node``; issue 30).
 
-The real node of tests/support/node_cluster.py (control plane, kubelet, containerd/runc, kube-proxy, CoreDNS, in a
+The real node of testkit/node_cluster.py (control plane, kubelet, containerd/runc, kube-proxy, CoreDNS, in a
 network namespace this process makes: needs root) runs the shipped Collector writing into Prometheus 3, with the
 agent's DaemonSet as shipped but for its image, named in ``crane registry serve`` on the node's address (the
 agent's and the pause image pushed there from components/image.py's archives). Then, NRA_NEW_NODE_RUNS times (3),
-a fresh node joins: a second real kubelet with an empty containerd (tests/support/new_node.py), followed every 0.1 s
+a fresh node joins: a second real kubelet with an empty containerd (testkit/new_node.py), followed every 0.1 s
 from its Node turning Ready through its agent pod being scheduled, the image pulled (the kubelet's Pulled event,
 with the kubelet's own pull time), the container running, ``/readyz`` answering 200, to the agent's first sample
 visible in Prometheus; the first accepted export is the agent's own record of it (the Unix time it exports as
@@ -31,10 +31,10 @@ STEPS = ("node_registered", "node_ready", "pod_scheduled", "image_pulled", "cont
 
 def main() -> None:
     from components.image import agent_image
-    from tests.support.new_node import agent_overlay, join_and_follow, node_registry
-    from tests.support.node_cluster import leave_node, running_node
-    from tests.support.node_rollout import roll_out
-    from tests.support.trust import remote_write_prometheus
+    from testkit.new_node import agent_overlay, join_and_follow, node_registry
+    from testkit.node_cluster import leave_node, running_node
+    from testkit.node_rollout import roll_out
+    from testkit.trust import remote_write_prometheus
 
     print("\n### A new node's first number: Node Ready to the agent's first accepted export and first sample in "
           "Prometheus, its image pulled from a registry on the node's network\n")

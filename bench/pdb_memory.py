@@ -13,7 +13,7 @@ import json
 import tracemalloc
 
 from bench.common import load, machine
-from tests.support.factory import pdb
+from testkit.factory import pdb
 
 COUNT = 10_000
 

@@ -2,7 +2,7 @@
 
 Every agent lists and watches every PDB of the cluster (docs/operations.md#the-pdb-watch). Here one real
 kube-apiserver 1.37.2 (with etcd, the scheduler and kube-controller-manager, whose disruption controller writes the
-PDBs' status, as in the test suite: tests/support/cluster.py) holds ``PDBS`` PDBs; the benchmark opens ``WATCHES``
+PDBs' status, as in the test suite: testkit/cluster.py) holds ``PDBS`` PDBs; the benchmark opens ``WATCHES``
 list-then-watch pairs as the agents' reflector does (LIST ``resourceVersion=0`` from the watch cache, then WATCH from
 its version with bookmarks, one HTTP/1.1 connection each over TLS), and measures kube-apiserver's own CPU time
 (its process, so the clients' CPU is not counted) and resident memory:
@@ -107,7 +107,7 @@ def window(pid: int, seconds: float, during=None) -> tuple[float, float]:
 
 
 def main() -> None:
-    from tests.support.cluster import Cluster
+    from testkit.cluster import Cluster
 
     threading.stack_size(256 * 1024)
     print(f"\n### PodDisruptionBudget watches at the API server ({WATCHES:,} list+watch pairs, {PDBS} PDBs, "

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 if __name__ == "__main__" and not __package__:
-    # Run as a script: import the benchmarks as the ``bench`` package from the repository root (tests.support and
+    # Run as a script: import the benchmarks as the ``bench`` package from the repository root (testkit and
     # the agent live there too), not as loose modules from bench/ that could shadow anything they import.
     _BENCH = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]

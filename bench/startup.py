@@ -15,8 +15,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.common import (FakeApiServer, agent_command, deployed_env, in_cluster_env, load, machine,
-                          production_venv, realistic_pod)
-from tests.support.ports import free_ports
+                          production_venv)
+from testkit.factory import realistic_pod
+from testkit.ports import free_ports
 
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 

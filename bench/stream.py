@@ -13,9 +13,10 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import FakeApiServer, HttpReceiver, RunningAgent, baseline_command, load, machine, realistic_pod
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, baseline_command, load, machine
 from bench.measure import cpu_when_quiet
-from tests.support.processes import stop_process
+from testkit.factory import realistic_pod
+from testkit.processes import stop_process
 
 STREAMS = {"status churn": False, "requests change every event": True}  # name -> every event changes a request
 

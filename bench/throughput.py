@@ -7,8 +7,9 @@ import json
 import statistics
 import threading
 
-from bench.common import load, machine, realistic_pod
+from bench.common import load, machine
 from bench.measure import best_cpu
+from testkit.factory import realistic_pod
 
 
 def main(n: int = 5000) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import FakeApiServer, agent_command, baseline_command, deployed_env, load, machine, realistic_pod
+from bench.common import FakeApiServer, agent_command, baseline_command, deployed_env, load, machine
+from testkit.factory import realistic_pod
 
 
 def main(pods_counts=(110, 500), events: int = 2000) -> None:

@@ -5,7 +5,7 @@ each, as the API server writes a watch) and the terminating chunk; this process 
 ``PoolManager`` (what the kubernetes package's client is) and cuts it into lines with ``kube.split_lines``, once per
 reader, the readers interleaved; the figure is the median of the reading thread's CPU time per event.
 
-Run: .venv/bin/python bench/watch_read.py [EVENTS] [REPEAT]
+Run from the repository root: .venv/bin/python -m bench.watch_read [EVENTS] [REPEAT]
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, load, machine, realistic_pod
+from bench.common import ROOT, load, machine
+from testkit.factory import realistic_pod
 
 
 def _serve(cert: str, key: str, events: int) -> None:
@@ -75,13 +76,14 @@ def main() -> None:
     import urllib3
 
     from agent.source.kube import split_lines
-    from tests.support.cluster import make_pki
+    from testkit.cluster import make_pki
 
     events = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     pki = make_pki(Path(tempfile.mkdtemp(prefix="watch-read-pki-")))
-    server = subprocess.Popen([sys.executable, __file__, "serve", str(pki.crt("loopback-serving")),
-                               str(pki.key("loopback-serving")), str(events)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, "-m", "bench.watch_read", "serve", str(pki.crt("loopback-serving")),
+                               str(pki.key("loopback-serving")), str(events)], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT)
     try:
         port, size = server.stdout.readline().split()
         pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(pki.crt("ca")), retries=False)
@@ -113,7 +115,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
-        sys.path.insert(0, str(ROOT))
         _serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         main()

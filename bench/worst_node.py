@@ -3,7 +3,7 @@
 110 running pods and a Job's 600 completed pods on one node, every pod's annotations at the API server's limit of
 256 KiB per object (one ``vm.neon.tech/usage`` annotation the agent refuses); the installed agent (production venv,
 as the DaemonSet runs it, OTLP/HTTP export every 1 s to a receiver) against the suite's real control plane
-(tests/support/cluster.py: etcd, kube-apiserver 1.37.2, scheduler, controller-manager). Measured:
+(testkit/cluster.py: etcd, kube-apiserver 1.37.2, scheduler, controller-manager). Measured:
 
 * **watch**: the agent started on the empty node, then the pods created and their status written (every object
   reaches it as WATCH events of ~256 KiB each); its steady RSS (largest of five samples 5 s after it holds every
@@ -28,7 +28,6 @@ import os
 import tempfile
 import time
 import tracemalloc
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -36,54 +35,12 @@ from bench.cluster_scale.process_usage import rss_mib
 from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine, vm_hwm_mib
 from bench.measure import last_export_points
 from bench.memory import _floor_rss, _steady_rss
+from testkit.worst_node import add_node, create_pods
 
 RUNNING = int(os.environ.get("NRA_WORST_RUNNING", "110"))
 COMPLETED = int(os.environ.get("NRA_WORST_COMPLETED", "600"))
 NODE = "worst-node"
 NAMESPACE = "default"
-USAGE = "vm.neon.tech/usage"
-#: The API server's limit on one object's annotations (keys and values), apimachinery TotalAnnotationSizeLimitB.
-ANNOTATIONS_LIMIT = 256 * 1024
-
-
-def huge_usage() -> str:
-    """A usage annotation that fills the object's annotation budget to the byte."""
-    head = '{"cpu":"1","memory":"1Gi","pad":"'
-    return head + "x" * (ANNOTATIONS_LIMIT - len(USAGE) - len(head) - 2) + '"}'
-
-
-def tenant_pod(name: str, job: bool, usage: str, node: str = NODE, namespace: str = NAMESPACE) -> dict:
-    """A pod bound to ``node`` (no scheduler, no kubelet: its status is written as a kubelet would), tolerating the
-    taints a node without a kubelet gets, so the taint manager never evicts it during the run."""
-    labels = {"job-name": "batch"} if job else {"app": "tenant"}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": {USAGE: usage}},
-            "spec": {"nodeName": node, "restartPolicy": "Never" if job else "Always",
-                     "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "app", "image": "example.invalid/app:1",
-                                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
-
-
-def add_node(cluster, node: str = NODE, pods: int = RUNNING + COMPLETED + 10) -> None:
-    capacity = {"cpu": "64", "memory": "256Gi", "pods": str(pods)}
-    cluster.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
-                                          "status": {"capacity": capacity, "allocatable": capacity}})
-
-
-def create_pods(cluster, running: int, completed: int, node: str = NODE, namespace: str = NAMESPACE) -> None:
-    """``running`` pods Running and ``completed`` Succeeded (as a Job leaves them), four requests at a time."""
-    usage = huge_usage()
-
-    def one(i: int) -> None:
-        job = i >= running
-        name = f"batch-{i - running}" if job else f"app-{i}"
-        cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", tenant_pod(name, job, usage, node, namespace),
-                    timeout=120)
-        cluster.api("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
-                    {"status": {"phase": "Succeeded" if job else "Running"}}, timeout=120)
-
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(one, range(running + completed)))
 
 
 class _Kubeconfig:
@@ -189,7 +146,7 @@ def _agent_row(what: str, agent: RunningAgent) -> tuple[str, float, float]:
 
 
 def main() -> None:
-    from tests.support.cluster import Cluster
+    from testkit.cluster import Cluster
 
     total = RUNNING + COMPLETED
     print(f"\n### The worst node: {RUNNING} running pods and {COMPLETED} completed ones, every pod's annotations at the "
@@ -200,8 +157,8 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="nra-worst-node-") as folder, Cluster(Path(folder)) as cluster:
             kubeconfig = _Kubeconfig(cluster.admin_kubeconfig)
-            add_node(cluster)
-            add_node(cluster, "empty-node")
+            add_node(cluster, NODE, pods=RUNNING + COMPLETED + 10)
+            add_node(cluster, "empty-node", pods=RUNNING + COMPLETED + 10)
             # The floor: the same agent on a node with no pod, same API server.
             empty = RunningAgent(kubeconfig, receiver, node="empty-node", interval=1.0)
             try:
@@ -213,7 +170,7 @@ def main() -> None:
             try:
                 watching.wait_ready(120)
                 started = time.monotonic()
-                create_pods(cluster, RUNNING, COMPLETED)
+                create_pods(cluster, RUNNING, COMPLETED, node=NODE, namespace=NAMESPACE)
                 wait_held(watching, RUNNING, COMPLETED)
                 created = time.monotonic() - started
                 rows.append(_agent_row(f"WATCH: {total} pods arrive while it runs ({created:.0f} s)", watching))

@@ -15,10 +15,10 @@ one; only then is the rest of the body held as text.
 
 Why two readers for one job: msgspec (0.23) has no public way to say where a
 value ends, so the fast reader learns it from the text of msgspec's errors
-(``_trailing_end``, ``_truncated``). The text reader leans on neither msgspec
+(``trailing_end``, ``truncated``). The text reader leans on neither msgspec
 nor the API server's layout, so whatever the fast one cannot read (an odd
 body, or a msgspec whose messages changed) is still read right, only slower.
-tests/decode/test_listing.py pins both texts on real msgspec errors and fails
+tests/source/test_listing.py pins both texts on real msgspec errors and fails
 if an API server's LIST leaves the fast path, so an upgrade that would move
 the agent to the slow path fails the tests instead.
 """
@@ -34,7 +34,9 @@ import msgspec
 
 from agent.decode.reader import Unparsable
 
-__all__ = ["iter_list", "read_list", "Unparsable"]
+# SKIPPING_DECODER, trailing_end and truncated are the fast reader's reading of msgspec's errors, public so the tests
+# can pin them on real msgspec errors (a msgspec upgrade that changed its messages fails there, not in production).
+__all__ = ["SKIPPING_DECODER", "iter_list", "read_list", "trailing_end", "truncated", "Unparsable"]
 
 
 _decoder = json.JSONDecoder()
@@ -155,7 +157,7 @@ _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 _WS_BYTES = frozenset(b" \t\n\r")
 # The API server writes kind, apiVersion and metadata before items: a few hundred bytes.
 _HEADER_LIMIT = 1 << 20
-_SKIP = msgspec.json.Decoder(msgspec.Raw)
+SKIPPING_DECODER = msgspec.json.Decoder(msgspec.Raw)  # builds nothing: a value decodes to its raw bytes
 # Where the API server's compact JSON puts one item's end: every object of a List starts with its
 # metadata (kind and apiVersion are empty in items, so omitted). Only a candidate: the slice up to it
 # must decode as exactly one value, which no other place can give (see _typed_item).
@@ -164,14 +166,14 @@ _NO_NEXT_ITEM, _REFUSED = -1, -2
 _AHEAD_LIMIT = 1 << 18  # read at most this far past an item's start looking for the next one
 
 
-def _trailing_end(message: str) -> int | None:
+def trailing_end(message: str) -> int | None:
     """The offset of the first non-blank byte after the complete value the decoded bytes start with (its end, give
     or take blanks), from msgspec's "trailing characters" error; None if the message is another."""
     found = _TRAILING.search(message)
     return int(found.group(1)) - 1 if found else None
 
 
-def _truncated(message: str) -> bool:
+def truncated(message: str) -> bool:
     """msgspec's word for bytes that stop inside a value (more may make it whole)."""
     return "truncated" in message
 
@@ -327,7 +329,7 @@ def _typed_item(buf: _Chunks, pos: int, typed_item: Callable[[memoryview], Any])
             try:
                 return found + 1, typed_item(view)
             except msgspec.DecodeError as exc:
-                if not _truncated(str(exc)):
+                if not truncated(str(exc)):
                     return _REFUSED, None  # a whole item the Structs refuse: the tolerant path takes it
             except RecursionError:
                 return _REFUSED, None
@@ -342,7 +344,7 @@ def _item_end(buf: _Chunks, pos: int) -> int:
     while True:
         view = memoryview(buf.data)[pos:]
         try:
-            _SKIP.decode(view)
+            SKIPPING_DECODER.decode(view)
             message = ""  # the buffer ends right after a complete value: what follows is not read yet
         except msgspec.DecodeError as exc:
             message = str(exc)
@@ -350,10 +352,10 @@ def _item_end(buf: _Chunks, pos: int) -> int:
             return -1
         finally:
             view.release()
-        end = _trailing_end(message)
+        end = trailing_end(message)
         if end is not None:
             return pos + end
-        if message and not _truncated(message):
+        if message and not truncated(message):
             return -1  # malformed
         # Incomplete (or complete up to the buffer's end): read on, doubling what an item may span.
         if not buf.more(len(buf.data) + max(65536, len(buf.data) - pos)):

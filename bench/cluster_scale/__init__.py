@@ -4,10 +4,10 @@ Run: ``python bench/run.py cluster-scale`` after the test command's install;
 the control plane, KWOK, the Collector, Prometheus 3 and the client-go anchor are built into the component cache on
 first use. ``NRA_SCALE_QUICK=1`` runs a small size (20 nodes, 10 agents, short windows) to check the setup.
 
-What runs: etcd, kube-apiserver, kube-scheduler and kube-controller-manager 1.37.2 (tests/support/trust.py: the
+What runs: etcd, kube-apiserver, kube-scheduler and kube-controller-manager 1.37.2 (testkit/trust.py: the
 shipped authorization configuration, the API server as the ServiceAccount issuer), KWOK's controller managing the
-nodes (tests/support/kwok.py), the shipped DaemonSet applied with kubectl, and one agent process per measured node
-started from its DaemonSet pod as the kubelet would start it (tests/support/kubelet.py; no container runs on a KWOK
+nodes (testkit/kwok.py), the shipped DaemonSet applied with kubectl, and one agent process per measured node
+started from its DaemonSet pod as the kubelet would start it (testkit/kubelet.py; no container runs on a KWOK
 node). The agents push OTLP to one Collector running the shipped otel-config/collector.yaml (token verified against
 the API server, nodeidentity, remote write) into Prometheus 3. The scheduler's and controller-manager's client QPS
 are raised (``NRA_SCALE_CLIENT_QPS``) so the population is limited by the machine, not by their rate limiters.

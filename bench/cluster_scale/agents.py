@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.kubelet import AGENT_CONTAINER, AgentContainer, ServiceAccountVolume, daemon_pods, prepare_agent_pod
-from tests.support.trust import TrustCluster
+from testkit.kubelet import AGENT_CONTAINER, AgentContainer, ServiceAccountVolume, daemon_pods, prepare_agent_pod
+from testkit.trust import TrustCluster
 
 
 def collector_token(cluster: TrustCluster, agent: AgentContainer, folder: Path) -> None:

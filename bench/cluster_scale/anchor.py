@@ -11,9 +11,9 @@ from pathlib import Path
 
 from bench.cluster_scale.sizes import ANCHOR_DIR
 from components.cache import cached, run
-from tests.support.kubelet import AgentContainer
-from tests.support.processes import stop_process
-from tests.support.trust import TrustCluster
+from testkit.kubelet import AgentContainer
+from testkit.processes import stop_process
+from testkit.trust import TrustCluster
 
 
 def anchor_bin() -> Path:

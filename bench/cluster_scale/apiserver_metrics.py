@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster_scale.sizes import AGENT_FLOW
-from tests.support.trust import TrustCluster
+from testkit.trust import TrustCluster
 
 
 @dataclass

@@ -8,31 +8,25 @@ import ssl
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster_scale.sizes import CLIENT_QPS, NODE_GRACE_SECONDS
-from tests.support.trust import TrustCluster
+from testkit.trust import TrustCluster
 
 
-class ScaleCluster(TrustCluster):
+def scale_cluster(workdir: Path, apiserver_flags: Sequence[str] = ()) -> TrustCluster:
     """The trust cluster with the scheduler's and controller-manager's client rate limits raised (default 50 and 20
     QPS): population and churn are then limited by the machine. Node heartbeats at the kubelet's defaults (Lease
     of 40 s renewed every 10 s, grace period 50 s) rather than the test suite's faster ones: at 1,000 nodes the
     suite's 5 s renewals were 200 writes per second of background under the agents' share. The agents' path is
     untouched."""
-
-    def _scheduler(self):
-        component = super()._scheduler()
-        component.argv += [f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={2 * CLIENT_QPS}"]
-        return component
-
-    def _controller_manager(self):
-        component = super()._controller_manager()
-        component.argv += [f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={2 * CLIENT_QPS}",
-                           f"--node-monitor-grace-period={NODE_GRACE_SECONDS}s"]
-        return component
+    rate_limits = [f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={2 * CLIENT_QPS}"]
+    return TrustCluster(workdir, apiserver_flags=apiserver_flags, scheduler_flags=rate_limits,
+                        controller_manager_flags=[*rate_limits, f"--node-monitor-grace-period={NODE_GRACE_SECONDS}s"])
 
 
 @dataclass(frozen=True, kw_only=True)

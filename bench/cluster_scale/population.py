@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from bench.cluster_scale.control_plane import Api, scheduler_metric
 from bench.cluster_scale.progress import log
 from bench.cluster_scale.sizes import WRITERS
-from bench.common import load, realistic_pod
-from tests.support.factory import for_create
-from tests.support.kwok import CUSTOM_STATUS_ANNOTATION
-from tests.support.trust import TrustCluster
+from bench.common import load
+from testkit.factory import for_create, realistic_pod
+from testkit.kwok import CUSTOM_STATUS_ANNOTATION
+from testkit.trust import TrustCluster
 
 
 def pod_templates(count: int = 35) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.support.http import http_get
+from testkit.http import http_get
 
 
 def prom_samples(prom, selector: str, seconds: float) -> dict[tuple, list[tuple[float, float]]]:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from bench.cluster_scale.apiserver_metrics import Sampler
 from bench.cluster_scale.control_plane import Api
 from bench.cluster_scale.sizes import DOWN_SECONDS
-from tests.support.factory import for_create
-from tests.support.trust import TrustCluster
+from testkit.factory import for_create
+from testkit.trust import TrustCluster
 
 
 def restart_storm(cluster: TrustCluster, api: Api, namespace: str, nodes: list[str], prefix: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 from bench.cluster_scale.agents import log_events, pods_of, prepare_agents, wait_each
 from bench.cluster_scale.anchor import Anchor, anchor_bin
 from bench.cluster_scale.churn import churn, churn_latencies
-from bench.cluster_scale.control_plane import Api, ApiAddress, ScaleCluster, apiserver_pid, scheduler_metric
+from bench.cluster_scale.control_plane import Api, ApiAddress, apiserver_pid, scale_cluster, scheduler_metric
 from bench.cluster_scale.population import Population, count_pods, populate
 from bench.cluster_scale.process_usage import busiest, cpu_seconds, process_cpu, rss_mib
 from bench.cluster_scale.progress import log
@@ -26,11 +26,11 @@ from bench.cluster_scale.sizes import (AGENTS, ANCHOR, BASELINE_SECONDS, CHURN_L
                                        STEADY_SECONDS, WRITERS)
 from bench.cluster_scale.windows import ColdStart, Window, cold_start, measure_window, settle
 from bench.common import load, machine
-from tests.support.collector import SHIPPED_CONFIG, Collector
-from tests.support.kubelet import AgentContainer, Deployment, deploy
-from tests.support.kwok import Kwok
-from tests.support.trust import collector_env, remote_write_prometheus
-from tests.support.waiting import wait_until
+from testkit.collector import SHIPPED_CONFIG, Collector
+from testkit.kubelet import AgentContainer, Deployment, deploy
+from testkit.kwok import Kwok
+from testkit.trust import TrustCluster, collector_env, remote_write_prometheus
+from testkit.waiting import wait_until
 
 
 @dataclass
@@ -38,9 +38,9 @@ class Scene:
     """What the run started and its phases share; ``stop`` tears it down, clients before the servers they use."""
 
     workdir: Path
-    cluster: ScaleCluster
+    cluster: TrustCluster
     api: Api | None = None
-    prom: object = None  # tests.support.collector.Prometheus
+    prom: object = None  # testkit.collector.Prometheus
     collector: Collector | None = None
     kwok: Kwok | None = None
     deployment: Deployment | None = None
@@ -69,7 +69,7 @@ def main() -> None:
     log(f"workdir {workdir}")
     # Profiling on: /debug/pprof/heap?gc=1 collects before it answers, so the live heap is read without GC noise.
     scene = Scene(workdir=workdir,
-                  cluster=ScaleCluster(workdir / "cluster", apiserver_flags=["--profiling=true"]).start())
+                  cluster=scale_cluster(workdir / "cluster", apiserver_flags=["--profiling=true"]).start())
     try:
         start_services(scene)
         nodes_ready = add_nodes(scene)

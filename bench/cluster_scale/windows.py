@@ -15,9 +15,9 @@ from bench.cluster_scale.control_plane import Api, apiserver_pid, live_heap_mib
 from bench.cluster_scale.process_usage import cpu_seconds, rss_mib
 from bench.cluster_scale.progress import log
 from bench.cluster_scale.sizes import SETTLE_LIMIT
-from tests.support.kubelet import AgentContainer
-from tests.support.ports import free_ports
-from tests.support.trust import TrustCluster
+from testkit.kubelet import AgentContainer
+from testkit.ports import free_ports
+from testkit.trust import TrustCluster
 
 
 @dataclass

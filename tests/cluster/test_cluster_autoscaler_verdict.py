@@ -6,7 +6,7 @@ safe-to-evict-local-volumes, safe-to-evict "false" and "true", a DaemonSet's pod
 controllers where they have one (the garbage collector deletes a pod whose owner does not exist). Then a PDB that
 allows no disruption, the same PDB allowing one, a PDB for the kube-system pod, and the Node annotated
 scale-down-disabled: the agent's verdict follows each change. The PDBs' status.disruptionsAllowed is written by
-kube-controller-manager's disruption controller (the suite's cluster runs it, tests/support/cluster.py) from the
+kube-controller-manager's disruption controller (the suite's cluster runs it, testkit/cluster.py) from the
 pods' readiness, which KWOK reports: nothing here writes a PDB's status.
 
 The agent runs in-process (its pipeline is the subject) with its settings resolved from the environment the
@@ -25,10 +25,10 @@ from agent.config import from_sources
 from agent.model.quantity import NANO
 from agent.model.scale_down import NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, UNDERUTILIZED, Verdict
 from agent.run.agent import Agent
-from tests.support.cluster import Cluster
-from tests.support.factory import container
-from tests.support.kwok import Kwok
-from tests.support.waiting import wait_until
+from testkit.cluster import Cluster
+from testkit.factory import container
+from testkit.kwok import Kwok
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

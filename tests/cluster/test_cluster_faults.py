@@ -1,6 +1,6 @@
 """Faults against the real control plane: an API server restart mid-watch, etcd compaction forcing 410 while pods
 churn, and service-account token rotation. Each agent is started from the shipped DaemonSet as the kubelet would
-(tests/support/kubelet.py); where a test needs to see or break the network, a TCP proxy sits between the agent and the API
+(testkit/kubelet.py); where a test needs to see or break the network, a TCP proxy sits between the agent and the API
 server (TLS passes through it untouched).
 
 Soak forms: ``NRA_RESTART_DOWN_SECONDS`` (how long the API server stays down, default 5) and
@@ -20,14 +20,14 @@ import time
 
 import pytest
 
-from tests.support.cluster import ApiError, Cluster
-from tests.support.waiting import wait_until
-from tests.support.factory import container, for_create, pod
-from tests.support.kubelet import (AgentContainer, Deployment, deploy, prepare_agent_pod, start_agent_pod,
+from testkit.cluster import ApiError, Cluster
+from testkit.waiting import wait_until
+from testkit.factory import container, for_create, pod
+from testkit.kubelet import (AgentContainer, Deployment, deploy, prepare_agent_pod, start_agent_pod,
                                    wait_for_daemon_pod)
-from tests.support.kwok import Kwok
-from tests.support.otlp_receiver import HttpReceiver
-from tests.support.tcp_proxy import TcpProxy
+from testkit.kwok import Kwok
+from testkit.otlp_receiver import HttpReceiver
+from testkit.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.cluster
 

@@ -1,4 +1,4 @@
-"""KWOK's simulated nodes do what the cluster tests lean on (tests/support/kwok.py).
+"""KWOK's simulated nodes do what the cluster tests lean on (testkit/kwok.py).
 
 If one of these fails, the agent tests on KWOK nodes would fail for reasons that have nothing to do with the
 agent: nodes going Unknown, pods never Running, deleted pods never gone, or KWOK overwriting status a test wrote.
@@ -13,11 +13,11 @@ import pytest
 
 from agent.model.quantity import NANO
 from agent.run.agent import Agent
-from tests.support.agents import agent_config
-from tests.support.cluster import NODE_MONITOR_GRACE_SECONDS, Cluster
-from tests.support.factory import container, for_create, pod
-from tests.support.kwok import Kwok, custom_status, ready_condition, set_custom_status, wait_running
-from tests.support.waiting import wait_until
+from testkit.agents import agent_config
+from testkit.cluster import NODE_MONITOR_GRACE_SECONDS, Cluster
+from testkit.factory import container, for_create, pod
+from testkit.kwok import Kwok, custom_status, ready_condition, set_custom_status, wait_running
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -3,7 +3,7 @@
 ``helm install nra ... --namespace monitoring`` into the real kube-apiserver 1.37, then what NOTES.txt tells the
 operator, word for word: its two ``kubectl get configmap`` lines write the API server's files, and kube-apiserver is
 restarted with ``--authorization-config`` in place of ``--authorization-mode`` (the only test-side change to those
-files is the deny webhook's address and path, a free loopback port and the test's folder, as tests/support/trust.py
+files is the deny webhook's address and path, a free loopback port and the test's folder, as testkit/trust.py
 does for the shipped ones). Then a token of the release's ServiceAccount bound to the DaemonSet's pod on node-a, as
 the kubelet would get it, lists its own node's pods and is refused node-b's. Afterwards the same token against the
 fixed-name file daemonset/apiserver/ shipped before (the default ServiceAccount's) is served everything: that is
@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cluster import ApiError, Cluster
-from tests.support.helm import CHART, Helm, built_helm
-from tests.support.kwok import Kwok
-from tests.support.manifests import AUTHORIZATION, restricted_user
-from tests.support.repo import REPO
-from tests.support.trust import localized_authorization_config, pod_token
-from tests.support.waiting import wait_until
+from testkit.cluster import ApiError, Cluster
+from testkit.helm import CHART, Helm, built_helm
+from testkit.kwok import Kwok
+from testkit.manifests import AUTHORIZATION, restricted_user
+from testkit.repo import REPO
+from testkit.trust import localized_authorization_config, pod_token
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -10,7 +10,7 @@
   other release's arithmetic whenever that arithmetic counts less. So the scheduler counts exactly what the agent
   reports, which is not what the other release would count.
 
-Nodes are KWOK's (tests/support/kwok.py), which reports ordinary pods Running with the status of a kubelet
+Nodes are KWOK's (testkit/kwok.py), which reports ordinary pods Running with the status of a kubelet
 that has no in-place resize to report. The divergence pods are custom-status pods: the test writes their status
 (allocatedResources, status.resources, PodResizePending, a crash loop, an init container's resources) as a
 kubelet would, and resizes through the ``resize`` subresource, leaving status behind as a resize in progress does.
@@ -27,10 +27,10 @@ from agent.run.agent import Agent
 from agent.model.quantity import NANO
 from agent.model.rules import RULES_1_36, RULES_1_37
 from components.kubernetes import etcd_bin, kubernetes_bin
-from tests.support.agents import agent_config
-from tests.support.cluster import ApiError, Cluster, rfc3339
-from tests.support.kwok import Kwok, custom_status, set_custom_status, wait_running
-from tests.support.waiting import wait_until
+from testkit.agents import agent_config
+from testkit.cluster import ApiError, Cluster, rfc3339
+from testkit.kwok import Kwok, custom_status, set_custom_status, wait_running
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 

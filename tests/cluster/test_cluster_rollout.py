@@ -1,6 +1,6 @@
 """The shipped rollout against the real control plane: kubectl apply -k, DaemonSet controller, PodSecurity, RBAC.
 
-The agent's container is started the way the kubelet would start it (tests/support/kubelet.py): nothing about its command
+The agent's container is started the way the kubelet would start it (testkit/kubelet.py): nothing about its command
 line, environment or credentials is written here, it all comes from the Dockerfile and the pod the API server
 stored. This is the guard for the `run run` defect (ENTRYPOINT plus the DaemonSet's args gave an argv the agent
 refused with exit 2).
@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cluster import Cluster
-from tests.support.waiting import wait_until
-from tests.support.kubelet import AgentContainer, Deployment, daemon_pods, start_agent_pod, wait_for_daemon_pod
-from tests.support.kwok import Kwok
-from tests.support.factory import container, for_create, pod
-from tests.support.otlp_receiver import HttpReceiver, points_of
-from tests.support.manifests import render
-from tests.support.repo import REPO as ROOT
+from testkit.cluster import Cluster
+from testkit.waiting import wait_until
+from testkit.kubelet import AgentContainer, Deployment, daemon_pods, start_agent_pod, wait_for_daemon_pod
+from testkit.kwok import Kwok
+from testkit.factory import container, for_create, pod
+from testkit.otlp_receiver import HttpReceiver, points_of
+from testkit.manifests import render
+from testkit.repo import REPO as ROOT
 
 pytestmark = pytest.mark.cluster
 
@@ -193,7 +193,7 @@ def test_service_account_is_refused_everything_else(cluster: Cluster, agent: Age
 
 def test_server_refuses_the_service_account_reads_and_writes_outside_its_role(cluster: Cluster,
                                                                              agent: AgentContainer) -> None:
-    from tests.support.cluster import ApiError
+    from testkit.cluster import ApiError
 
     token = agent.serviceaccount.token_path.read_text()
     namespace = agent.pod["metadata"]["namespace"]

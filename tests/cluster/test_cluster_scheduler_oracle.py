@@ -18,12 +18,12 @@ from fractions import Fraction
 import pytest
 
 from agent.model.quantity import NANO, parse_quantity
-from tests.support.cluster import Cluster
-from tests.support.waiting import wait_until
-from tests.support.factory import container, for_create, pod, vm_pod
-from tests.support.kubelet import AgentContainer, Deployment, start_agent_pod, wait_for_daemon_pod
-from tests.support.kwok import Kwok, custom_status, set_custom_status, wait_running
-from tests.support.otlp_receiver import HttpReceiver
+from testkit.cluster import Cluster
+from testkit.waiting import wait_until
+from testkit.factory import container, for_create, pod, vm_pod
+from testkit.kubelet import AgentContainer, Deployment, start_agent_pod, wait_for_daemon_pod
+from testkit.kwok import Kwok, custom_status, set_custom_status, wait_running
+from testkit.otlp_receiver import HttpReceiver
 
 pytestmark = pytest.mark.cluster
 

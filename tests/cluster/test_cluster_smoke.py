@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cluster import Cluster
-from tests.support.kwok import Kwok
-from tests.support.waiting import wait_until
-from tests.support.factory import container, for_create, pod
+from testkit.cluster import Cluster
+from testkit.kwok import Kwok
+from testkit.waiting import wait_until
+from testkit.factory import container, for_create, pod
 
 pytestmark = pytest.mark.cluster
 

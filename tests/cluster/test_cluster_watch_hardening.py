@@ -20,13 +20,13 @@ import urllib.request
 import pytest
 
 from agent.run.agent import Agent
-from tests.support.agents import agent_config
-from tests.support.cluster import Cluster
-from tests.support.kwok import Kwok
-from tests.support.waiting import wait_until
-from tests.support.factory import for_create, pod
-from tests.support.plain_http import QuietHandler, answer, plain_http_kubeconfig, serve
-from tests.support.tcp_proxy import shut_down
+from testkit.agents import agent_config
+from testkit.cluster import Cluster
+from testkit.kwok import Kwok
+from testkit.waiting import wait_until
+from testkit.factory import for_create, pod
+from testkit.plain_http import QuietHandler, answer, plain_http_kubeconfig, serve
+from testkit.tcp_proxy import shut_down
 
 pytestmark = pytest.mark.cluster
 

@@ -19,9 +19,9 @@ import pytest
 
 from agent.config import from_sources
 from agent.run.agent import Agent
-from bench.worst_node import add_node, create_pods
-from tests.support.cluster import Cluster
-from tests.support.waiting import wait_until
+from testkit.cluster import Cluster
+from testkit.waiting import wait_until
+from testkit.worst_node import add_node, create_pods
 
 pytestmark = pytest.mark.cluster
 

@@ -1,12 +1,12 @@
-"""The rules the kubelet stand-in applies (tests/support/image.py, tests/support/kubelet.py), checked against the documented
+"""The rules the kubelet stand-in applies (testkit/image.py, testkit/kubelet.py), checked against the documented
 behaviour they copy."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.image import container_argv, expand
-from tests.support.kubelet import ImageConfig, container_env, image_config
+from testkit.image import container_argv, expand
+from testkit.kubelet import ImageConfig, container_env, image_config
 
 IMAGE = (["node-requests-agent"], ["run"])
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, STATES, UNDERUTILIZED
-from tests.support.shipped_queries import RULES
+from testkit.shipped_queries import RULES
 
 pytestmark = pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.gotools)
 

@@ -20,10 +20,10 @@ import time
 import pytest
 import yaml
 
-from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
-from tests.support.waiting import wait_until
-from tests.support.tcp_proxy import TcpProxy
-from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus
+from testkit.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from testkit.waiting import wait_until
+from testkit.tcp_proxy import TcpProxy
+from testkit.trust import POD, Pusher, collector_env, remote_write_prometheus
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector]
 

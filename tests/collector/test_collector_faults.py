@@ -13,11 +13,11 @@ import time
 import psutil
 import pytest
 
-from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.collector import Collector
-from tests.support.http import http_get
-from tests.support.waiting import wait_until
-from tests.support.factory import container, pod
+from testkit.agent_process import AgentProcess, otlp_env
+from testkit.collector import Collector
+from testkit.http import http_get
+from testkit.waiting import wait_until
+from testkit.factory import container, pod
 
 pytestmark = pytest.mark.collector
 

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus, gauge, otlp_request, post_otlp, sum_metric
-from tests.support.shipped_queries import alerts as shipped_alerts, recording_rules
-from tests.support.waiting import wait_until
+from testkit.collector import SHIPPED_CONFIG, Collector, Prometheus, gauge, otlp_request, post_otlp, sum_metric
+from testkit.shipped_queries import alerts as shipped_alerts, recording_rules
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.collector
 

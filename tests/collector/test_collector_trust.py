@@ -15,12 +15,12 @@ import time
 
 import pytest
 
-from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.cluster import ApiError, write_kubeconfig
-from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, grpc_variant_config, otlp_request
-from tests.support.histogram_quantile import quantile_matches_agent
-from tests.support.waiting import wait_until
-from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus, series_count
+from testkit.agent_process import AgentProcess, otlp_env
+from testkit.cluster import ApiError, write_kubeconfig
+from testkit.collector import SHIPPED_CONFIG, Collector, gauge, grpc_variant_config, otlp_request
+from testkit.histogram_quantile import quantile_matches_agent
+from testkit.waiting import wait_until
+from testkit.trust import POD, Pusher, collector_env, remote_write_prometheus, series_count
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector]
 

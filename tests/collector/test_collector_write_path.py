@@ -26,10 +26,10 @@ import pytest
 import yaml
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from tests.support.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
-from tests.support.http import http_get, request as http_request
-from tests.support.trust import POD, Pusher, collector_env, remote_write_prometheus
-from tests.support.waiting import wait_until
+from testkit.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from testkit.http import http_get, request as http_request
+from testkit.trust import POD, Pusher, collector_env, remote_write_prometheus
+from testkit.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector]
 

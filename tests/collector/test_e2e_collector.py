@@ -19,13 +19,13 @@ import time
 import pytest
 import yaml
 
-from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.cli import run
-from tests.support.collector import SHIPPED_CONFIG, Collector, Prometheus
-from tests.support.factory import container, node, pod, vm_pod
-from tests.support.repo import REPO
-from tests.support.shipped_queries import alerts, dashboard_queries, dashboard_variables, recording_rules
-from tests.support.waiting import wait_until
+from testkit.agent_process import AgentProcess, otlp_env
+from testkit.cli import run
+from testkit.collector import SHIPPED_CONFIG, Collector, Prometheus
+from testkit.factory import container, node, pod, vm_pod
+from testkit.repo import REPO
+from testkit.shipped_queries import alerts, dashboard_queries, dashboard_variables, recording_rules
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.collector
 

@@ -3,7 +3,7 @@
 * remote write: the shipped config's ``prometheus_remote_write`` exporter (the shipped pipeline's
   export; the token check is left out here, tests/collector/test_collector_trust.py runs it)
   -> Prometheus 3's remote-write receiver;
-* a Collector in its default configuration (tests/support/histogram_quantile.py): the exporter's
+* a Collector in its default configuration (testkit/histogram_quantile.py): the exporter's
   own naming, unit suffixes included;
 * no Collector: the agent's OTLP straight into Prometheus 3 (built from its Go module without
   the web UI) with ``--web.enable-otlp-receiver``, with and without unit suffixes.
@@ -22,13 +22,13 @@ import time
 
 import pytest
 
-from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.collector import Collector, Prometheus
-from tests.support.factory import container, pod, vm_pod
-from tests.support.factory import node as node_object
-from tests.support.histogram_quantile import QUEUE_DURATION, default_collector_config, quantile_matches_agent
-from tests.support.shipped_queries import recording_rules
-from tests.support.waiting import wait_until
+from testkit.agent_process import AgentProcess, otlp_env
+from testkit.collector import Collector, Prometheus
+from testkit.factory import container, pod, vm_pod
+from testkit.factory import node as node_object
+from testkit.histogram_quantile import QUEUE_DURATION, default_collector_config, quantile_matches_agent
+from testkit.shipped_queries import recording_rules
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.collector
 

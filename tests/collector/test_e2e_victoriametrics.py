@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tests.support.waiting import wait_until
-from tests.support.factory import container, pod, vm_pod
+from testkit.waiting import wait_until
+from testkit.factory import container, pod, vm_pod
 
 
 def by_pod(result) -> dict[str, float]:
@@ -59,7 +59,7 @@ def test_series_appear_follow_updates_and_stop_for_deleted_pods(apiserver, make_
 @pytest.mark.parametrize("flag", ["-opentelemetry.usePrometheusNaming"])
 def test_prometheus_naming_keeps_the_cpu_name_and_suffixes_bytes(flag, apiserver, make_agent, tmp_path, monkeypatch):
     """What a Prometheus-style OTLP receiver does to the names (see README, 'Prometheus names')."""
-    from tests.support.victoriametrics import VictoriaMetrics
+    from testkit.victoriametrics import VictoriaMetrics
 
     vm = VictoriaMetrics(tmp_path / "vm", (flag,))
     try:

@@ -16,9 +16,9 @@ from agent.telemetry.health import HealthLimits, liveness
 from agent.model.scale_down import REASONS
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats, StatsSnapshot
-from tests.support.waiting import wait_until
-from tests.support.factory import container, pod, vm_pod
-from tests.support.http import get
+from testkit.waiting import wait_until
+from testkit.factory import container, pod, vm_pod
+from testkit.http import get
 
 
 @pytest.fixture

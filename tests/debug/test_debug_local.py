@@ -20,10 +20,10 @@ import pytest
 from agent.config import ConfigError, from_sources
 from agent.debug.endpoint import host_allowed, is_loopback
 from agent.debug.page import REFRESH_RANGE, REFRESH_SECONDS, refresh_seconds
-from tests.support.repo import REPO
-from tests.support.http import raw_get
-from tests.support.waiting import wait_until
-from tests.support.factory import node, pod
+from testkit.repo import REPO
+from testkit.http import raw_get
+from testkit.waiting import wait_until
+from testkit.factory import node, pod
 
 VIEWS = ("/debug/pods", "/debug/node", "/debug/runtime", "/metrics", "/", "/index.html", "/no-such-path")
 PROBES = ("/healthz", "/readyz")
@@ -57,8 +57,8 @@ def in_pod_network(script: str) -> dict:
 AGENT_IN_POD = """
     import json, time
     from agent.run.agent import Agent
-    from tests.support.agents import agent_config
-    from tests.support.http import raw_get
+    from testkit.agents import agent_config
+    from testkit.http import raw_get
     agent = Agent(agent_config(node_name="sample-node", replay="sample", exporter="none", debug_address=":0",
                                {overrides})).start()
     agent.drain()

@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from agent.debug.http_server import MAX_PER_PEER
-from tests.support.factory import node, pod
-from tests.support.flood import Flood
-from tests.support.waiting import wait_until
+from testkit.factory import node, pod
+from testkit.flood import Flood
+from testkit.waiting import wait_until
 
 PROBE_TIMEOUT = 3.0  # the DaemonSet's timeoutSeconds
 FLOOD = 700

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from agent.debug.http_server import HttpServer, Response, listen_socket
-from tests.support.waiting import wait_until
+from testkit.waiting import wait_until
 
 BIG = b"x" * (20 << 20)  # far more than the socket buffers hold: a client that does not read blocks the answer
 MID = b"m" * (2 << 20)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser import CHROMIUM_FLAGS, Browser, chromium
-from tests.support.waiting import wait_until
-from tests.support.factory import container, node, pod, vm_pod
+from testkit.browser import CHROMIUM_FLAGS, Browser, chromium
+from testkit.waiting import wait_until
+from testkit.factory import container, node, pod, vm_pod
 
 
 class Rows(HTMLParser):

@@ -20,7 +20,7 @@ from agent.model.rules import NEWEST
 from agent.model.scale_down import LOCAL_STORAGE, scale_down_verdict
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER
 from agent.model.valuation import SOURCE_POD_REQUESTS, evaluate
-from tests.support.factory import pod, vm_pod
+from testkit.factory import pod, vm_pod
 
 HUGE = 250_000
 OWNER = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": True}]

@@ -22,9 +22,8 @@ from agent.decode.tolerant import fill
 from agent.model.fields import DecodeError
 from agent.source.documents import nodes_of, pods_of, read_documents
 from agent.source.replay import SAMPLE, load_capture
-from bench.common import realistic_pod
-from tests.support.factory import container, pod, vm_pod
-from tests.support.strategies import messy_pods
+from testkit.factory import container, pod, realistic_pod, vm_pod
+from testkit.strategies import messy_pods
 
 
 def outcome(decode, obj):

@@ -8,6 +8,10 @@ text) reads it; report/ renders model values for people; debug/, explain/
 and run/ are a room per command or endpoint, and only run/ (the running
 agent's wiring) sees every folder. config is a leaf every room may read;
 cli only parses and hands over.
+
+Beside the agent: testkit/ is the kit tests and benchmarks both stand on (factories, the control planes, fixtures);
+tests/ mirrors agent/'s rooms (plus the lanes that run real components) and reaches the agent through public names
+only; bench/ imports the kit, never tests/, and the suite never imports bench/.
 """
 
 from __future__ import annotations
@@ -131,13 +135,13 @@ def test_every_module_lives_in_a_folder_that_says_what_it_is():
     assert folders == set(ALLOWED), f"every package is a room of the map: {sorted(folders ^ set(ALLOWED))}"
 
 
-def test_the_benchmarks_call_only_test_support_that_exists(tmp_path):
-    """bench/ runs only when someone measures, never in the suite: a test-support method it calls that a change
+def test_the_benchmarks_call_only_kit_methods_that_exist(tmp_path):
+    """bench/ runs only when someone measures, never in the suite: a kit method it calls that a change
     removed (the cluster fixture's node simulation when KWOK replaced it) would only show up as a crash at
     measurement time. Every ``cluster.X``/``kwok.X`` a benchmark names, held in a variable or an attribute
     (``scene.cluster.X``), in any module under bench/, exists on a Cluster/Kwok."""
-    from tests.support.kwok import Kwok
-    from tests.support.trust import TrustCluster
+    from testkit.kwok import Kwok
+    from testkit.trust import TrustCluster
 
     bench = Path(__file__).resolve().parents[2] / "bench"
     # The scale benchmark's cluster is a TrustCluster (the shipped RBAC and authorization), a Cluster with more.
@@ -157,6 +161,104 @@ def test_the_benchmarks_call_only_test_support_that_exists(tmp_path):
                 missing.append(f"{path.relative_to(bench)}:{node.lineno} {name}.{node.attr}")
     assert seen == set(objects), f"no benchmark names {sorted(set(objects) - seen)}: the check read nothing"
     assert not missing, missing
+
+
+REPO = PACKAGE.parent
+#: Folders of tests/ that are no room of agent/: the lanes that run real components (pytest markers of the same
+#: name) and the deployment's files (manifests, chart, image, docs, and this map).
+LANES = {"cluster", "collector", "node", "deploy"}
+
+
+def imported(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) of every import in a file: name None for ``import module``."""
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found += [(node.lineno, node.module or "", alias.name) for alias in node.names]
+    return found
+
+
+def under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def python_files(folder: str) -> list[Path]:
+    return sorted((REPO / folder).rglob("*.py"))
+
+
+def import_violations(paths: list[Path], rule) -> list[str]:
+    """``path:line module[.name]`` for each import ``rule(module, name)`` refuses."""
+    return [f"{path.relative_to(REPO)}:{line} {module}{'.' + name if name else ''}"
+            for path in paths for line, module, name in imported(path) if not rule(module, name)]
+
+
+def suite_import(module: str, name: str | None) -> bool:
+    """What a test or the kit may import: never bench/, and the agent only by public names."""
+    if under(module, "bench") or (module == "" and name == "bench"):
+        return False
+    if under(module, "agent"):
+        return not any(private(part) for part in [*module.split("."), *([name] if name else [])])
+    return True
+
+
+def bench_import(module: str, name: str | None) -> bool:
+    """What a benchmark may import besides itself and the agent: the kit, never the suite."""
+    return not under(module, "tests")
+
+
+def test_tests_and_the_kit_import_no_benchmark_and_no_private_name_of_the_agent():
+    wrong = import_violations(python_files("tests") + python_files("testkit"), suite_import)
+    assert not wrong, f"tests import the agent by public names only and never bench/: {wrong}"
+
+
+def test_the_benchmarks_import_the_kit_not_the_tests():
+    wrong = import_violations(python_files("bench"), bench_import)
+    assert not wrong, f"bench/ imports testkit/, never tests/: {wrong}"
+    # The kit is no test module: it does not import the suite either.
+    assert not import_violations(python_files("testkit"), bench_import)
+
+
+def test_the_import_rules_see_a_violation(tmp_path):
+    """The rules refuse what they are for: a private agent name, a benchmark in a test, the suite in a benchmark."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from agent.cli import _parser\nimport agent.source._x\nfrom bench.common import realistic_pod\n"
+                   "from bench import worst_node\nfrom tests.conftest import x\nfrom agent import __version__\n")
+    refused = [(module, name) for _, module, name in imported(bad) if not suite_import(module, name)]
+    assert refused == [("agent.cli", "_parser"), ("agent.source._x", None), ("bench.common", "realistic_pod"),
+                       ("bench", "worst_node")]
+    assert [(m, n) for _, m, n in imported(bad) if not bench_import(m, n)] == [("tests.conftest", "x")]
+
+
+def test_the_benchmarks_override_no_private_method_of_the_kit():
+    """A benchmark that needs the kit to behave differently passes a constructor argument (the control plane's
+    ``*_flags``); a subclass overriding an underscored method breaks silently when the kit renames it."""
+    wrong = []
+    for path in python_files("bench"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        kit = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               and under(node.module or "", "testkit") for alias in node.names}
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            if {b.id for b in cls.bases if isinstance(b, ast.Name)} & kit:
+                wrong += [f"{path.relative_to(REPO)}:{f.lineno} {cls.name}.{f.name}" for f in cls.body
+                          if isinstance(f, ast.FunctionDef) and private(f.name)]
+    assert not wrong, wrong
+
+
+def test_tests_mirror_the_agents_rooms():
+    """A unit test sits in the folder of the room it tests (tests/source/ for agent/source/); a test of a top-level
+    module sits at tests/'s top and names it first (test_config_autoscaler.py). The other folders are the lanes."""
+    tests = REPO / "tests"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= set(ALLOWED) | LANES, sorted(folders - set(ALLOWED) - LANES)
+    modules = {name.removesuffix(".py") for name in TOP_LEVEL if not name.startswith("__")}
+    loose = [p.name for p in tests.glob("test_*.py") if p.stem.removeprefix("test_").split("_")[0] not in modules]
+    assert not loose, f"{loose}: a test at tests/'s top tests one of agent/'s top-level modules {sorted(modules)}"
 
 
 def test_the_documented_map_names_every_module_of_every_room():

@@ -31,16 +31,16 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.support.cluster import ApiError
-from tests.support.waiting import wait_until
-from tests.support.image import container_argv, dockerfile_stages, image_entrypoint_and_cmd, image_env
-from tests.support.factory import container, pod, vm_pod
+from testkit.cluster import ApiError
+from testkit.waiting import wait_until
+from testkit.image import container_argv, dockerfile_stages, image_entrypoint_and_cmd, image_env
+from testkit.factory import container, pod, vm_pod
 from components.kubernetes import kubernetes_bin
-from tests.support.cluster import NEWEST
-from tests.support.manifests import (AUTHORIZATION, CLUSTER_SCOPED, assert_restriction_follows_the_service_account,
+from testkit.cluster import NEWEST
+from testkit.manifests import (AUTHORIZATION, CLUSTER_SCOPED, assert_restriction_follows_the_service_account,
                                      render, restricted_user)
-from tests.support.repo import REPO as ROOT
-from tests.support.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
+from testkit.repo import REPO as ROOT
+from testkit.shipped_queries import alerts, dashboard_queries, dashboard_variables, left_side, recording_rules
 
 K8S_VERSION = "1.36"
 @pytest.fixture(scope="module")
@@ -389,7 +389,7 @@ def test_the_cert_manager_component_keeps_the_secret_the_collector_mounts(collec
     chain ending in a server certificate for every name the agent may dial, in the Secret the Deployment mounts.
     Static only: no cert-manager runs here (docs/deployment.md says so)."""
     from components.kubernetes import kubernetes_bin
-    from tests.support.cluster import NEWEST
+    from testkit.cluster import NEWEST
 
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
@@ -713,7 +713,7 @@ def _expressions() -> list[tuple[str, str]]:
 
 def test_every_promql_expression_returns_data_from_the_real_agent(apiserver, make_agent, tmp_path, monkeypatch):
     """VictoriaMetrics fed by the real agent, with labels sanitised as the shipped Collector config does."""
-    from tests.support.victoriametrics import VictoriaMetrics
+    from testkit.victoriametrics import VictoriaMetrics
 
     relabel = tmp_path / "relabel.yaml"
     relabel.write_text(yaml.safe_dump([{"action": "labelmap_all", "regex": r"\.", "replacement": "_"}]))

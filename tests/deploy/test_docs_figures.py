@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from tests.support.repo import REPO
+from testkit.repo import REPO
 
 FIGURE_DOCS = ("docs/benchmarks.md", "docs/testing.md")
 # Owned by another change of issue #32, which moves its figures (the gRPC exporter's RSS, gzip's ratio, the

@@ -25,12 +25,12 @@ import yaml
 
 from components.gotools import GO_TOOLS
 from components.kubernetes import kubernetes_bin
-from tests.support.cluster import NEWEST, Cluster
-from tests.support.kwok import Kwok, wait_running
-from tests.support.waiting import wait_until
-from tests.support.repo import REPO as ROOT
-from tests.support.helm import CHART, Helm, built_helm
-from tests.support.manifests import assert_restriction_follows_the_service_account
+from testkit.cluster import NEWEST, Cluster
+from testkit.kwok import Kwok, wait_running
+from testkit.waiting import wait_until
+from testkit.repo import REPO as ROOT
+from testkit.helm import CHART, Helm, built_helm
+from testkit.manifests import assert_restriction_follows_the_service_account
 
 pytestmark = pytest.mark.cluster
 

@@ -94,7 +94,7 @@ def test_lock_check_fails_on_another_version_or_an_unpinned_line(site, tmp_path)
 
 def test_build_stage_runs_the_lock_check_after_installing_without_resolving():
     """The Dockerfile installs with --require-hashes and --no-deps, then checks, before pip leaves the venv."""
-    from tests.support.image import dockerfile_stages
+    from testkit.image import dockerfile_stages
 
     (build, _final) = dockerfile_stages((ROOT / "Dockerfile").read_text())
     (install,) = [arg for op, arg in build if op == "RUN" and "pip install" in arg]

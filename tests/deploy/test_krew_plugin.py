@@ -22,9 +22,9 @@ import yaml
 
 from components.gotools import tool_bin
 from components.kubernetes import kubernetes_bin
-from tests.support.cluster import NEWEST, Cluster
-from tests.support.kwok import Kwok
-from tests.support.repo import REPO as ROOT
+from testkit.cluster import NEWEST, Cluster
+from testkit.kwok import Kwok
+from testkit.repo import REPO as ROOT
 
 pytestmark = pytest.mark.cluster
 

@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from tests.support.repo import REPO
+from testkit.repo import REPO
 
 SCOPE = ("agent", "components", "bench")
 # A suppression (noqa with its codes, or type: ignore with its codes), then what must follow it on the line: why.

@@ -17,9 +17,9 @@ from agent.pipeline.state import NodeState
 from agent.model.node import NODES
 from agent.model.pod import PODS
 from agent.telemetry.stats import RuntimeStats
-from tests.support.cli import run
-from tests.support.factory import node, pod, vm_pod
-from tests.support.repo import REPO
+from testkit.cli import run
+from testkit.factory import node, pod, vm_pod
+from testkit.repo import REPO
 
 METRICS_DOC = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
 README = (REPO / "README.md").read_text(encoding="utf-8")

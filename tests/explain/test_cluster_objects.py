@@ -7,7 +7,7 @@ import typing
 from agent.explain.view import pods_dump, read_dump
 from agent.source.cluster_list import list_cluster
 from agent.source.documents import ClusterObjects
-from tests.support.factory import node, pod
+from testkit.factory import node, pod
 
 
 def test_a_dump_and_the_live_lists_give_the_same_record():

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.support.factory import GI, container, node, pod, unscheduled, vm_pod
-from tests.support.cli import run
+from testkit.factory import GI, container, node, pod, unscheduled, vm_pod
+from testkit.cli import run
 
 def cluster_dump() -> str:
     """Two nodes with Node objects, one node seen only through a pod, one unscheduled pod.

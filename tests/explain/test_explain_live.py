@@ -13,10 +13,10 @@ import subprocess
 import pytest
 
 from components.kubernetes import kubernetes_bin
-from tests.support.cluster import NEWEST
-from tests.support.factory import container, pod, vm_pod
-from tests.support.cli import PLUGIN, run
-from tests.support.factory import GI, node, resizing_pod, unscheduled
+from testkit.cluster import NEWEST
+from testkit.factory import container, pod, vm_pod
+from testkit.cli import PLUGIN, run
+from testkit.factory import GI, node, resizing_pod, unscheduled
 
 @pytest.fixture
 def cluster_api(apiserver, tmp_path):

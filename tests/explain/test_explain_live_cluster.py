@@ -14,11 +14,11 @@ import subprocess
 import pytest
 
 from components.kubernetes import kubernetes_bin
-from tests.support.cluster import NEWEST, Cluster
-from tests.support.kwok import Kwok
-from tests.support.cli import PLUGIN, run
-from tests.support.factory import GI
-from tests.support.waiting import wait_until
+from testkit.cluster import NEWEST, Cluster
+from testkit.kwok import Kwok
+from testkit.cli import PLUGIN, run
+from testkit.factory import GI
+from testkit.waiting import wait_until
 
 
 pytestmark = pytest.mark.cluster

@@ -7,8 +7,8 @@ import json
 import os
 import subprocess
 
-from tests.support.cli import AGENT
-from tests.support.factory import container, node, pod
+from testkit.cli import AGENT
+from testkit.factory import container, node, pod
 
 
 def test_explain_into_a_pipe_closed_early_exits_quietly(tmp_path):

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.support.cli import run
-from tests.support.factory import container, node, pod
+from testkit.cli import run
+from testkit.factory import container, node, pod
 
 NOW = time.time()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.factory import container, pod, vm_pod
+from testkit.factory import container, pod, vm_pod
 
 OVERFLOW = "otel.metric.overflow"
 
@@ -102,7 +102,7 @@ def test_collector_outage_does_not_stop_the_agent(apiserver, make_agent, http_re
     http_receiver.wait_for(lambda pts: pods_in(pts) == {"a"})
     http_receiver.fail = True
     apiserver.create(pod("b"))
-    from tests.support.waiting import wait_until
+    from testkit.waiting import wait_until
     wait_until(lambda: agent.stats.snapshot().exports.get("failure", 0) >= 1, timeout=15)
     http_receiver.fail = False
     http_receiver.wait_for(lambda pts: pods_in(pts) == {"a", "b"}, timeout=15)
@@ -179,7 +179,7 @@ def test_resource_attributes_are_resolved_by_config_and_the_sdk_reads_no_environ
     attributes win), and the SDK never reads os.environ behind config's back."""
     from agent.config import ConfigError, from_sources
     from agent.run.agent import Agent
-    from tests.support.otlp_receiver import points_of
+    from testkit.otlp_receiver import points_of
 
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "read.behind.configs.back=yes")
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint,

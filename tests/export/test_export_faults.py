@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tests.support.waiting import wait_until
-from tests.support.factory import pod
+from testkit.waiting import wait_until
+from testkit.factory import pod
 
 
 def exporting_agent(make_agent, monkeypatch, receiver, protocol="http/protobuf", **kw):

@@ -17,9 +17,9 @@ from agent.export.otlp.exporter import OtlpExporter
 from agent.export.otlp.transport import Attempt, HttpTransport
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats
-from tests.support.otlp_receiver import HttpReceiver
-from tests.support.plain_http import QuietHandler, serve
-from tests.support.virtual_time import VirtualClock
+from testkit.otlp_receiver import HttpReceiver
+from testkit.plain_http import QuietHandler, serve
+from testkit.virtual_time import VirtualClock
 
 DEAD = Attempt(False, "transport", retryable=True, message="ConnectionResetError")
 BUSY = Attempt(False, "http_503", retryable=True)
@@ -152,7 +152,7 @@ def test_a_collector_the_configured_ca_did_not_sign_gets_nothing_and_the_failure
     receiver sees no request, in TLS or in clear), tries once per export (no retry changes a certificate) and
     counts ``reason="tls"``; the same exporter with the right CA succeeds, and an https endpoint never speaks
     plain HTTP to a server that only speaks it. On main the failure was counted as "transport" and retried."""
-    from tests.support.pki import make_pki
+    from testkit.pki import make_pki
 
     collectors_ca, other_ca = make_pki(tmp_path / "collector"), make_pki(tmp_path / "other")
     receiver = HttpReceiver().start(_serving(collectors_ca))

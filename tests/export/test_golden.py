@@ -33,8 +33,8 @@ from agent.model.valuation import evaluate
 from agent.pipeline.events import ADDED, RELIST
 from agent.pipeline.state import NodeSnapshot
 from agent.telemetry.stats import RuntimeStats
-from tests.support.factory import GI, MI, mixed_pods, summary_node
-from tests.support.virtual_time import VirtualClock
+from testkit.factory import GI, MI, mixed_pods, summary_node
+from testkit.virtual_time import VirtualClock
 
 GOLDEN = Path(__file__).parent / "golden"
 START_NS, NOW_NS = 1_699_999_990 * 10**9, 1_700_000_000 * 10**9  # the agent's start, the export

@@ -8,7 +8,7 @@ from agent.model.deciding import deciding_terms, describe_terms
 from agent.decode.reader import POD
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
-from tests.support.factory import container, pod, vm_pod
+from testkit.factory import container, pod, vm_pod
 
 
 def terms(obj) -> dict[str, str]:

@@ -37,7 +37,7 @@ from agent.decode.reader import POD
 from agent.model.pod_requests import pod_requests
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, SUPPORTED, parse_version, rules_for
-from tests.support.factory import GI, MI, container, pod
+from testkit.factory import GI, MI, container, pod
 
 BOTH = pytest.mark.parametrize("rules", SUPPORTED, ids=str)
 

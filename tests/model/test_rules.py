@@ -7,7 +7,7 @@ import pytest
 from agent.decode.reader import POD
 from agent.model.rules import (NEWEST, OLDEST, RULES_1_36, RULES_1_37, VersionError, parse_version,
                                parse_version_info, rules_for)
-from tests.support.factory import container, pod
+from testkit.factory import container, pod
 
 
 @pytest.mark.parametrize("text,major,minor", [

@@ -38,7 +38,7 @@ from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, KUBE_SYSTEM_PDB_UNKNOW
                                     NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS,
                                     SCALE_DOWN_DISABLED, UNDERUTILIZED, UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
 from agent.model.valuation import evaluate
-from tests.support.factory import container, node, pod
+from testkit.factory import container, node, pod
 
 VECTORS = Path(__file__).parent / "vectors"
 DRAIN = json.loads((VECTORS / "drainability.json").read_text())

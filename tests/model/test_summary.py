@@ -10,7 +10,7 @@ from agent.model.node_summary import summarize
 from agent.model.node_summary import Usage
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
-from tests.support.factory import GI, MI, mixed_pods, summary_node
+from testkit.factory import GI, MI, mixed_pods, summary_node
 
 
 def exact(n):

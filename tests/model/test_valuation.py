@@ -13,8 +13,8 @@ from agent.model.quantity import NANO
 from agent.model.pod_requests import pod_requests
 from agent.model.rules import NEWEST, SUPPORTED
 from agent.model.valuation import evaluate
-from tests.support.factory import GI, pod, vm_pod
-from tests.support.strategies import json_values, messy_pods
+from testkit.factory import GI, pod, vm_pod
+from testkit.strategies import json_values, messy_pods
 
 
 

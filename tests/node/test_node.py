@@ -1,6 +1,6 @@
 """The agent on a real node: its image built here, run by a real kubelet on containerd and runc (issue 20).
 
-`python -m pytest -m node` runs this module alone. tests/support/node_cluster.py starts the control plane, the kubelet,
+`python -m pytest -m node` runs this module alone. testkit/node_cluster.py starts the control plane, the kubelet,
 containerd, kube-proxy and CoreDNS inside a network namespace the fixture makes; the manifests are applied as
 shipped (`kubectl apply -k daemonset/`, and `-k` of an overlay in the test's tmp dir over the unchanged otel-config/
 that sets only the Deployment's two ADAPT values, as an operator would), so the agent runs from the image under the
@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Cluster
-from tests.support.kwok import KWOK_NODE_TAINT, Kwok
-from tests.support.node_cluster import NODE_NAME, Node
-from tests.support.node_rollout import (  # the fixtures prometheus and rollout live there
+from testkit.cluster import Cluster
+from testkit.kwok import KWOK_NODE_TAINT, Kwok
+from testkit.node_cluster import NODE_NAME, Node
+from testkit.node_rollout import (  # the fixtures prometheus and rollout live there
     AGENT_NS, AGENT_SELECTOR, COLLECTOR_AUDIENCE, COLLECTOR_NS, COLLECTOR_SELECTOR, MAKE_TLS_SECRETS,
     ROTATED_TOKEN_SECONDS, SHIPPED_DAEMONSET)
-from tests.support.waiting import wait_until
+from testkit.waiting import wait_until
 
 _AGENT_CONTAINER = SHIPPED_DAEMONSET["spec"]["template"]["spec"]["containers"][0]
 # The port the shipped DaemonSet declares for the agent's endpoint: inside the pod's own network namespace.

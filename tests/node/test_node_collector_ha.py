@@ -1,6 +1,6 @@
 """Losing a Collector replica on the real Service path (issue 21, item 3), on the real node.
 
-The shipped manifests run as in test_node.py (tests/support/node_rollout.py): the agent's image from the
+The shipped manifests run as in test_node.py (testkit/node_rollout.py): the agent's image from the
 DaemonSet at its shipped export interval, pushing with its projected token to
 ``otel-collector.node-requests-collector.svc`` (CoreDNS, then kube-proxy's iptables DNAT to one of the
 shipped Deployment's two replicas), which write by remote write into Prometheus 3. The replica that holds
@@ -28,10 +28,10 @@ import pytest
 import yaml
 
 from agent.config import SETTINGS
-from tests.support.node_cluster import NODE_NAME, Node
-from tests.support.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR
-from tests.support.repo import REPO
-from tests.support.waiting import wait_until
+from testkit.node_cluster import NODE_NAME, Node
+from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR
+from testkit.repo import REPO
+from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.node
 

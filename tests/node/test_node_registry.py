@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.new_node import AGENT_REPOSITORY, NewNode, agent_overlay, join_and_follow, node_registry
-from tests.support.node_cluster import Node, leave_node
-from tests.support.node_rollout import AGENT_NS, roll_out
-from tests.support.registry import Registry
+from testkit.new_node import AGENT_REPOSITORY, NewNode, agent_overlay, join_and_follow, node_registry
+from testkit.node_cluster import Node, leave_node
+from testkit.node_rollout import AGENT_NS, roll_out
+from testkit.registry import Registry
 
 pytestmark = pytest.mark.node
 
@@ -31,7 +31,7 @@ def registry(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture(scope="module")
 def rollout(node_cluster: Node, prometheus, registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The shipped rollout (tests/support/node_rollout.py) with the agent's image named in the registry."""
+    """The shipped rollout (testkit/node_rollout.py) with the agent's image named in the registry."""
     return roll_out(node_cluster, prometheus, tmp_path_factory.mktemp,
                     daemonset=agent_overlay(registry, tmp_path_factory.mktemp("agent-overlay")))
 

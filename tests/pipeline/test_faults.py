@@ -17,11 +17,11 @@ from agent.decode.reader import POD
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import NEWEST
 from agent.model.valuation import evaluate
-from tests.support.waiting import wait_until
-from tests.support.factory import pod
-from tests.support.otlp_receiver import points_of
-from tests.support.processes import stop_process
-from tests.support.strategies import messy_pods
+from testkit.waiting import wait_until
+from testkit.factory import pod
+from testkit.otlp_receiver import points_of
+from testkit.processes import stop_process
+from testkit.strategies import messy_pods
 
 _batch = itertools.count()
 
@@ -31,8 +31,8 @@ def pipeline(tmp_path_factory, module_http_receiver):
     """One real agent (subprocess-free, in this process) fed by the fake API server, exporting OTLP/HTTP."""
     from agent.run.agent import Agent
     from agent.config import otlp_settings
-    from tests.support.agents import agent_config
-    from tests.support.fake_apiserver import FakeApiServer
+    from testkit.agents import agent_config
+    from testkit.fake_apiserver import FakeApiServer
 
     api = FakeApiServer(bookmark_interval=0.5).start()
     otlp = otlp_settings({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": module_http_receiver.endpoint + "/v1/metrics"},
@@ -86,7 +86,7 @@ def _rss(proc: subprocess.Popen) -> float:
 
 def test_collector_down_for_a_while_then_back(apiserver, tmp_path, http_receiver):
     """Shortened in CI (NRA_SOAK_SECONDS, default 20 s); the soak form runs minutes."""
-    from tests.support.factory import pod
+    from testkit.factory import pod
 
     outage = float(os.environ.get("NRA_SOAK_SECONDS", "20"))
     for i in range(110):
@@ -122,7 +122,7 @@ def test_churn_every_live_pod_is_exported_in_every_cycle(apiserver, make_agent, 
     For every export: each pod that had been live for two intervals before it and stayed live after it is in it,
     and no pod deleted two intervals before it is (no ghost).
     """
-    from tests.support.factory import pod
+    from testkit.factory import pod
 
     total = int(os.environ.get("NRA_CHURN_PODS", "2000"))
     interval = 0.2

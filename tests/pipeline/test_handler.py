@@ -7,7 +7,7 @@ from agent.pipeline.handler import Handler
 from agent.decode.reader import POD
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats
-from tests.support.factory import container as pod_container, pod, vm_pod
+from testkit.factory import container as pod_container, pod, vm_pod
 
 
 def test_bad_annotation_is_logged_and_counted_once_per_change(caplog):

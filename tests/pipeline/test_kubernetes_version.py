@@ -21,8 +21,8 @@ from agent.source.backoff import Backoff
 from agent.config import ClusterAccess
 from agent.source.kube import KubeApi, load_configuration
 from agent.source.server_version import VERSION_RESOURCE, ServerVersionSource
-from tests.support.waiting import wait_until
-from tests.support.factory import pod, resizing_pod
+from testkit.waiting import wait_until
+from testkit.factory import pod, resizing_pod
 
 NANO = 10**9
 

@@ -10,7 +10,7 @@ from agent.pipeline.events import ADDED, MODIFIED, PdbChanged, PdbDeleted, PdbsL
 from agent.pipeline.handler import Handler
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats
-from tests.support.factory import pdb
+from testkit.factory import pdb
 
 
 def handler_for(state: NodeState) -> Handler:
@@ -113,7 +113,7 @@ NOW = 1_800_000_000.0
 
 
 def owned(name: str, namespace: str, labels: dict[str, str], kind: str = "ReplicaSet") -> dict:
-    from tests.support.factory import pod
+    from testkit.factory import pod
 
     p = pod(name, namespace=namespace, labels=labels,
             owner_references=[{"apiVersion": "apps/v1", "kind": kind, "name": f"{name}-owner", "uid": f"u-{name}",
@@ -133,7 +133,7 @@ def reasons(verdict) -> dict[str, str]:
 def node_state(**kwargs) -> tuple[NodeState, Handler]:
     from agent.decode.reader import NODE, POD
     from agent.pipeline.events import NodeListed, PodsListed
-    from tests.support.factory import node
+    from testkit.factory import node
 
     state = NodeState("node-a", **kwargs)
     handler = handler_for(state)

@@ -17,7 +17,7 @@ from agent.pipeline.events import ADDED, MODIFIED, NodeChanged, PdbChanged, PdbD
 from agent.pipeline.handler import Handler
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats
-from tests.support.factory import container, node, pdb, pod
+from testkit.factory import container, node, pdb, pod
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

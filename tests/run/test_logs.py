@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from agent.run.logs import JsonFormatter, configure_logging
-from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.cluster import free_ports
-from tests.support.waiting import wait_until
-from tests.support.factory import pod, vm_pod
+from testkit.agent_process import AgentProcess, otlp_env
+from testkit.cluster import free_ports
+from testkit.waiting import wait_until
+from testkit.factory import pod, vm_pod
 
 FIELDS = {"time", "level", "logger", "message", "k8s.node.name"}
 

@@ -15,12 +15,12 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.support.agent_process import AgentProcess, otlp_env
-from tests.support.waiting import wait_until
-from tests.support.factory import node, pod
-from tests.support.fake_apiserver import FakeApiServer
-from tests.support.plain_http import plain_http_kubeconfig
-from tests.support.tcp_proxy import TcpProxy
+from testkit.agent_process import AgentProcess, otlp_env
+from testkit.waiting import wait_until
+from testkit.factory import node, pod
+from testkit.fake_apiserver import FakeApiServer
+from testkit.plain_http import plain_http_kubeconfig
+from testkit.tcp_proxy import TcpProxy
 
 LIMIT = 10.0
 

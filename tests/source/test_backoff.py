@@ -7,7 +7,7 @@ import random
 import pytest
 
 from agent.source.backoff import Backoff
-from tests.support.virtual_time import VirtualClock
+from testkit.virtual_time import VirtualClock
 
 
 def test_delays_double_from_the_initial_value_up_to_the_cap():

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from agent.config import SETTINGS, cluster_access
-from tests.support.cli import run as run_cli
-from tests.support.factory import pod
-from tests.support.fake_apiserver import FakeApiServer
-from tests.support.http import http_get
-from tests.support.repo import REPO
-from tests.support.waiting import wait_until
+from testkit.cli import run as run_cli
+from testkit.factory import pod
+from testkit.fake_apiserver import FakeApiServer
+from testkit.http import http_get
+from testkit.repo import REPO
+from testkit.waiting import wait_until
 
 FOLDER_VARIABLE = SETTINGS["serviceaccount_dir"].env[0]
 
@@ -157,7 +157,7 @@ def test_a_rotated_token_is_used_without_a_restart(tls_apiserver, tmp_path):
     """The kubelet swaps ``..data``; the API server then accepts only the new token (the old one's object is
     gone). The running agent's next request carries the new one: its watches resume and a new pod arrives."""
     from agent.run.agent import Agent
-    from tests.support.agents import agent_config
+    from testkit.agents import agent_config
 
     folder = _service_account(tmp_path / "sa", tls_apiserver)
     access = cluster_access(None, None, _environ(folder, tls_apiserver))

@@ -20,7 +20,7 @@ def _serving(tmp_path, write, **kwargs):
     after."""
     from agent.config import ClusterAccess
     from agent.source.kube import KubeApi, load_configuration
-    from tests.support.plain_http import QuietHandler, plain_http_kubeconfig, serve
+    from testkit.plain_http import QuietHandler, plain_http_kubeconfig, serve
 
     class Handler(QuietHandler):
         def do_GET(self):

@@ -8,8 +8,8 @@ import json
 from agent.explain.view import read_dump
 from agent.run.agent import Agent
 from agent.source.documents import changes, pdbs_of, pods_of, read_documents
-from tests.support.agents import agent_config
-from tests.support.factory import node, pdb, pod
+from testkit.agents import agent_config
+from testkit.factory import node, pdb, pod
 
 
 def api_list(kind: str, api_version: str, *objects: dict) -> dict:

@@ -5,8 +5,8 @@ creates, and a setting that turns it off."""
 from __future__ import annotations
 
 from agent.model.pdb import PDBS
-from tests.support.factory import pdb, pod
-from tests.support.waiting import wait_until
+from testkit.factory import pdb, pod
+from testkit.waiting import wait_until
 
 PATH = "/apis/policy/v1/poddisruptionbudgets"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from tests.support.waiting import wait_until
-from tests.support.agents import pod_names
-from tests.support.factory import container, pod
+from testkit.waiting import wait_until
+from testkit.agents import pod_names
+from testkit.factory import container, pod
 
 
 def truth(apiserver, node="node-a") -> set[str]:
@@ -238,7 +238,7 @@ def test_in_cluster_configuration_reads_the_service_account_folder(tmp_path):
 
     from agent.config import SETTINGS, cluster_access
     from agent.source.kube import KubeConfigError, load_configuration
-    from tests.support.fake_apiserver import FakeApiServer
+    from testkit.fake_apiserver import FakeApiServer
 
     server = FakeApiServer(tls=True)
     (tmp_path / "token").write_text("first-token")
@@ -259,8 +259,8 @@ def test_over_tls_the_agent_lists_and_watches_and_an_idle_agent_stops_at_once(tm
     """As against a real API server: HTTPS verified against the kubeconfig's CA. Its idle loops wait for seconds
     between looks at the stop event; shutdown tells each, so it still ends within a second."""
     from agent.run.agent import Agent
-    from tests.support.agents import agent_config
-    from tests.support.fake_apiserver import FakeApiServer
+    from testkit.agents import agent_config
+    from testkit.fake_apiserver import FakeApiServer
 
     apiserver = FakeApiServer(tls=True).start()
     try:

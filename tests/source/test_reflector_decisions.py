@@ -21,8 +21,8 @@ from agent.telemetry.stats import RuntimeStats
 from agent.source.backoff import Backoff
 from agent.source.kube import ApiError, LineTooLong, TransportError
 from agent.source.reflector import PodsOfNode, Reflector, ReflectorSettings, decide
-from tests.support.factory import pod
-from tests.support.virtual_time import VirtualClock
+from testkit.factory import pod
+from testkit.virtual_time import VirtualClock
 
 
 def pod_list(rv: str, *names: str) -> str:

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from tests.support.waiting import wait_until
-from tests.support.agents import pod_names
-from tests.support.factory import pod
-from tests.support.http import get
+from testkit.waiting import wait_until
+from testkit.agents import pod_names
+from testkit.factory import pod
+from testkit.http import get
 
 
 @pytest.mark.parametrize("poison", [

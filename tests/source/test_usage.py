@@ -13,7 +13,7 @@ from agent.config import from_sources
 from agent.model.quantity import NANO
 from agent.telemetry.stats import RuntimeStats
 from agent.source.host_usage import UsageSampler, set_procfs
-from tests.support.processes import stop_process
+from testkit.processes import stop_process
 
 MEMINFO = """MemTotal:       16384000 kB
 MemFree:         1024000 kB
@@ -162,7 +162,7 @@ def test_used_moves_on_its_own_schedule_with_no_exporter_and_only_metrics(tmp_pa
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from tests.support.waiting import wait_until
+    from testkit.waiting import wait_until
 
     root = tmp_path / "proc"
     root.mkdir()

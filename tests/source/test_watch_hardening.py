@@ -27,10 +27,10 @@ from agent.source.backoff import Backoff
 from agent.config import ClusterAccess
 from agent.source.kube import KEEPALIVE_COUNT, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KubeApi, load_configuration
 from agent.source.reflector import PodsOfNode, Reflector, ReflectorSettings
-from tests.support.factory import pod
-from tests.support.plain_http import QuietHandler, answer, plain_http_kubeconfig, serve
-from tests.support.virtual_time import VirtualClock
-from tests.support.waiting import wait_until
+from testkit.factory import pod
+from testkit.plain_http import QuietHandler, answer, plain_http_kubeconfig, serve
+from testkit.virtual_time import VirtualClock
+from testkit.waiting import wait_until
 
 HTML = b"<!DOCTYPE html>\n<html>\n<head><title>Sign in</title></head>\n<body>\n<p>Please log in</p>\n</body>\n</html>\n"
 GOOD_LIST = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"},

@@ -11,9 +11,9 @@ import json
 
 from agent.telemetry.health import HealthLimits, liveness, readiness
 from agent.telemetry.stats import StatsSnapshot
-from tests.support.waiting import wait_until
-from tests.support.factory import node, pod
-from tests.support.http import get
+from testkit.waiting import wait_until
+from testkit.factory import node, pod
+from testkit.http import get
 
 LIMITS = HealthLimits.for_config(read_timeout=120.0, export_interval=15.0, export_timeout=10.0)
 TURNING = {"source:pods": 2.0, "source:nodes": 2.0, "handler": 0.1, "export": 3.0}

@@ -11,8 +11,8 @@ from agent.decode.reader import POD
 from agent.pipeline.queue import EventQueue
 from agent.pipeline.state import NodeState
 from agent.telemetry.stats import RuntimeStats
-from tests.support.waiting import wait_until
-from tests.support.factory import pod
+from testkit.waiting import wait_until
+from testkit.factory import pod
 
 
 class SlowHandler(Handler):
@@ -171,7 +171,7 @@ def test_every_watched_resource_is_counted_alike():
     from agent.model.node import NODES
     from agent.model.pod import PODS
     from agent.pipeline.interfaces import source_loop
-    from tests.support.virtual_time import VirtualClock
+    from testkit.virtual_time import VirtualClock
 
     clock = VirtualClock()
     stats = RuntimeStats(clock=clock)

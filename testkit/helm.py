@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from components.gotools import tool_bin
-from tests.support.repo import REPO
+from testkit.repo import REPO
 
 __all__ = ["CHART", "Helm", "built_helm"]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.agent_process import AgentProcess
-from tests.support.collector import Prometheus
-from tests.support.waiting import wait_until
+from testkit.agent_process import AgentProcess
+from testkit.collector import Prometheus
+from testkit.waiting import wait_until
 
 __all__ = ["QUEUE_DURATION", "default_collector_config", "agent_buckets", "quantile_matches_agent"]
 

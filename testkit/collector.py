@@ -26,11 +26,11 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
-from tests.support.cluster import free_ports
-from tests.support.http import http_get, request as http_request
-from tests.support.processes import log_tail, stop_process
-from tests.support.waiting import wait_until
-from tests.support.repo import REPO
+from testkit.cluster import free_ports
+from testkit.http import http_get, request as http_request
+from testkit.processes import log_tail, stop_process
+from testkit.waiting import wait_until
+from testkit.repo import REPO
 
 __all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "gauge",
            "grpc_receiver", "grpc_variant_config", "otlp_request", "post_otlp", "prometheus_config",

@@ -1,7 +1,7 @@
 """The container image as the Dockerfile defines it, and the process a container of it runs.
 
 One reading of the Dockerfile for every test that needs one: tests/deploy/test_deploy.py reproduces the build from its
-stages, tests/support/kubelet.py starts the agent's container from its ENTRYPOINT, CMD and ENV.
+stages, testkit/kubelet.py starts the agent's container from its ENTRYPOINT, CMD and ENV.
 """
 
 from __future__ import annotations

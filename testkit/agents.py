@@ -9,7 +9,7 @@ import pytest
 
 from agent.config import SETTINGS, ClusterAccess, Config, from_sources, parse_address
 from agent.run.agent import Agent
-from tests.support.fake_apiserver import FakeApiServer
+from testkit.fake_apiserver import FakeApiServer
 
 
 def pod_names(agent: Agent) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.repo import REPO
+from testkit.repo import REPO
 
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
 AUTHORIZATION = REPO / "daemonset" / "apiserver"

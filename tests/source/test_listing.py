@@ -99,7 +99,7 @@ def _records(body: bytes, size: int, typed: bool):
 
 
 def _pods(n: int) -> list[dict]:
-    from tests.support.factory import container, pod
+    from testkit.factory import container, pod
 
     pods = []
     for i in range(n):
@@ -152,24 +152,24 @@ def _error(decode, data: bytes) -> str:
 @pytest.mark.parametrize("after", [b',{"c":2}', b']', b'  \n,'])
 def test_msgspec_names_where_a_complete_value_ends(value, after):
     """The skipping decoder's "trailing characters (byte N)": N - 1 is the first non-blank byte after the value."""
-    from agent.source.listing import _SKIP, _trailing_end
+    from agent.source.listing import SKIPPING_DECODER, trailing_end
 
-    message = _error(_SKIP.decode, value + after)
-    assert _trailing_end(message) == len(value) + len(after) - len(after.lstrip()), message
+    message = _error(SKIPPING_DECODER.decode, value + after)
+    assert trailing_end(message) == len(value) + len(after) - len(after.lstrip()), message
 
 
 def test_msgspec_says_truncated_for_bytes_that_stop_inside_a_value_and_nothing_else():
     """Cut inside an item (by the skipping decoder or the typed one): read on. Malformed or refused: never
     "truncated", so the reader hands the item to the tolerant path instead of reading on."""
     from agent.decode.reader import POD
-    from agent.source.listing import _SKIP, _trailing_end, _truncated
+    from agent.source.listing import SKIPPING_DECODER, trailing_end, truncated
 
     item = _api_server_list(_pods(1))[len(b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},'
                                           b'"items":['):-2]
     for cut in (1, len(item) // 2, len(item) - 1):
-        assert _truncated(_error(_SKIP.decode, item[:cut])) and _truncated(_error(POD.list_item, item[:cut]))
-    for refused in (_error(_SKIP.decode, b'{"a":,}'), _error(POD.list_item, b'{"metadata":{"name":7}}')):
-        assert not _truncated(refused) and _trailing_end(refused) is None
+        assert truncated(_error(SKIPPING_DECODER.decode, item[:cut])) and truncated(_error(POD.list_item, item[:cut]))
+    for refused in (_error(SKIPPING_DECODER.decode, b'{"a":,}'), _error(POD.list_item, b'{"metadata":{"name":7}}')):
+        assert not truncated(refused) and trailing_end(refused) is None
     assert POD.list_item(item).metadata.name == "p0"  # the whole item decodes: the cut ones failed for the cut
 
 

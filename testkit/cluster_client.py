@@ -16,8 +16,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.pki import Pki, write_kubeconfig
-from tests.support.waiting import wait_until
+from testkit.pki import Pki, write_kubeconfig
+from testkit.waiting import wait_until
 
 
 class ApiError(RuntimeError):
@@ -41,7 +41,7 @@ def parse_prometheus_text(text: str, metric: str) -> list[dict]:
 
 
 class ClusterClient:
-    """The client side of a control plane: what tests ask of it once it serves. Cluster (tests/support/cluster.py)
+    """The client side of a control plane: what tests ask of it once it serves. Cluster (testkit/cluster.py)
     is one; it sets ``ports`` and ``pki`` as it starts and names the ``kubectl_binary`` of its version."""
 
     def __init__(self, workdir: Path) -> None:

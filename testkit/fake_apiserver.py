@@ -2,7 +2,7 @@
 
 The unit tests need answers in milliseconds and faults a real API server does not make on demand
 (``fail_next``, ``inject_raw``, ``hang_watches``; the cluster tests run the real kube-apiserver, see
-tests/support/cluster.py), so this serves the documented API semantics over real HTTP on loopback
+testkit/cluster.py), so this serves the documented API semantics over real HTTP on loopback
 (https://kubernetes.io/docs/reference/using-api/api-concepts/),
 or over TLS as a real API server does (``tls=True``: a fresh CA and a serving certificate for 127.0.0.1 from
 the cluster tests' ``make_pki``; the kubeconfig trusts that CA):
@@ -43,8 +43,8 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.support.plain_http import QuietHandler, QuietHTTPServer, answer
-from tests.support.tcp_proxy import shut_down
+from testkit.plain_http import QuietHandler, QuietHTTPServer, answer
+from testkit.tcp_proxy import shut_down
 
 __all__ = ["FakeApiServer"]
 
@@ -144,7 +144,7 @@ class FakeApiServer:
         import weakref
         from pathlib import Path
 
-        from tests.support.cluster import make_pki
+        from testkit.cluster import make_pki
 
         if self._pki is None:
             folder = tempfile.mkdtemp(prefix="fake-apiserver-pki-")

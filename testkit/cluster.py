@@ -1,6 +1,6 @@
 """A real Kubernetes control plane on loopback for tests: etcd, kube-apiserver, kube-scheduler, kube-controller-manager.
 
-There is no kubelet or container runtime here. Nodes are KWOK's (tests/support/kwok.py): a test creates them,
+There is no kubelet or container runtime here. Nodes are KWOK's (testkit/kwok.py): a test creates them,
 KWOK keeps them Ready with renewed Leases, moves their pods to Running and finishes their deletions. What KWOK
 does not write (in-place resize status, crash loops, terminal phases at a chosen moment) a test writes with
 ``set_custom_status`` on pods KWOK was told to leave alone. Everything else (binding, DaemonSet pods,
@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
-from tests.support.cluster_client import ApiError, ClusterClient, parse_prometheus_text, rfc3339
-from tests.support.component import Component
-from tests.support.pki import make_pki, openssl, write_kubeconfig
-from tests.support.ports import free_ports
-from tests.support.waiting import wait_until
+from testkit.cluster_client import ApiError, ClusterClient, parse_prometheus_text, rfc3339
+from testkit.component import Component
+from testkit.pki import make_pki, openssl, write_kubeconfig
+from testkit.ports import free_ports
+from testkit.waiting import wait_until
 
 #: The fixture and what modules of the suite import from here. The helpers among them live in the modules named
 #: above (certificates in pki, ports, the client side in cluster_client); importing them from here is kept so a
@@ -41,7 +41,7 @@ NEWEST = "1.37.2"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 #: The node lifecycle controller marks a node Unknown after --node-monitor-grace-period without a renewed Lease.
 #: Shortened from the default 50 s so a test can watch a dead node go Unknown (and a live one stay Ready) in half
-#: a minute; KWOK renews every 5 s (tests/support/kwok.py), six renewals per grace period.
+#: a minute; KWOK renews every 5 s (testkit/kwok.py), six renewals per grace period.
 NODE_MONITOR_GRACE_SECONDS = 30
 START_TIMEOUT = 180.0
 
@@ -52,13 +52,18 @@ class Cluster(ClusterClient):
     A version built without a controller-manager (see components.kubernetes.KUBERNETES) runs without one, since a
     newer controller-manager than apiserver is outside the skew policy; such a cluster has no ServiceAccounts, so
     it admits no pods and serves /version and scheduler checks only. What tests ask of it once it serves is
-    ClusterClient's (tests/support/cluster_client.py).
+    ClusterClient's (testkit/cluster_client.py).
     """
 
-    def __init__(self, workdir: Path, version: str = NEWEST, apiserver_flags: Sequence[str] = ()) -> None:
+    def __init__(self, workdir: Path, version: str = NEWEST, apiserver_flags: Sequence[str] = (), *,
+                 scheduler_flags: Sequence[str] = (), controller_manager_flags: Sequence[str] = ()) -> None:
+        """Each ``*_flags`` is appended to that component's own command line (for a flag that takes one value, the
+        later one wins): how a benchmark or a test runs the control plane differently without subclassing it."""
         super().__init__(workdir)
         self.release = version  # "version" is the /version call
-        self.apiserver_flags = tuple(apiserver_flags)  # appended to the fixture's own (a later flag wins)
+        self.apiserver_flags = tuple(apiserver_flags)
+        self.scheduler_flags = tuple(scheduler_flags)
+        self.controller_manager_flags = tuple(controller_manager_flags)
         self.logs_dir = self.workdir / "logs"
         self.components: list[Component] = []
         self._bins: dict[str, Path] = {}
@@ -206,7 +211,8 @@ class Cluster(ClusterClient):
         return self._component(
             "kube-scheduler", "kube-scheduler", *self._delegated_flags("scheduler", "scheduler"),
             # metrics readable without a SubjectAccessReview round trip; the admin cert works as well
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/metrics/resources")
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/metrics/resources",
+            *self.scheduler_flags)
 
     def _controller_manager(self) -> Component:
         pki = self.pki
@@ -217,7 +223,7 @@ class Cluster(ClusterClient):
             f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
             f"--root-ca-file={pki.crt('ca')}", f"--service-account-private-key-file={pki.key('sa')}",
             f"--cluster-signing-cert-file={pki.crt('ca')}", f"--cluster-signing-key-file={pki.key('ca')}",
-            "--cluster-name=nra")
+            "--cluster-name=nra", *self.controller_manager_flags)
 
     # ----------------------------------------------------------------- readiness
 

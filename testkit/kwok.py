@@ -8,7 +8,7 @@ writes their status itself with ``set_custom_status`` (in-place resize status, c
 what KWOK's stages do not write) and would finish their deletion itself (KWOK ignores them entirely).
 
 No container runs on a KWOK node: the agent processes of the many-node tests are started by the kubelet
-stand-in (tests/support/kubelet.py), the real kubelet runs only in the ``node`` suite.
+stand-in (testkit/kubelet.py), the real kubelet runs only in the ``node`` suite.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from components.gotools import tool_home
-from tests.support.cluster import ApiError, Cluster, Component, free_ports, rfc3339
-from tests.support.waiting import wait_until
+from testkit.cluster import ApiError, Cluster, Component, free_ports, rfc3339
+from testkit.waiting import wait_until
 
 __all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "KWOK_NODE_TAINT", "Kwok", "custom_status", "kwok",
            "ready_condition", "set_custom_status", "wait_running"]
@@ -39,7 +39,7 @@ class Kwok:
     """One ``kwok`` process managing the annotated Nodes of ``cluster`` (start, add nodes, stop).
 
     ``lease_seconds``: KWOK renews each node's Lease every quarter of it (kubelet's rule), so the default 20 gives
-    a renewal every 5 s, six per the test cluster's node-monitor grace period (tests/support/cluster.py): margin
+    a renewal every 5 s, six per the test cluster's node-monitor grace period (testkit/cluster.py): margin
     for a loaded machine and for an API server restart. The kubelet's own default is 40.
 
     ``group``: the value of the node annotation this process selects. A second Kwok with a group of its own

@@ -1,7 +1,7 @@
 """A connection flood, as a pod with no rights can make one: idle TCP connections to a port, each reopened as
 soon as the server closes or answers it, from one or several loopback source addresses (each a distinct peer).
 
-Run as a subprocess (``python -m tests.support.flood PORT COUNT SECONDS SOURCE...``) so that it neither shares the
+Run as a subprocess (``python -m testkit.flood PORT COUNT SECONDS SOURCE...``) so that it neither shares the
 server's interpreter lock nor its descriptors. It prints one JSON line a second ({"open": connections established
 and not yet closed by the server, "reopened": total reopened}) and a last one when done; it sends nothing, so
 every connection holds what an idle client holds.
@@ -19,8 +19,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from tests.support.processes import stop_process
-from tests.support.repo import REPO
+from testkit.processes import stop_process
+from testkit.repo import REPO
 
 
 def _flood(port: int, count: int, seconds: float, sources: Sequence[str]) -> None:
@@ -68,7 +68,7 @@ class Flood:
 
     def __init__(self, port: int, count: int, seconds: float, sources: Sequence[str]) -> None:
         self.reports: list[dict] = []
-        self._proc = subprocess.Popen([sys.executable, "-m", "tests.support.flood", str(port), str(count),
+        self._proc = subprocess.Popen([sys.executable, "-m", "testkit.flood", str(port), str(count),
                                        str(seconds), *sources], cwd=REPO, stdout=subprocess.PIPE, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -6,7 +6,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.processes import log_tail, stop_process
+from testkit.processes import log_tail, stop_process
 
 
 @dataclass

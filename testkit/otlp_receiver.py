@@ -21,7 +21,7 @@ import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.support.plain_http import QuietHandler, answer, serve
+from testkit.plain_http import QuietHandler, answer, serve
 
 __all__ = ["Point", "HttpReceiver", "GrpcReceiver", "points_of", "http_receiver", "module_http_receiver",
            "grpc_receiver"]

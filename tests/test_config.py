@@ -11,8 +11,8 @@ import pytest
 
 from agent.config import (SETTINGS, Address, ClusterAccess, Config, ConfigError, InCluster, cluster_access,
                           from_sources, parse_address)
-from tests.support.cli import run
-from tests.support.repo import REPO
+from testkit.cli import run
+from testkit.repo import REPO
 
 PACKAGE = REPO / "agent"
 ENVIRONMENT = [name for setting in SETTINGS.values() for name in setting.env]

@@ -13,16 +13,16 @@ import pytest
 from agent.config import ConfigError, from_sources
 from agent.model.autoscaler_settings import (AUTOSCALER_FLAGS, BOOLEAN, DEFAULT_AUTOSCALER, DURATION, RATIO,
                                              AutoscalerSettings, parse_autoscaler_args)
-from tests.support.cli import run
-from tests.support.factory import pod
+from testkit.cli import run
+from testkit.factory import pod
 
 BASE = {"node_name": "n", "exporter": "none"}
 
 
 def parsed(*argv: str) -> dict[str, object]:
-    from agent.cli import _parser
+    from agent.cli import build_parser
 
-    return {k: v for k, v in vars(_parser().parse_args(["run", *argv])).items() if k != "command"}
+    return {k: v for k, v in vars(build_parser().parse_args(["run", *argv])).items() if k != "command"}
 
 
 def test_nothing_given_is_the_autoscalers_defaults_and_the_pdb_watch_on():

@@ -23,11 +23,11 @@ from pathlib import Path
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.http import http_get
-from tests.support.processes import stop_process
-from tests.support.waiting import wait_until
-from tests.support.fake_apiserver import FakeApiServer
-from tests.support.repo import REPO
+from testkit.http import http_get
+from testkit.processes import stop_process
+from testkit.waiting import wait_until
+from testkit.fake_apiserver import FakeApiServer
+from testkit.repo import REPO
 
 __all__ = ["AgentProcess", "otlp_env"]
 

@@ -1,6 +1,6 @@
 """The kubelet's part in starting the agent's container, for nodes without kubelet or container runtime.
 
-The many-node cluster tests run on KWOK's simulated nodes (tests/support/kwok.py): KWOK reports the agent's
+The many-node cluster tests run on KWOK's simulated nodes (testkit/kwok.py): KWOK reports the agent's
 DaemonSet pod Running, but no container runs on a KWOK node, so this stand-in starts the agent from that pod as
 a local process. The real kubelet starting the real image runs in the ``node`` suite (tests/node/), at about
 70 s per node: too slow for tests that need several nodes and restart agents.
@@ -36,12 +36,12 @@ import pytest
 import yaml
 
 from agent.config import SETTINGS
-from tests.support.cluster import Cluster, free_ports
-from tests.support.kwok import wait_running
-from tests.support.processes import stop_process
-from tests.support.waiting import wait_until
-from tests.support.repo import REPO as ROOT
-from tests.support.image import container_argv, dockerfile_stages, expand, image_entrypoint_and_cmd, image_env
+from testkit.cluster import Cluster, free_ports
+from testkit.kwok import wait_running
+from testkit.processes import stop_process
+from testkit.waiting import wait_until
+from testkit.repo import REPO as ROOT
+from testkit.image import container_argv, dockerfile_stages, expand, image_entrypoint_and_cmd, image_env
 
 __all__ = ["AgentContainer", "Deployment", "ImageConfig", "ServiceAccountVolume", "container_env", "daemon_pods",
            "deploy", "deployed", "image_config", "prepare_agent_pod", "start_agent_pod", "wait_for_daemon_pod"]

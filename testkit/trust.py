@@ -1,6 +1,6 @@
 """The shipped trust path for tests: a control plane the Collector can verify tokens against.
 
-``TrustCluster`` is the real control plane of tests/cluster.py with three changes a real cluster
+``TrustCluster`` is the real control plane of testkit/cluster.py with three changes a real cluster
 has too: its ServiceAccount issuer is its own URL (so the Collector's oidc authenticator can fetch
 the discovery document and JWKS from it, over loopback), the shipped
 ``daemonset/apiserver/authorization-config.yaml`` replaces ``--authorization-mode`` (its deny
@@ -23,11 +23,11 @@ import yaml
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
 from components.kubernetes import etcd_bin, kubernetes_bin
-from tests.support.repo import REPO
-from tests.support.cluster import NEWEST, Cluster, free_ports
-from tests.support.cluster_client import ClusterClient
-from tests.support.collector import SCRAPE_CONFIG, Prometheus, post_otlp
-from tests.support.kwok import Kwok
+from testkit.repo import REPO
+from testkit.cluster import NEWEST, Cluster, free_ports
+from testkit.cluster_client import ClusterClient
+from testkit.collector import SCRAPE_CONFIG, Prometheus, post_otlp
+from testkit.kwok import Kwok
 
 __all__ = ["AGENT_NAMESPACE", "AGENT_SERVICE_ACCOUNT", "AUDIENCE", "Pusher", "TrustCluster", "collector_env",
            "localized_authorization_config", "pod_token", "remote_write_prometheus", "series_count", "trust_cluster",

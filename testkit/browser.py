@@ -20,7 +20,7 @@ from typing import Any
 
 import websocket
 
-from tests.support.processes import stop_process
+from testkit.processes import stop_process
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -162,3 +162,59 @@ def mixed_pods():
         # Malformed annotation: falls back to pod requests.
         bad,
     ]
+
+
+def realistic_pod(i: int, node: str = "bench-node") -> dict:
+    """A pod of the size real ones have (~5-10 KB of JSON): env, probes, volumes, status."""
+    if i % 5 == 0:
+        p = vm_pod(f"compute-{i}", f"vm-{i}", f"{(i % 8 + 1) * 250}m", f"{i % 8 + 1}Gi", node=node)
+    else:
+        p = pod(f"app-{i}", namespace=f"team-{i % 7}", node=node,
+                init_containers=[container("init-config", "100m", "64Mi"),
+                                 container("proxy", "100m", "128Mi", restart_policy="Always")],
+                containers=[container("app", f"{i % 4 + 1}00m", f"{i % 3 + 1}Gi"), container("metrics", "50m", "32Mi")])
+    p["metadata"]["labels"] = dict(p["metadata"].get("labels", {}), **{"app.kubernetes.io/part-of": "bench", "pod-template-hash": "7d4b9c"})
+    p["metadata"]["creationTimestamp"] = "2026-11-30T06:00:00Z"
+    for c in p["spec"]["containers"]:
+        c["env"] = [{"name": f"VAR_{j}", "value": f"value-{j}-" + "x" * 20} for j in range(12)]
+        c["ports"] = [{"containerPort": 8080, "protocol": "TCP"}]
+        c["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10}
+        c["volumeMounts"] = [{"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": True}]
+    p["spec"]["volumes"] = [{"name": "kube-api-access", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]
+    p["spec"].update({"restartPolicy": "Always", "schedulerName": "default-scheduler", "serviceAccountName": "default",
+                      "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]})
+    p["status"].update({"hostIP": "10.0.0.1", "podIP": f"10.1.{i // 250}.{i % 250}", "qosClass": "Burstable",
+                        "conditions": [{"type": t, "status": "True"} for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+                        "containerStatuses": [{"name": c["name"], "ready": True, "restartCount": 0, "image": c["image"],
+                                               "imageID": "sha256:" + "0" * 64, "containerID": "containerd://" + "1" * 64,
+                                               "started": True, "state": {"running": {"startedAt": "2026-11-30T06:00:05Z"}},
+                                               "allocatedResources": c["resources"].get("requests", {}),
+                                               "resources": {"requests": c["resources"].get("requests", {})}}
+                                              for c in p["spec"]["containers"]]})
+    p["metadata"]["managedFields"] = _managed_fields(p)
+    return p
+
+
+def _managed_fields(p: dict) -> list[dict]:
+    """managedFields as the API server records them: every field path each manager set."""
+    def containers(items):
+        return {f'k:{{"name":"{c["name"]}"}}': {
+            ".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {}, "f:resources": {"f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}},
+            "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {},
+            "f:env": {f'k:{{"name":"{e["name"]}"}}': {".": {}, "f:name": {}, "f:value": {}} for e in c.get("env", [])},
+            "f:ports": {'k:{"containerPort":8080,"protocol":"TCP"}': {".": {}, "f:containerPort": {}, "f:protocol": {}}},
+            "f:livenessProbe": {".": {}, "f:httpGet": {".": {}, "f:path": {}, "f:port": {}}, "f:periodSeconds": {}},
+            "f:volumeMounts": {'k:{"mountPath":"/var/run/secrets/kubernetes.io/serviceaccount"}': {".": {}, "f:mountPath": {}, "f:name": {}, "f:readOnly": {}}},
+        } for c in items}
+    spec = {"f:containers": containers(p["spec"]["containers"]), "f:initContainers": containers(p["spec"].get("initContainers", [])),
+            "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:restartPolicy": {}, "f:schedulerName": {}, "f:securityContext": {},
+            "f:serviceAccount": {}, "f:serviceAccountName": {}, "f:terminationGracePeriodSeconds": {}, "f:tolerations": {}, "f:volumes": {}}
+    status = {"f:conditions": {f'k:{{"type":"{t}"}}': {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}
+                               for t in ("ContainersReady", "Initialized", "PodReadyToStartContainers", "Ready")},
+              "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {}, "f:phase": {}, "f:podIP": {}, "f:podIPs": {}, "f:startTime": {}}
+    return [
+        {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1", "time": "2026-11-30T06:00:00Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:generateName": {}, "f:labels": {}, "f:ownerReferences": {}}, "f:spec": spec}},
+        {"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": "2026-11-30T06:00:05Z",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:status": status}, "subresource": "status"},
+    ]

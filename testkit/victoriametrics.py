@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from components.debian import debian_binary
-from tests.support.cluster import free_ports
-from tests.support.processes import stop_process
+from testkit.cluster import free_ports
+from testkit.processes import stop_process
 
 __all__ = ["victoria_metrics_binary", "VictoriaMetrics", "victoriametrics"]
 

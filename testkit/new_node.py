@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.node_cluster import NODE_IP, Node, join_node, leave_node
-from tests.support.node_rollout import AGENT_NS, AGENT_SELECTOR, SHIPPED_DAEMONSET
-from tests.support.registry import Registry, hosts_toml
-from tests.support.repo import REPO
+from testkit.node_cluster import NODE_IP, Node, join_node, leave_node
+from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, SHIPPED_DAEMONSET
+from testkit.registry import Registry, hosts_toml
+from testkit.repo import REPO
 
 __all__ = ["NewNode", "agent_overlay", "join_and_follow", "node_registry"]
 

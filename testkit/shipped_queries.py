@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import yaml
 
-from tests.support.repo import REPO
+from testkit.repo import REPO
 
 __all__ = ["RULES", "DASHBOARD", "Variable", "alerts", "dashboard_queries", "dashboard_variables", "left_side",
            "recording_rules"]

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.collector import Prometheus
-from tests.support.node_cluster import NODE_IP, Node
-from tests.support.repo import REPO
+from testkit.collector import Prometheus
+from testkit.node_cluster import NODE_IP, Node
+from testkit.repo import REPO
 
 __all__ = ["AGENT_NS", "AGENT_SELECTOR", "COLLECTOR_AUDIENCE", "COLLECTOR_NS", "COLLECTOR_SELECTOR",
            "MAKE_TLS_SECRETS", "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "collector_overlay", "make_tls_secrets",
@@ -48,7 +48,7 @@ MAKE_TLS_SECRETS = REPO / "otel-config" / "tls" / "make-secrets.sh"
 @pytest.fixture(scope="module")
 def prometheus(node_cluster: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """Prometheus 3 receiving the shipped Collector's remote write, on the node's address."""
-    from tests.support.trust import remote_write_prometheus
+    from testkit.trust import remote_write_prometheus
 
     with remote_write_prometheus(tmp_path_factory.mktemp("prometheus"), host=NODE_IP) as server:
         yield server

@@ -13,8 +13,8 @@ What each part is:
   system:kube-proxy) signed by the cluster CA;
 * containerd, runc and the CNI plugins from Debian, with a private root, state and socket under the workdir;
   the images from components.image imported under the names the manifests use (a node that joins later,
-  ``join_node``, imports nothing: it pulls from a registry, tests/support/new_node.py);
-* CoreDNS as a Deployment (tests/support/node_manifests/coredns.yaml) behind the kube-dns Service 10.96.0.10.
+  ``join_node``, imports nothing: it pulls from a registry, testkit/new_node.py);
+* CoreDNS as a Deployment (testkit/node_manifests/coredns.yaml) behind the kube-dns Service 10.96.0.10.
 
 Everything this machine needed (shared/KNOWLEDGE.md §5) is set here: ``failCgroupV1: false`` and the cgroupfs
 driver, ``restrict_oom_score_adj``, runc, a preloaded sandbox image, a non-loopback node address, CNI.
@@ -36,9 +36,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.cluster import SERVICE_ACCOUNT_ISSUER, Cluster, Component, openssl, free_ports, write_kubeconfig
-from tests.support.repo import REPO as ROOT
-from tests.support.waiting import wait_until
+from testkit.cluster import SERVICE_ACCOUNT_ISSUER, Cluster, Component, openssl, free_ports, write_kubeconfig
+from testkit.repo import REPO as ROOT
+from testkit.waiting import wait_until
 
 __all__ = ["NODE_IP", "NODE_NAME", "Node", "NodeParts", "build_node_parts", "join_node", "leave_node", "node_cluster",
            "running_node"]
@@ -162,7 +162,7 @@ def _remove_netns(path: str) -> None:
 
 
 def _leaf_certificate(cluster: Cluster, name: str, org: str | None, cn: str) -> None:
-    """A client certificate signed by the cluster CA (the profile tests/cluster.py defines)."""
+    """A client certificate signed by the cluster CA (the profile testkit/pki.py defines)."""
     pki = cluster.pki
     cnf = pki.dir / "openssl.cnf"
     csr = pki.dir / f"{name}.csr"
@@ -198,7 +198,7 @@ state = "{state}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
-  # One HOST:PORT/hosts.toml per registry this node pulls from (tests/support/registry.py writes them; read per pull).
+  # One HOST:PORT/hosts.toml per registry this node pulls from (testkit/registry.py writes them; read per pull).
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "{registry_hosts}"
 """
@@ -235,7 +235,7 @@ class Node:
 
     @property
     def registry_hosts(self) -> Path:
-        """containerd's ``config_path``: a ``HOST:PORT/hosts.toml`` per registry (tests/support/registry.py)."""
+        """containerd's ``config_path``: a ``HOST:PORT/hosts.toml`` per registry (testkit/registry.py)."""
         return self.workdir / "containerd" / "certs.d"
 
     @property

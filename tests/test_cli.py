@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from tests.support.cli import AGENT, run
-from tests.support.factory import container, pod, resizing_pod, vm_pod
+from testkit.cli import AGENT, run
+from testkit.factory import container, pod, resizing_pod, vm_pod
 
 def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     result = run("run")
@@ -251,7 +251,7 @@ def test_explain_bad_input_is_a_clear_error(text):
 @pytest.fixture
 def hourly_agent(tmp_path, http_receiver):
     """The agent watching node n1 (one pod, p) on a fake API server, exporting to ``http_receiver`` hourly."""
-    from tests.support.fake_apiserver import FakeApiServer
+    from testkit.fake_apiserver import FakeApiServer
 
     api = FakeApiServer().start()
     proc = None
@@ -274,8 +274,8 @@ def test_signal_flushes_a_final_export_and_exits_promptly(hourly_agent, signame,
     import signal
     import time
 
-    from tests.support.otlp_receiver import points_of
-    from tests.support.waiting import wait_until
+    from testkit.otlp_receiver import points_of
+    from testkit.waiting import wait_until
 
     api, proc = hourly_agent
     wait_until(lambda: api.count(watch=True) >= 1 and http_receiver.requests, timeout=20)  # the first export
@@ -292,8 +292,8 @@ def test_signal_flushes_a_final_export_and_exits_promptly(hourly_agent, signame,
 def test_the_first_export_follows_the_first_sync_not_an_interval_after_start(hourly_agent, http_receiver):
     """A node that just joined has its numbers at the Collector as soon as its pods and Node are read (issue 30): the
     SDK's reader alone would first export an interval (here an hour) after start."""
-    from tests.support.otlp_receiver import points_of
-    from tests.support.waiting import wait_until
+    from testkit.otlp_receiver import points_of
+    from testkit.waiting import wait_until
 
     wait_until(lambda: http_receiver.requests, timeout=30)
     first = points_of(http_receiver.requests[0][1])
@@ -357,9 +357,9 @@ def test_a_mistyped_command_is_reported_as_such():
 
 
 def test_every_option_has_help_text():
-    from agent.cli import _parser
+    from agent.cli import build_parser
 
-    parser = _parser()
+    parser = build_parser()
     commands = [a for a in parser._actions if a.dest == "command"][0].choices  # argparse's own registry of subparsers
     for name, sub in [("", parser), *commands.items()]:
         for action in sub._actions:
@@ -417,10 +417,10 @@ def test_run_as_the_daemonset_runs_it_builds_no_parser():
 
 def test_no_flag_is_what_the_parser_returns_when_none_is_given():
     """The unparsed path hands ``from_sources`` no flags; that is only right while every run option defaults to unset."""
-    from agent.cli import _parser
+    from agent.cli import build_parser
     from agent.config import from_sources
 
-    parsed = {k: v for k, v in vars(_parser().parse_args(["run"])).items() if k != "command"}
+    parsed = {k: v for k, v in vars(build_parser().parse_args(["run"])).items() if k != "command"}
     assert parsed and not any(parsed.values()), parsed
     for env in ({"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none"},
                 {"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none", "DEBUG_ADDRESS": "off", "LOG_LEVEL": "debug",

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.component import Component
-from tests.support.ports import free_ports
-from tests.support.waiting import wait_until
+from testkit.component import Component
+from testkit.ports import free_ports
+from testkit.waiting import wait_until
 
 __all__ = ["Registry", "hosts_toml"]
 

@@ -4,7 +4,7 @@ import json
 
 from hypothesis import strategies as st
 
-from tests.support.factory import container, pod
+from testkit.factory import container, pod
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
