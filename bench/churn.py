@@ -12,7 +12,8 @@ from testkit.factory import realistic_pod
 
 
 def main(total: int = 20000, live: int = 110) -> None:
-    print(f"\n### Churn: {total:,} pods created and deleted, at most {live} live (production install, export every 1 s)\n")
+    print(f"\n### Churn: {total:,} pods created and deleted, at most {live} live "
+          "(production install, export every 1 s)\n")
     print(f"machine: {machine()}; {load()}\n")
     api, receiver = FakeApiServer().start(), HttpReceiver().start()
     agent = RunningAgent(api, receiver, interval=1.0)

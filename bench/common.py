@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import psutil
 
@@ -19,6 +20,16 @@ from testkit.otlp_receiver import HttpReceiver
 from testkit.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
+
+T = TypeVar("T")
+
+
+def required(value: T | None, what: str) -> T:
+    """``value``, which an earlier step made (a started process's pipe or PKI, a run's service); a step that runs
+    without it fails in one line naming ``what``, not with an AttributeError on None."""
+    if value is None:
+        raise RuntimeError(f"{what} is missing: the step that makes it has not run")
+    return value
 
 
 @functools.cache
@@ -67,7 +78,7 @@ def in_cluster_env(api: FakeApiServer, folder: str | Path) -> dict[str, str]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "token").write_text(api.token)
-    shutil.copy(api.ca_file, folder / "ca.crt")
+    shutil.copy(required(api.ca_file, "the CA of a TLS fake API server (tls=True)"), folder / "ca.crt")
     return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api.port),
             "NRA_SERVICEACCOUNT_DIR": str(folder)}
 
@@ -98,15 +109,23 @@ def machine() -> str:
             f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
 
 
+class ApiServer(Protocol):
+    """What RunningAgent asks of its API server: a kubeconfig for it, written under ``path`` or its own."""
+
+    def kubeconfig(self, path: Path, /) -> str | Path: ...
+
+
 class RunningAgent:
     """The installed agent (production venv) as a subprocess, against the fake API server, exporting OTLP/HTTP."""
 
-    def __init__(self, api: FakeApiServer, receiver: HttpReceiver, node: str = "bench-node",
+    def __init__(self, api: ApiServer, receiver: HttpReceiver, node: str = "bench-node",
                  interval: float = 15.0, extra_env: dict[str, str] | None = None, in_cluster: bool = False) -> None:
         """``in_cluster``: as in its pod, the service account folder and the Service's variables (TLS ``api`` only),
         else a kubeconfig."""
         self._dir = tempfile.mkdtemp(prefix="bench-agent-")
         if in_cluster:
+            if not isinstance(api, FakeApiServer):
+                raise ValueError("in_cluster needs the fake API server: its service account token and CA")
             extra_env = {**in_cluster_env(api, Path(self._dir) / "serviceaccount"), **(extra_env or {})}
         kubeconfig = api.kubeconfig(Path(self._dir) / "kubeconfig")
         self.debug_url = f"http://127.0.0.1:{free_ports(1)[0]}"  # the default port may be held by another agent

@@ -12,14 +12,15 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from bench.common import HttpReceiver, load, machine
+from bench.common import HttpReceiver, load, machine, required
 from bench.measure import Point, last_export_points
 from testkit.factory import realistic_pod
 from testkit.otlp_receiver import points_of
 
 
 def main(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:
-    """The agent's export cycle (SDK reader collect, encode, state points, OTLP/HTTP gzip) against the floor, same run."""
+    """The agent's export cycle (SDK reader collect, encode, state points, OTLP/HTTP gzip) against the floor, same
+    run."""
     print("\n### Export cycle: the agent against the direct-encoding floor (OTLP/HTTP gzip to a local receiver)\n")
     print(f"machine: {machine()}; {load()}\n")
     print("The floor builds the very points the agent's export carried (its own instruments' too) as OTLP gauges "
@@ -31,7 +32,8 @@ def main(pods_counts=(0, 110, 500, 2000), repeat: int = 15) -> None:
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
     os.environ["OTEL_EXPORTER_OTLP_COMPRESSION"] = "gzip"
     url = urllib.parse.urlsplit(receiver.endpoint)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn = http.client.HTTPConnection(required(url.hostname, f"the receiver's host in {receiver.endpoint}"), url.port,
+                                      timeout=30)
     try:
         for n in pods_counts:
             _compare(receiver, conn, n, repeat)
@@ -67,7 +69,8 @@ def _last_resource(receiver: HttpReceiver) -> dict[str, str]:
     return {k: str(v) for k, v in sent[0].resource.items()} if sent else {}
 
 
-def _interleaved(runs: dict[str, Callable[[], object]], repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def _interleaved(runs: dict[str, Callable[[], object]],
+                 repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Thread CPU and wall milliseconds of each run, ``repeat`` rounds interleaved so machine noise hits all alike."""
     cpu: dict[str, list[float]] = {name: [] for name in runs}
     wall: dict[str, list[float]] = {name: [] for name in runs}
@@ -82,17 +85,19 @@ def _interleaved(runs: dict[str, Callable[[], object]], repeat: int) -> tuple[di
 
 
 def _floor_export(points: list[Point], conn: http.client.HTTPConnection, resource: dict[str, str]) -> int:
-    """The floor: the same points built directly as OTLP protobuf, serialised, gzipped and POSTed. Returns HTTP status."""
+    """The floor: the same points built directly as OTLP protobuf, serialised, gzipped and POSTed. Returns HTTP
+    status."""
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 
     request = ExportMetricsServiceRequest()
     rm = request.resource_metrics.add()
-    for key, value in resource.items():
+    for key, label in resource.items():
         kv = rm.resource.attributes.add()
-        kv.key, kv.value.string_value = key, value
+        kv.key, kv.value.string_value = key, label
     scope = rm.scope_metrics.add()
     scope.scope.name = "floor"
-    metrics = {}
+    metrics: dict[str, Metric] = {}
     now = time.time_ns()
     for name, attributes, value in points:
         metric = metrics.get(name)

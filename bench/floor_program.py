@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import FakeApiServer, HttpReceiver, baseline_command
+from bench.common import FakeApiServer, HttpReceiver, baseline_command, required
 from bench.measure import Point
 
 
@@ -37,7 +37,7 @@ class FloorProgram:
                                        str(interval), *(["connect"] if connect else []))
         self.proc = subprocess.Popen(command,
                                      cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if self.proc.stdout.readline().strip() != "ready":
+        if required(self.proc.stdout, "the floor program's stdout pipe").readline().strip() != "ready":
             self.stop()
             raise SystemExit("the floor program did not start")
         self.ps = psutil.Process(self.proc.pid)

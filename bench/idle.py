@@ -23,7 +23,8 @@ class IdleWindow:
 
 
 def main(seconds: float = 120.0, pods: int = 110) -> None:
-    """The agent left alone as deployed (API over HTTPS, bookmarks every minute, the kubelet's probes), and the floor."""
+    """The agent left alone as deployed (API over HTTPS, bookmarks every minute, the kubelet's probes), and the
+    floor."""
     print(f"\n### Idle CPU with {pods} pods at the default 15 s export interval ({seconds:.0f} s window, production "
           "install, API over HTTPS)\n")
     print(f"machine: {machine()}; {load()}\n")

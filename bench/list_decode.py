@@ -11,7 +11,8 @@ from testkit.factory import realistic_pod
 
 
 def main(pods: int = 2000, repeat: int = 5) -> None:
-    """Decoding one LIST answer: main's way (whole body as text, json module per item) against the streamed typed one."""
+    """Decoding one LIST answer: main's way (whole body as text, json module per item) against the streamed typed
+    one."""
     from agent.decode.reader import POD
     from agent.source.listing import iter_list, read_list
 
@@ -28,13 +29,15 @@ def main(pods: int = 2000, repeat: int = 5) -> None:
 
     assert text_then_json() == streamed_typed()
     t_old, t_new = best_cpu([text_then_json, streamed_typed], repeat)
-    print(f"\n### LIST decode ({pods:,} pods, body {len(body) / 2**20:.1f} MiB; CPU time, best of {repeat} interleaved)\n")
+    print(f"\n### LIST decode ({pods:,} pods, body {len(body) / 2**20:.1f} MiB; "
+          f"CPU time, best of {repeat} interleaved)\n")
     print(f"machine: {machine()}; {load()}\n")
     print("| path | ms | per pod us | vs text + json |")
     print("|---|---:|---:|---:|")
-    print(f"| body as text, json module per item, tolerant decode (before) | {t_old * 1000:.0f} | {t_old / pods * 1e6:.0f} | 1.00x |")
-    print(f"| streamed 64 KiB chunks, each item parsed once by msgspec into the typed records (now) | {t_new * 1000:.0f} | {t_new / pods * 1e6:.0f} | "
-          f"{t_old / t_new:.1f}x less CPU |")
+    print(f"| body as text, json module per item, tolerant decode (before) | {t_old * 1000:.0f} | "
+          f"{t_old / pods * 1e6:.0f} | 1.00x |")
+    print(f"| streamed 64 KiB chunks, each item parsed once by msgspec into the typed records (now) | "
+          f"{t_new * 1000:.0f} | {t_new / pods * 1e6:.0f} | {t_old / t_new:.1f}x less CPU |")
 
 
 def _list_body(pods: int) -> bytes:

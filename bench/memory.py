@@ -32,7 +32,8 @@ def main() -> None:
     print(f"machine: {machine()}; {load()}\n")
     print("| pods | steady RSS MiB | peak RSS MiB (VmHWM) | peak / steady | start-up to first full export s |")
     print("|---:|---:|---:|---:|---:|")
-    floors, steady = {}, {}
+    floors: dict[int, FloorComparison] = {}
+    steady: dict[int, float] = {}
     for n in POD_COUNTS:
         comparison = _measure(n, steady)
         if comparison is not None:
@@ -99,7 +100,8 @@ def _report_floors(floors: dict[int, FloorComparison]) -> None:
     print("\nFloor (bench/baselines/floor.py: interpreter + kubernetes config and ApiClient from the same kubeconfig + "
           "psutil + opentelemetry-sdk with its OTLP/HTTP exporter, exporting the same points every 1 s), same run; "
           "without and with one request to the API server over TLS, its connection kept:\n")
-    print("| pods | points | floor MiB | agent / floor | floor + TLS connection MiB | agent / floor + TLS | agent MiB |")
+    print("| pods | points | floor MiB | agent / floor | floor + TLS connection MiB | agent / floor + TLS | "
+          "agent MiB |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n, f in floors.items():
         print(f"| {n:,} | {f.points:,} | {f.floor:.1f} | {f.agent / f.floor:.3f}x | {f.floor_connected:.1f} | "

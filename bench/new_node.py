@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import load, machine
+from bench.common import load, machine, required
 
 TARGET_S = 10.0
 RUNS = int(os.environ.get("NRA_NEW_NODE_RUNS", "3"))
@@ -60,8 +60,8 @@ def main() -> None:
                 result = join_and_follow(node, registry, prometheus, index, make_dir(f"node-{index}"))
                 try:
                     steps = result.since_ready()
-                    steps["first_sample_collected"] = (result.first_sample_wall - result.wall_at_start
-                                                       - result.seen["node_ready"])
+                    first_sample = required(result.first_sample_wall, "the node's first sample in Prometheus")
+                    steps["first_sample_collected"] = first_sample - result.wall_at_start - result.seen["node_ready"]
                     runs.append(steps)
                     print(f"run {index - 1}: kubelet start to Node Ready {result.seen['node_ready']:.1f} s; the "
                           f"kubelet's pull {result.pulled_in}; {before} at the start")

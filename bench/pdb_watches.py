@@ -28,10 +28,11 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.cluster_scale.process_usage import cpu_seconds, rss_mib
-from bench.common import load, machine
+from bench.common import load, machine, required
 
 WATCHES = int(os.environ.get("NRA_PDB_WATCHES", "1000"))
 PDBS = int(os.environ.get("NRA_PDB_COUNT", "200"))
@@ -90,7 +91,7 @@ class Watcher(threading.Thread):
 def churn(api, rate: float, seconds: float) -> int:
     """Patch one PDB's annotation after another at ``rate`` per second for ``seconds``; the number of changes."""
     changes, start = 0, time.monotonic()
-    while (elapsed := time.monotonic() - start) < seconds:
+    while time.monotonic() - start < seconds:
         api("PATCH", f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets/pdb-{changes % PDBS}",
             {"metadata": {"annotations": {"bench/change": str(time.time_ns())}}})  # never the value it had: no no-op
         changes += 1
@@ -98,10 +99,13 @@ def churn(api, rate: float, seconds: float) -> int:
     return changes
 
 
-def window(pid: int, seconds: float, during=None) -> tuple[float, float]:
-    """(kube-apiserver CPU seconds per second over the window, its RSS MiB at the end), running ``during``."""
+def window(pid: int, seconds: float, during: Callable[[], int] | None = None) -> tuple[float, float, int]:
+    """(kube-apiserver CPU seconds per second over the window, its RSS MiB at the end, the PDB changes ``during``
+    made: none when idle)."""
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
-    result = during() if during is not None else time.sleep(seconds)
+    if during is None:
+        time.sleep(seconds)
+    result = during() if during is not None else 0
     spent = time.monotonic() - t0
     return (cpu_seconds(pid) - cpu0) / spent, rss_mib(pid), result
 
@@ -114,7 +118,7 @@ def main() -> None:
           f"PDB changes at {RATE:g}/s at most, {SECONDS:g} s windows)\n")
     print(f"machine: {machine()}; {load()}\n")
     with tempfile.TemporaryDirectory(prefix="nra-pdb-watches-") as folder, Cluster(Path(folder)) as cluster:
-        pid = cluster.component("kube-apiserver").proc.pid
+        pid = required(cluster.component("kube-apiserver").proc, "kube-apiserver's process").pid
         cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                    "metadata": {"name": NAMESPACE}})
         for i in range(PDBS):
@@ -127,8 +131,9 @@ def main() -> None:
         rows.append(("no watch, idle", idle))
         changed = window(pid, SECONDS, lambda: churn(cluster.api, RATE, SECONDS))
         rows.append((f"no watch, {changed[2] / SECONDS:.1f} PDB changes/s", changed))
-        context = ssl.create_default_context(cafile=str(cluster.pki.crt("ca")))
-        context.load_cert_chain(str(cluster.pki.crt("admin")), str(cluster.pki.key("admin")))
+        pki = required(cluster.pki, "the cluster's PKI")
+        context = ssl.create_default_context(cafile=str(pki.crt("ca")))
+        context.load_cert_chain(str(pki.crt("admin")), str(pki.key("admin")))
         watchers = [Watcher(cluster.ports["apiserver"], context) for _ in range(WATCHES)]
         cpu0, t0 = cpu_seconds(pid), time.monotonic()
         for w in watchers:

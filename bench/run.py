@@ -1,4 +1,5 @@
-"""Benchmarks for node-requests-agent. Run: python bench/run.py [throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches|worst-node|new-node]
+"""Benchmarks for node-requests-agent. Run: python bench/run.py [NAME ...], each NAME one of
+throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches|worst-node|new-node
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 if __name__ == "__main__" and not __package__:
@@ -16,8 +18,8 @@ if __name__ == "__main__" and not __package__:
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
     sys.path.insert(0, str(_BENCH.parent))
 
-from bench import churn, export, idle, list_decode, memory, pdb_memory, startup, stream, throughput, versus  # noqa: E402
-from bench.common import machine  # noqa: E402
+from bench import churn, export, idle, list_decode, memory, pdb_memory, startup, stream, throughput, versus
+from bench.common import machine
 
 
 def cluster_scale() -> None:
@@ -27,25 +29,29 @@ def cluster_scale() -> None:
     run.main()
 
 
-BENCHMARKS = {"throughput": throughput.main, "stream": stream.main, "list": list_decode.main, "memory": memory.main,
-              "pdbs": pdb_memory.main, "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
-              "startup": startup.main}
+BENCHMARKS: dict[str, Callable[[], None]] = {
+    "throughput": throughput.main, "stream": stream.main, "list": list_decode.main, "memory": memory.main,
+    "pdbs": pdb_memory.main, "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
+    "startup": startup.main}
 def pdb_watches() -> None:
-    """1,000 PodDisruptionBudget list+watch pairs against a real API server: its CPU and memory (bench/pdb_watches.py)."""
+    """1,000 PodDisruptionBudget list+watch pairs against a real API server: its CPU and memory
+    (bench/pdb_watches.py)."""
     from bench import pdb_watches
 
     pdb_watches.main()
 
 
 def worst_node() -> None:
-    """110 running and 600 completed pods, annotations at the 256 KiB limit, against a real API server (bench/worst_node.py)."""
+    """110 running and 600 completed pods, annotations at the 256 KiB limit, against a real API server
+    (bench/worst_node.py)."""
     from bench import worst_node
 
     worst_node.main()
 
 
 def new_node() -> None:
-    """A new node joins and pulls the agent from a registry: Node Ready to its first number (bench/new_node.py; root)."""
+    """A new node joins and pulls the agent from a registry: Node Ready to its first number (bench/new_node.py;
+    root)."""
     from bench import new_node
 
     new_node.main()

@@ -14,8 +14,7 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
-from bench.common import (FakeApiServer, agent_command, deployed_env, in_cluster_env, load, machine,
-                          production_venv)
+from bench.common import FakeApiServer, agent_command, deployed_env, in_cluster_env, load, machine, production_venv
 from testkit.factory import realistic_pod
 from testkit.ports import free_ports
 

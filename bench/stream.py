@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import FakeApiServer, HttpReceiver, RunningAgent, baseline_command, load, machine
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, baseline_command, load, machine, required
 from bench.measure import cpu_when_quiet
 from testkit.factory import realistic_pod
 from testkit.processes import stop_process
@@ -29,7 +29,8 @@ def main(n: int = 5000, pods: int = 500, repeat: int = 7) -> None:
     with ExitStack() as stack:
         apis = _apis_with_pods(stack, pods)
         agent, floor = _start_agent(stack, apis["agent"]), _start_floor(stack, apis["floor"], n)
-        bursts = {"agent": partial(_agent_burst, agent), "floor": partial(_floor_burst, floor, psutil.Process(floor.pid))}
+        bursts = {"agent": partial(_agent_burst, agent),
+                  "floor": partial(_floor_burst, floor, psutil.Process(floor.pid))}
         templates = [json.loads(json.dumps(realistic_pod(i))) for i in range(pods)]
         cpu: dict[tuple[str, str], list[float]] = {(s, w): [] for s in STREAMS for w in bursts}
         size = 0.0
@@ -66,11 +67,12 @@ def _start_agent(stack: ExitStack, api: FakeApiServer) -> RunningAgent:
 def _start_floor(stack: ExitStack, api: FakeApiServer, n: int) -> subprocess.Popen:
     """The floor client watching ``api``'s pods; it prints "burst" after every ``n`` lines."""
     query = f"watch=true&resourceVersion={api.resource_version}&fieldSelector=spec.nodeName%3Dbench-node"
-    floor = subprocess.Popen(baseline_command("stream_floor.py", f"{api.url}/api/v1/pods?{query}", api.ca_file,
+    ca_file = required(api.ca_file, "the CA of a TLS fake API server (tls=True)")
+    floor = subprocess.Popen(baseline_command("stream_floor.py", f"{api.url}/api/v1/pods?{query}", ca_file,
                                               api.token, str(n)),
-                             cwd=Path(api.ca_file).parent, stdout=subprocess.PIPE, text=True)
+                             cwd=Path(ca_file).parent, stdout=subprocess.PIPE, text=True)
     stack.callback(stop_process, floor, 10)
-    if floor.stdout.readline().strip() != "ready":
+    if required(floor.stdout, "the floor client's stdout pipe").readline().strip() != "ready":
         raise SystemExit("the floor client did not start")
     return floor
 
@@ -93,7 +95,7 @@ def _floor_burst(floor: subprocess.Popen, ps: psutil.Process, api: FakeApiServer
     gc.collect()
     before = sum(ps.cpu_times()[:2])
     api.inject_raw(*lines)
-    if floor.stdout.readline().strip() != "burst":
+    if required(floor.stdout, "the floor client's stdout pipe").readline().strip() != "burst":
         raise SystemExit("the floor client stopped")
     return sum(ps.cpu_times()[:2]) - before
 

@@ -16,7 +16,8 @@ def main(n: int = 5000) -> None:
     """The whole watch-event path against plain json.loads of the same lines, on two streams."""
     streams = {"status churn": _events(n), "requests change every event": _events(n, resize_every_event=True)}
     size = statistics.mean(len(x) for x in streams["status churn"])
-    print(f"\n### Event throughput ({n:,} watch events, mean {size / 1024:.1f} KiB each; CPU time, best of 7 interleaved)\n")
+    print(f"\n### Event throughput ({n:,} watch events, mean {size / 1024:.1f} KiB each; "
+          "CPU time, best of 7 interleaved)\n")
     print(f"machine: {machine()}; {load()}\n")
     print("| stream | path | us/event | events/s | vs json.loads |")
     print("|---|---|---:|---:|---:|")
@@ -111,12 +112,12 @@ class _OneWatch:
 
 def _whole_path(chunks: list[bytes]) -> int:
     """What the agent does with a watch stream: split, reflector, queue, stats, handler. Returns the pods held."""
+    from agent.config import Config
     from agent.pipeline.handler import Handler
     from agent.pipeline.queue import EventQueue
     from agent.pipeline.state import NodeState
-    from agent.telemetry.stats import RuntimeStats
-    from agent.config import Config
     from agent.source.reflector import PodsOfNode, Reflector, ReflectorSettings
+    from agent.telemetry.stats import RuntimeStats
 
     defaults = Config(node_name="bench-node", exporter="none")  # the configuration's watch timeouts
     settings = ReflectorSettings(read_timeout=defaults.read_timeout, min_watch_timeout=defaults.watch_timeout[0],

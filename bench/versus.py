@@ -10,13 +10,14 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import FakeApiServer, agent_command, baseline_command, deployed_env, load, machine
+from bench.common import FakeApiServer, agent_command, baseline_command, deployed_env, load, machine, required
 from testkit.factory import realistic_pod
 
 
 def main(pods_counts=(110, 500), events: int = 2000) -> None:
     """Side by side on one fake API server: RSS after sync and CPU for the same watch stream."""
-    print(f"\n### Side by side with the kubernetes client's Watch + V1Pod cache ({events:,} MODIFIED events; production install)\n")
+    print(f"\n### Side by side with the kubernetes client's Watch + V1Pod cache ({events:,} MODIFIED events; "
+          "production install)\n")
     print(f"machine: {machine()}; {load()}\n")
     print("| pods | agent RSS MiB | client Watch RSS MiB | RSS ratio | agent CPU s | client Watch CPU s | CPU ratio |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -45,7 +46,7 @@ def _compare(api: FakeApiServer, n: int, events: int) -> None:
         rss = [p.memory_info().rss / 2**20 for p in procs]
         cpu0 = [sum(p.cpu_times()[:2]) for p in procs]
         _modify(api, n, events)
-        cpu = [b - a for a, b in zip(cpu0, _cpu_when_drained(procs))]
+        cpu = [b - a for a, b in zip(cpu0, _cpu_when_drained(procs), strict=True)]
         print(f"| {n} | {rss[0]:.1f} | {rss[1]:.1f} | {rss[1] / rss[0]:.2f}x | {cpu[0]:.2f} | {cpu[1]:.2f} | "
               f"{cpu[1] / max(cpu[0], 1e-9):.1f}x |")
     finally:
@@ -56,7 +57,7 @@ def _compare(api: FakeApiServer, n: int, events: int) -> None:
 
 def _wait_synced(api: FakeApiServer, other: subprocess.Popen) -> None:
     """The alternative said it synced, both watch (at most 60 s), and 3 s more."""
-    other.stdout.readline()
+    required(other.stdout, "the alternative's stdout pipe").readline()
     deadline = time.monotonic() + 60
     while api.count(watch=True) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -78,6 +79,6 @@ def _cpu_when_drained(procs: list[psutil.Process]) -> list[float]:
     while True:
         time.sleep(1.0)
         now = [sum(p.cpu_times()[:2]) for p in procs]
-        if last is not None and all(b - a < 0.02 for a, b in zip(last, now)):
+        if last is not None and all(b - a < 0.02 for a, b in zip(last, now, strict=True)):
             return now
         last = now

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, load, machine
+from bench.common import ROOT, load, machine, required
 from testkit.factory import realistic_pod
 
 
@@ -85,7 +85,7 @@ def main() -> None:
                                str(pki.key("loopback-serving")), str(events)], stdout=subprocess.PIPE, text=True,
                               cwd=ROOT)
     try:
-        port, size = server.stdout.readline().split()
+        port, size = required(server.stdout, "the server's stdout pipe").readline().split()
         pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(pki.crt("ca")), retries=False)
         readers = _readers()
         cpu: dict[str, list[float]] = {name: [] for name in readers}
@@ -99,7 +99,8 @@ def main() -> None:
                 response.release_conn()
                 if lines != events:
                     raise SystemExit(f"{name}: {lines} lines of {events}")
-        print(f"\n### Reading a watch body over TLS ({events:,} events of {float(size) / 1024:.1f} KiB, one chunk each; "
+        print(f"\n### Reading a watch body over TLS ({events:,} events of {float(size) / 1024:.1f} KiB, "
+              "one chunk each; "
               f"reading thread's CPU time, median of {repeat} interleaved)\n")
         print(f"machine: {machine()}; {load()}\n")
         print("| reader | µs/event | vs the agent's |")

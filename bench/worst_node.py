@@ -32,7 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.cluster_scale.process_usage import rss_mib
-from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine, vm_hwm_mib
+from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine
 from bench.measure import last_export_points
 from bench.memory import _floor_rss, _steady_rss
 from testkit.worst_node import add_node, create_pods
@@ -149,7 +149,8 @@ def main() -> None:
     from testkit.cluster import Cluster
 
     total = RUNNING + COMPLETED
-    print(f"\n### The worst node: {RUNNING} running pods and {COMPLETED} completed ones, every pod's annotations at the "
+    print(f"\n### The worst node: {RUNNING} running pods and {COMPLETED} completed ones, every pod's annotations "
+          "at the "
           f"256 KiB limit, against a real kube-apiserver (production install, OTLP/HTTP export every 1 s)\n")
     print(f"machine: {machine()}; {load()}\n")
     receiver = HttpReceiver().start()
@@ -193,7 +194,8 @@ def main() -> None:
         floor_tls = _floor_rss(fake, points)
     finally:
         fake.stop()
-    print("| agent | steady RSS MiB | peak RSS MiB (VmHWM) | steady / floor program | peak / DaemonSet limit (160 MiB) |")
+    print("| agent | steady RSS MiB | peak RSS MiB (VmHWM) | steady / floor program | "
+          "peak / DaemonSet limit (160 MiB) |")
     print("|---|---:|---:|---:|---:|")
     for what, steady, peak in rows:
         print(f"| {what} | {steady:.1f} | {peak:.1f} | {steady / floor:.3f}x | {peak / 160:.0%} |")

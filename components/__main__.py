@@ -16,7 +16,7 @@ import argparse
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from components.gotools import GO_TOOLS
@@ -57,7 +57,9 @@ JOBS: tuple[Job, ...] = (
 
 def build_all(jobs: Sequence[Job], slots: int) -> int:
     """Run ``jobs`` with at most ``slots`` at once, each after the ones it names; 0 when all succeeded."""
-    pending, running, done, failed = list(jobs), {}, set(), []
+    pending, done = list(jobs), set()
+    running: dict[subprocess.Popen[bytes], tuple[Job, float]] = {}
+    failed: list[str] = []
     started_all = time.monotonic()
     while pending or running:
         for job in list(pending):
@@ -89,7 +91,7 @@ def build_all(jobs: Sequence[Job], slots: int) -> int:
     return 0
 
 
-def _wait_any(running: dict) -> subprocess.Popen:
+def _wait_any(running: Iterable[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     while True:
         for proc in running:
             if proc.poll() is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["NICE", "cache_root", "cached", "check_version", "component_main", "run"]
+__all__ = ["NICE", "cache_root", "cached", "check_version", "component_main", "path_targets", "run"]
 
 #: Build steps share two cores with other builds and the tests, so they yield to them.
 NICE = ("nice", "-n", "10")
@@ -56,7 +57,8 @@ def cached(name: str, version: str, build: Callable[[Path], None], keep: int | N
         (partial / ".complete").write_text(f"built in {time.monotonic() - started:.0f} s\n")
         shutil.rmtree(final, ignore_errors=True)
         partial.rename(final)
-        print(f"components: {name} {version} ready after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+        print(f"components: {name} {version} ready after {time.monotonic() - started:.0f} s", file=sys.stderr,
+              flush=True)
     if keep is not None:
         _prune(final, keep)
     return final
@@ -74,7 +76,8 @@ def _prune(final: Path, keep: int) -> None:
             except BlockingIOError:
                 continue
             shutil.rmtree(old, ignore_errors=True)
-        print(f"components: removed {old} (more than {keep} versions of {final.parent.name})", file=sys.stderr, flush=True)
+        print(f"components: removed {old} (more than {keep} versions of {final.parent.name})", file=sys.stderr,
+              flush=True)
 
 
 def run(argv: Sequence[str | os.PathLike[str]], cwd: Path | None = None, env: dict[str, str] | None = None, *,
@@ -94,6 +97,15 @@ def check_version(argv: Sequence[str | os.PathLike[str]], expected: str, env: di
     proc = subprocess.run([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if expected not in proc.stdout:
         raise RuntimeError(f"{' '.join(map(str, argv))} printed {proc.stdout.strip()!r}, expected {expected}")
+
+
+def path_targets(build: Callable[[str], Path], names: Iterable[str]) -> dict[str, Callable[[], list[Path]]]:
+    """component_main's targets for a table of builds by name: each builds its row and prints the path it gives."""
+    return {name: functools.partial(_built, build, name) for name in names}
+
+
+def _built(build: Callable[[str], Path], name: str) -> list[Path]:
+    return [build(name)]
 
 
 def component_main(prog: str, targets: Mapping[str, Callable[[], Iterable[object]]],

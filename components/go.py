@@ -50,8 +50,8 @@ class Module:
 def download(path: str, version: str) -> Module:
     """``go mod download -json path@version``: fetched through the configured proxy the first time, read from the
     module cache after."""
-    proc = subprocess.run([go_command(), "mod", "download", "-json", f"{path}@{version}"], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run([go_command(), "mod", "download", "-json", f"{path}@{version}"],
+                          capture_output=True, text=True)
     try:
         info = json.loads(proc.stdout or "{}")
     except json.JSONDecodeError:

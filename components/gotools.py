@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from components.cache import cached, check_version, component_main
+from components.cache import cached, check_version, component_main, path_targets
 from components.go import download, go
 
 __all__ = ["GO_TOOLS", "GoTool", "build", "main", "tool_bin", "tool_home"]
@@ -172,7 +172,7 @@ def tool_bin(name: str) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return component_main("components.gotools", {name: lambda name=name: [tool_bin(name)] for name in GO_TOOLS}, argv)
+    return component_main("components.gotools", path_targets(tool_bin, GO_TOOLS), argv)
 
 
 if __name__ == "__main__":

@@ -94,8 +94,7 @@ def base_rootfs() -> Path:
 
 def pip_config() -> dict[str, str]:
     """``pip config list`` of the running interpreter as {option: value} (env, global, user and site scopes)."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise PartMissing(f"pip configuration: `{sys.executable} -m pip config list` failed: {proc.stderr.strip()}")
     options: dict[str, str] = {}
@@ -174,8 +173,8 @@ def agent_image() -> Image:
                     "--build-arg", f"PYTHON_IMAGE={base_name}", *mounts, "-t", AGENT_IMAGE,
                     "-f", str(context / "Dockerfile"), str(context))
             buildah("push", f"localhost/{AGENT_IMAGE}", f"docker-archive:{out / 'image.tar'}:{AGENT_IMAGE}")
-            inspect = subprocess.run([tools["buildah"], *store, "inspect", "--type", "image", f"localhost/{AGENT_IMAGE}"],
-                                     check=True, stdout=subprocess.PIPE, text=True).stdout
+            inspect = subprocess.run([tools["buildah"], *store, "inspect", "--type", "image",
+                                      f"localhost/{AGENT_IMAGE}"], check=True, stdout=subprocess.PIPE, text=True).stdout
             (out / "inspect.json").write_text(inspect)
             buildah("rmi", "--all", "--force")
 
@@ -200,12 +199,19 @@ def layers(image: Image) -> list[Layer]:
     import gzip
 
     with tarfile.open(image.archive) as archive:
-        (manifest,) = json.load(archive.extractfile("manifest.json"))
-        config = json.load(archive.extractfile(manifest["Config"]))
+
+        def member(name: str) -> bytes:
+            found = archive.extractfile(name)  # None for a member that is not a regular file
+            if found is None:
+                raise RuntimeError(f"{image.archive}: {name} is not a file in the docker-archive")
+            return found.read()
+
+        (manifest,) = json.loads(member("manifest.json"))
+        config = json.loads(member(manifest["Config"]))
         history = [h.get("created_by", "") for h in config.get("history", []) if not h.get("empty_layer")]
         out = []
         for i, name in enumerate(manifest["Layers"]):
-            data = archive.extractfile(name).read()
+            data = member(name)
             made_by = history[i] if len(history) == len(manifest["Layers"]) else ""
             out.append(Layer(" ".join(made_by.replace("/bin/sh -c #(nop) ", "").split()), len(data),
                              len(gzip.compress(data, compresslevel=6, mtime=0))))

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.cache import cached, check_version, component_main
+from components.cache import cached, check_version, component_main, path_targets
 from components.go import download, go
 from components.gotools import tool_bin
 
@@ -54,7 +54,8 @@ def wrapper_gomod(version: str, kubernetes_gomod: str) -> str:
 
 
 def version_ldflags(version: str) -> str:
-    """The -X flags hack/lib/version.sh sets: without them /version says v0.0.0-master and the agent picks wrong rules."""
+    """The -X flags hack/lib/version.sh sets: without them /version says v0.0.0-master and the agent picks wrong
+    rules."""
     major, minor, _ = version.split(".")
     values = {
         "gitVersion": f"v{version}",
@@ -98,8 +99,7 @@ def etcd_bin() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return component_main("components.kubernetes",
-                          {version: lambda version=version: [kubernetes_bin(version)] for version in KUBERNETES}, argv)
+    return component_main("components.kubernetes", path_targets(kubernetes_bin, KUBERNETES), argv)
 
 
 if __name__ == "__main__":

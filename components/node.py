@@ -54,7 +54,8 @@ class PartMissing(RuntimeError):
 def _which(tool: str) -> str | None:
     if tool.startswith("/"):
         return tool if os.access(tool, os.X_OK) else None
-    return shutil.which(tool) or next((f"{d}/{tool}" for d in ("/usr/sbin", "/sbin") if os.access(f"{d}/{tool}", os.X_OK)), None)
+    return shutil.which(tool) or next((f"{d}/{tool}" for d in ("/usr/sbin", "/sbin")
+                                       if os.access(f"{d}/{tool}", os.X_OK)), None)
 
 
 def debian_tools(tools: tuple[str, ...] = tuple(DEBIAN_TOOLS)) -> dict[str, str]:
@@ -70,11 +71,11 @@ def debian_tools(tools: tuple[str, ...] = tuple(DEBIAN_TOOLS)) -> dict[str, str]
             if proc.returncode != 0:
                 last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
                 raise PartMissing(f"{', '.join(missing)}: `{' '.join(argv)}` failed (exit {proc.returncode}): {last}")
-    found = {t: _which(t) for t in tools}
-    still = [t for t, p in found.items() if p is None]
+    found = {t: path for t in tools if (path := _which(t)) is not None}
+    still = [t for t in tools if t not in found]
     if still:
         raise PartMissing(f"{', '.join(still)}: still missing after apt-get install {' '.join(missing)}")
-    return found  # type: ignore[return-value]
+    return found
 
 
 def node_bin(version: str = NODE_VERSION) -> Path:

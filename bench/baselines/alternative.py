@@ -15,9 +15,9 @@ def main() -> None:
     v1 = client.CoreV1Api()
     selector = f"spec.nodeName={node}"
     listed = v1.list_pod_for_all_namespaces(field_selector=selector, resource_version="0")
-    cache = {p.metadata.uid: p for p in listed.items}
+    cache = {p.metadata.uid: p for p in listed.items if p.metadata is not None}
     print("synced", len(cache), flush=True)
-    rv = listed.metadata.resource_version
+    rv = listed.metadata.resource_version if listed.metadata is not None else None
     while True:
         for event in watch.Watch().stream(v1.list_pod_for_all_namespaces, field_selector=selector,
                                           resource_version=rv, timeout_seconds=300, allow_watch_bookmarks=True):

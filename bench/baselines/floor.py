@@ -17,6 +17,7 @@ Run by bench/floor_program.py (the memory and idle benchmarks) with the producti
 python floor.py KUBECONFIG POINTS_JSON INTERVAL [connect]
 """
 
+import functools
 import json
 import sys
 import time
@@ -43,17 +44,21 @@ def main() -> None:
     hold_and_export(points_file, interval)
 
 
+def _observe(points: list[tuple[dict, float]], _options: object) -> list[Observation]:
+    return [Observation(v, a) for a, v in points]
+
+
 def hold_and_export(points_file: str, interval: float) -> None:
     """The points as observable gauges exported every ``interval`` seconds by the SDK, and psutil reading the
     process's CPU times as often; says "ready" and never returns (lean_floor.py shares it)."""
-    by_metric = defaultdict(list)
+    by_metric: defaultdict[str, list[tuple[dict, float]]] = defaultdict(list)
     with open(points_file) as f:
         for name, attributes, value in json.load(f):
             by_metric[name].append((attributes, value))
     reader = PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=interval * 1000)
     meter = MeterProvider(metric_readers=[reader]).get_meter("floor")
     for name, points in by_metric.items():
-        meter.create_observable_gauge(name, callbacks=[lambda options, p=points: [Observation(v, a) for a, v in p]])
+        meter.create_observable_gauge(name, callbacks=[functools.partial(_observe, points)])
     process = psutil.Process()
     print("ready", flush=True)
     while True:

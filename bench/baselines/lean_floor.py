@@ -19,14 +19,15 @@ import time
 
 import psutil
 import urllib3
-
 from floor import hold_and_export  # this folder is the script's: on sys.path (it imports the SDK and the exporter)
 
 
 def main() -> None:
-    server, ca_file, token, points_file, interval = sys.argv[1:5] + [float(sys.argv[5])]
+    server, ca_file, token, points_file = sys.argv[1:5]
+    interval = float(sys.argv[5])
     pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=ca_file, retries=False)
-    pool.request("GET", server + "/version", headers={"Authorization": f"Bearer {token}"}).data  # kept open
+    # The whole answer read, so the connection goes back to the pool and is kept open.
+    _version = pool.request("GET", server + "/version", headers={"Authorization": f"Bearer {token}"}).data
     if interval:
         hold_and_export(points_file, interval)
         return

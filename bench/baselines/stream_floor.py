@@ -24,6 +24,8 @@ import urllib.parse
 def main() -> None:
     url, ca_file, token, per_burst = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     target = urllib.parse.urlsplit(url)
+    if target.hostname is None:
+        raise SystemExit(f"stream_floor.py: {url} names no host")
     conn = http.client.HTTPSConnection(target.hostname, target.port,
                                        context=ssl.create_default_context(cafile=ca_file))
     conn.request("GET", f"{target.path}?{target.query}",

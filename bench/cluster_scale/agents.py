@@ -61,7 +61,8 @@ def wait_each(agents: list[AgentContainer], done: Callable[[AgentContainer], boo
     pending = list(agents)
     while pending:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(pending)} agents not there after {timeout:.0f} s: {[a.node for a in pending][:10]}")
+            first = [a.node for a in pending][:10]
+            raise RuntimeError(f"{len(pending)} agents not there after {timeout:.0f} s: {first}")
         still = []
         for agent in pending:
             if done(agent):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import subprocess
@@ -10,7 +11,9 @@ import time
 from pathlib import Path
 
 from bench.cluster_scale.sizes import ANCHOR_DIR
-from components.cache import cached, run
+from bench.common import required
+from components.cache import cached
+from components.go import go
 from testkit.kubelet import AgentContainer
 from testkit.processes import stop_process
 from testkit.trust import TrustCluster
@@ -23,8 +26,7 @@ def anchor_bin() -> Path:
 
     def build(out: Path) -> None:
         (out / "bin").mkdir()
-        run(["nice", "-n", "10", "go", "build", "-trimpath", "-o", str(out / "bin" / "reflector-anchor"), "."],
-            cwd=ANCHOR_DIR, env={"CGO_ENABLED": "0"})
+        go(["build", "-trimpath", "-o", out / "bin" / "reflector-anchor", "."], cwd=ANCHOR_DIR)
 
     return cached("reflector-anchor", digest, build) / "bin" / "reflector-anchor"
 
@@ -37,19 +39,18 @@ class Anchor:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "targets.json").write_text(json.dumps(targets))
         self.events: list[dict] = []
-        self._stderr = open(workdir / "anchor.log", "ab")
-        self.proc = subprocess.Popen([str(anchor_bin()), "-server", cluster.server, "-ca", str(cluster.pki.crt("ca")),
-                                      "-targets", str(workdir / "targets.json")],
-                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True, start_new_session=True)
+        ca = required(cluster.pki, "the cluster's PKI").crt("ca")
+        with open(workdir / "anchor.log", "ab") as log:  # the child holds its own copy of the descriptor
+            self.proc = subprocess.Popen([str(anchor_bin()), "-server", cluster.server, "-ca", str(ca),
+                                          "-targets", str(workdir / "targets.json")],
+                                         stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        for line in self.proc.stdout:
-            try:
+        for line in required(self.proc.stdout, "the anchor's stdout pipe"):
+            with contextlib.suppress(ValueError):  # a line that is not one JSON event
                 self.events.append(json.loads(line))
-            except ValueError:
-                pass
 
     def nodes_with(self, event: str, since: float = 0.0, detail: str | None = None) -> dict[str, float]:
         """First time per node of ``event`` after ``since``."""
@@ -69,7 +70,8 @@ class Anchor:
         return max(self.nodes_with("synced").values())
 
     def saw(self, markers: dict[str, str], timeout: float = 600) -> dict[str, float]:
-        """Per node, when its informer first saw its pod of ``markers`` (node -> namespace/name); at most ``timeout``."""
+        """Per node, when its informer first saw its pod of ``markers`` (node -> namespace/name); at most
+        ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
             seen: dict[str, float] = {}
@@ -90,4 +92,3 @@ class Anchor:
 
     def stop(self) -> None:
         stop_process(self.proc, 10)
-        self._stderr.close()

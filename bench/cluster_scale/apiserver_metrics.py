@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import threading
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,9 +22,11 @@ class Snapshot:
     """One scrape of kube-apiserver's /metrics, reduced to what the benchmark reads."""
 
     at: float  # wall clock
-    requests: Counter = field(default_factory=Counter)  # (verb, resource) -> apiserver_request_total
+    # (verb, resource) -> apiserver_request_total
+    requests: defaultdict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
     agents: float = 0.0  # apiserver_flowcontrol_dispatched_requests_total of the agents' flow schema
-    watches: Counter = field(default_factory=Counter)  # resource -> open WATCH requests (apiserver_longrunning_requests)
+    # resource -> open WATCH requests (apiserver_longrunning_requests)
+    watches: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     list_buckets: dict[float, float] = field(default_factory=dict)  # le -> LIST of pods and nodes, duration histogram
 
     @property
@@ -43,14 +47,15 @@ def scrape(cluster: TrustCluster) -> Snapshot:
     text = cluster.apiserver_metrics_text()
     at = time.time()
     lines = [line for line in text.splitlines() if line.startswith(_WANTED) and (
-        not line.startswith(_WANTED[3]) or ('verb="LIST"' in line and ('resource="pods"' in line or 'resource="nodes"' in line)))]
+        not line.startswith(_WANTED[3]) or _lists_pods_or_nodes(line))]
     snap = Snapshot(at)
     for family in text_string_to_metric_families("\n".join(lines) + "\n"):
         for s in family.samples:
             labels = s.labels
             if s.name == "apiserver_request_total":
                 snap.requests[(labels.get("verb", ""), labels.get("resource", ""))] += s.value
-            elif s.name == "apiserver_flowcontrol_dispatched_requests_total" and labels.get("flow_schema") == AGENT_FLOW:
+            elif (s.name == "apiserver_flowcontrol_dispatched_requests_total"
+                  and labels.get("flow_schema") == AGENT_FLOW):
                 snap.agents += s.value
             elif s.name == "apiserver_longrunning_requests" and labels.get("verb") == "WATCH":
                 snap.watches[labels.get("resource", "")] += s.value
@@ -58,6 +63,10 @@ def scrape(cluster: TrustCluster) -> Snapshot:
                 le = float(labels["le"])
                 snap.list_buckets[le] = snap.list_buckets.get(le, 0.0) + s.value
     return snap
+
+
+def _lists_pods_or_nodes(line: str) -> bool:
+    return 'verb="LIST"' in line and ('resource="pods"' in line or 'resource="nodes"' in line)
 
 
 def histogram_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
@@ -68,7 +77,7 @@ def histogram_quantile(q: float, before: dict[float, float], after: dict[float, 
     if not counts or counts[-1] <= 0:
         return float("nan")
     rank = q * counts[-1]
-    for i, (bound, count) in enumerate(zip(bounds, counts)):
+    for i, (bound, count) in enumerate(zip(bounds, counts, strict=True)):
         if count >= rank:
             if math.isinf(bound):
                 return bounds[i - 1] if i else float("nan")
@@ -97,10 +106,8 @@ class Sampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            try:
+            with contextlib.suppress(OSError, ValueError):  # the API server down or restarting: no sample
                 self.samples.append(scrape(self.cluster))
-            except (OSError, ValueError):
-                pass
             self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
 
     def rates(self, value: Callable[[Snapshot], float], since: float = 0.0) -> list[tuple[float, float]]:
@@ -108,7 +115,7 @@ class Sampler:
         (a counter that went down is a new API server: that pair is skipped)."""
         samples = [s for s in self.samples if s.at >= since]
         out = []
-        for a, b in zip(samples, samples[1:]):
+        for a, b in itertools.pairwise(samples):
             if value(b) >= value(a) and b.at > a.at:
                 out.append((b.at, (value(b) - value(a)) / (b.at - a.at)))
         return out

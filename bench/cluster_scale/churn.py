@@ -45,7 +45,8 @@ def churn_shard(plan: ChurnPlan) -> dict:
     api, templates = Api(plan.address), pod_templates()
     total = int(plan.rate * plan.seconds)
     mine = range(plan.shard, total, plan.shards)
-    ops = sorted([(i / plan.rate, "create", i) for i in mine] + [(i / plan.rate + plan.lifetime, "delete", i) for i in mine])
+    ops = sorted([(i / plan.rate, "create", i) for i in mine]
+                 + [(i / plan.rate + plan.lifetime, "delete", i) for i in mine])
     created: dict[str, tuple[str, float]] = {}
     deleted: dict[str, float] = {}
     failures: Counter = Counter()
@@ -57,7 +58,8 @@ def churn_shard(plan: ChurnPlan) -> dict:
             late.append(time.time() - due)
         name, node = f"churn-{i:06d}", plan.nodes[i % len(plan.nodes)]
         if op == "create":
-            status, _ = api.request("POST", f"/api/v1/namespaces/{plan.namespace}/pods", pod_body(templates, i, name, node, plan.kwok))
+            status, _ = api.request("POST", f"/api/v1/namespaces/{plan.namespace}/pods",
+                                    pod_body(templates, i, name, node, plan.kwok))
             with lock:
                 if status == 201:
                     created[name] = (node, time.time())
@@ -92,7 +94,8 @@ def churn_shard(plan: ChurnPlan) -> dict:
             "cpu": time.process_time() - cpu0}
 
 
-def churn(address: ApiAddress, namespace: str, nodes: list[str]) -> tuple[dict[str, tuple[str, float]], dict[str, float], dict]:
+def churn(address: ApiAddress, namespace: str,
+          nodes: list[str]) -> tuple[dict[str, tuple[str, float]], dict[str, float], dict]:
     """CHURN_RATE creations per second over ``nodes`` for CHURN_SECONDS, each pod deleted CHURN_LIFETIME seconds
     later, written by CHURN_WORKERS processes; returns per pod (node, creation answered) and deletion answered (wall
     clock), and the achieved rates."""
@@ -105,7 +108,7 @@ def churn(address: ApiAddress, namespace: str, nodes: list[str]) -> tuple[dict[s
     ended = time.time()
     created = {k: v for part in parts for k, v in part["created"].items()}
     deleted = {k: v for part in parts for k, v in part["deleted"].items()}
-    failures = sum((part["failures"] for part in parts), Counter())
+    failures: Counter[str] = sum((part["failures"] for part in parts), Counter())
     late = [x for part in parts for x in part["late"]]
     stats = {"start": start, "ended": ended, "failures": dict(failures), "ops": 2 * int(CHURN_RATE * CHURN_SECONDS),
              "dispatch_lag_p99": pct(late, 0.99) if late else 0.0,

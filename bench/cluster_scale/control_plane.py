@@ -15,6 +15,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster_scale.sizes import CLIENT_QPS, NODE_GRACE_SECONDS
+from bench.common import required
 from testkit.trust import TrustCluster
 
 
@@ -40,8 +41,9 @@ class ApiAddress:
 
     @classmethod
     def admin(cls, cluster: TrustCluster) -> ApiAddress:
-        return cls(port=cluster.ports["apiserver"], ca=str(cluster.pki.crt("ca")), cert=str(cluster.pki.crt("admin")),
-                   key=str(cluster.pki.key("admin")))
+        pki = required(cluster.pki, "the cluster's PKI")
+        return cls(port=cluster.ports["apiserver"], ca=str(pki.crt("ca")), cert=str(pki.crt("admin")),
+                   key=str(pki.key("admin")))
 
 
 class Api:
@@ -74,7 +76,7 @@ class Api:
 
 
 def apiserver_pid(cluster: TrustCluster) -> int:
-    return cluster.component("kube-apiserver").proc.pid
+    return required(cluster.component("kube-apiserver").proc, "kube-apiserver's process").pid
 
 
 def live_heap_mib(api: Api) -> float:
@@ -89,10 +91,10 @@ def live_heap_mib(api: Api) -> float:
 
 def scheduler_metric(cluster: TrustCluster, name: str, **labels: str) -> float:
     """A sum over one kube-scheduler metric's samples matching ``labels`` (its /metrics is readable without auth)."""
-    context = ssl.create_default_context(cafile=str(cluster.pki.crt("ca")))
+    context = ssl.create_default_context(cafile=str(required(cluster.pki, "the cluster's PKI").crt("ca")))
     req = urllib.request.Request(cluster.scheduler_url + "/metrics")
     with urllib.request.urlopen(req, timeout=30, context=context) as response:
         text = response.read().decode()
-    lines = "\n".join(line for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " "))
+    lines = "\n".join(line for line in text.splitlines() if line.startswith((name + "{", name + " ")))
     return sum(s.value for f in text_string_to_metric_families(lines + "\n") for s in f.samples
                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))

@@ -87,10 +87,10 @@ def populate(cluster: TrustCluster, api: Api, namespace: str, count: int, expect
         return scheduler_metric(cluster, "scheduler_schedule_attempts_total", result="scheduled")
 
     deadline = time.monotonic() + max(900.0, count / 5)
-    while (done := scheduled()) < expected_scheduled:
+    while (bound := scheduled()) < expected_scheduled:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {done:.0f} of {expected_scheduled} pods scheduled")
-        log(f"{done:.0f}/{expected_scheduled} pods bound by the scheduler ({load()})")
+            raise RuntimeError(f"only {bound:.0f} of {expected_scheduled} pods scheduled")
+        log(f"{bound:.0f}/{expected_scheduled} pods bound by the scheduler ({load()})")
         time.sleep(10)
     scheduled_at = time.monotonic() - started
     log(f"all bound {scheduled_at:.0f} s after the first create")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 
@@ -33,15 +34,11 @@ def busiest(count: int = 6) -> str:
     """The processes using most CPU over two seconds, whoever started them: what else shares the machine."""
     procs = list(psutil.process_iter(["name"]))
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.Error):  # gone or not ours to read: left out
             p.cpu_percent(None)
-        except psutil.Error:
-            pass
     time.sleep(2)
     usage = []
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             usage.append((p.cpu_percent(None), p.info["name"]))
-        except psutil.Error:
-            pass
     return ", ".join(f"{name} {share:.0f}%" for share, name in sorted(usage, reverse=True)[:count] if share >= 1)

@@ -6,8 +6,16 @@ import math
 import statistics
 
 from bench.cluster_scale.results import AgentRestart, AnchorRun, Churned, Results
-from bench.cluster_scale.sizes import (AGENT_FLOW, AGENTS, CHURN_KWOK, CHURN_RATE, CHURN_WORKERS, EXPORT_INTERVAL, NODES,
-                                       PODS_PER_NODE)
+from bench.cluster_scale.sizes import (
+    AGENT_FLOW,
+    AGENTS,
+    CHURN_KWOK,
+    CHURN_RATE,
+    CHURN_WORKERS,
+    EXPORT_INTERVAL,
+    NODES,
+    PODS_PER_NODE,
+)
 from bench.cluster_scale.stats import pct, spread
 from bench.cluster_scale.windows import Share
 from bench.common import machine
@@ -47,7 +55,8 @@ def population_rows(results: Results) -> None:
     population = results.population
     row("machine", f"{machine()}; {results.steady.load} during the steady window")
     row("KWOK nodes Ready", f"{NODES} in {results.nodes_ready:.0f} s")
-    row("workload pods created (unbound, POST from 16 threads)", f"{population.pods} in {population.created_seconds:.0f} s "
+    row("workload pods created (unbound, POST from 16 threads)",
+        f"{population.pods} in {population.created_seconds:.0f} s "
         f"({population.pods / population.created_seconds:.0f}/s)")
     row("all pods (DaemonSet's included) bound by kube-scheduler / Running by KWOK",
         f"{population.scheduled_seconds:.0f} s ({NODES * PODS_PER_NODE / population.scheduled_seconds:.0f} pods/s) / "
@@ -57,7 +66,8 @@ def population_rows(results: Results) -> None:
 
 
 def cold_start_rows(results: Results) -> None:
-    for label, cold in (("cold start", results.cold1), ("second cold start (after the no-agent window)", results.cold2)):
+    for label, cold in (("cold start", results.cold1),
+                        ("second cold start (after the no-agent window)", results.cold2)):
         row(f"{label}: all agents started at once, until every one had listed its pods and was ready",
             f"{cold.seconds:.1f} s ({spread(cold.synced.values(), cold.started)})")
         row(f"{label}: LISTs of pods and nodes (all clients) / peak LIST rate",
@@ -73,7 +83,8 @@ def steady_rows(results: Results) -> None:
     row(f"steady: agents' requests (APF flow schema `{AGENT_FLOW}`)",
         f"{window.agents:.0f} = {window.agents / n / window.seconds * 60:.2f} per agent per minute")
     row("steady: agents' own count: watch starts / LISTs",
-        f"{steady.watch_starts} / {steady.relists} ({steady.watch_starts / n / window.seconds * 60:.2f} watch starts per agent per minute)")
+        f"{steady.watch_starts} / {steady.relists} "
+        f"({steady.watch_starts / n / window.seconds * 60:.2f} watch starts per agent per minute)")
     base_seconds = before.seconds + after.seconds
     for verb in ("LIST", "WATCH", "GET"):
         for resource in ("pods", "nodes"):
@@ -88,14 +99,18 @@ def steady_rows(results: Results) -> None:
 def footprint_rows(results: Results, api_cpu: Share, api_heap: Share) -> None:
     steady, before, after = results.steady, results.before, results.after
     row("kube-apiserver CPU without (before) / with / without (after) the agents",
-        f"{api_cpu.before:.3f} / {api_cpu.steady:.3f} / {api_cpu.after:.3f} cores: {api_cpu.describe('millicores', 1000)}")
-    row("kube-apiserver live heap (after a forced collection, median of 3 at each window's end), without (before) / with / without (after) the agents",
+        f"{api_cpu.before:.3f} / {api_cpu.steady:.3f} / {api_cpu.after:.3f} cores: "
+        f"{api_cpu.describe('millicores', 1000)}")
+    row("kube-apiserver live heap (after a forced collection, median of 3 at each window's end), "
+        "without (before) / with / without (after) the agents",
         f"{api_heap.before:.0f} / {api_heap.steady:.0f} / {api_heap.after:.0f} MiB: {api_heap.describe('MiB')}")
     row("kube-apiserver RSS, median over each window, without (before) / with / without (after) the agents",
-        f"{before.window.apiserver_rss_mib:.0f} / {steady.window.apiserver_rss_mib:.0f} / {after.apiserver_rss_mib:.0f} MiB "
+        f"{before.window.apiserver_rss_mib:.0f} / {steady.window.apiserver_rss_mib:.0f} / "
+        f"{after.apiserver_rss_mib:.0f} MiB "
         f"(after the population {before.apiserver_rss:.0f}; after the steady window {steady.apiserver_rss:.0f})")
     agent_rss, agent_cpu = steady.agent_rss, steady.agent_cpu
-    row("agent RSS (min / median / max)", f"{min(agent_rss):.1f} / {statistics.median(agent_rss):.1f} / {max(agent_rss):.1f} MiB")
+    row("agent RSS (min / median / max)",
+        f"{min(agent_rss):.1f} / {statistics.median(agent_rss):.1f} / {max(agent_rss):.1f} MiB")
     row("agent CPU (median / max)", f"{statistics.median(agent_cpu):.2f} / {max(agent_cpu):.2f} % of a core")
     col_cpu = _collector_cores(results)
     row("series in Prometheus (agents' job) / of them per pod / Prometheus head series",
@@ -158,7 +173,8 @@ def anchor_rows(anchor: AnchorRun) -> None:
         f"{storm['agent_requests']:.0f} ({storm['agent_requests'] / n:.1f} per node)")
     row("anchor restart: first successful pod LIST or streaming list per node",
         f"{len(anchor.first_ok)} of {n}: {spread(anchor.first_ok.values(), storm['back'])}")
-    row("anchor restart: its calls after the stop, by kind", ", ".join(f"{k} {v}" for k, v in sorted(anchor.reconnect_kinds.items())))
+    row("anchor restart: its calls after the stop, by kind",
+        ", ".join(f"{k} {v}" for k, v in sorted(anchor.reconnect_kinds.items())))
     resync_anchor = (max(storm["resynced"].values()) - storm["back"]) if storm["resynced"] else math.nan
     row("anchor restart: ready until every informer saw its marker pod",
         f"{resync_anchor:.1f} s ({len(storm['resynced'])} of {n}; "

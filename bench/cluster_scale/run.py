@@ -21,12 +21,24 @@ from bench.cluster_scale.prometheus import head_series, prom_samples, series_cou
 from bench.cluster_scale.report import report
 from bench.cluster_scale.restart import restart_storm
 from bench.cluster_scale.results import AgentRestart, AnchorRun, Before, Churned, Results, Steady
-from bench.cluster_scale.sizes import (AGENTS, ANCHOR, BASELINE_SECONDS, CHURN_LIFETIME, CHURN_RATE, CHURN_SECONDS,
-                                       CLIENT_QPS, EXPORT_INTERVAL, NODE_LEASE_SECONDS, NODES, PODS_PER_NODE,
-                                       STEADY_SECONDS, WRITERS)
+from bench.cluster_scale.sizes import (
+    AGENTS,
+    ANCHOR,
+    BASELINE_SECONDS,
+    CHURN_LIFETIME,
+    CHURN_RATE,
+    CHURN_SECONDS,
+    CLIENT_QPS,
+    EXPORT_INTERVAL,
+    NODE_LEASE_SECONDS,
+    NODES,
+    PODS_PER_NODE,
+    STEADY_SECONDS,
+    WRITERS,
+)
 from bench.cluster_scale.windows import ColdStart, Window, cold_start, measure_window, settle
-from bench.common import load, machine
-from testkit.collector import SHIPPED_CONFIG, Collector
+from bench.common import load, machine, required
+from testkit.collector import SHIPPED_CONFIG, Collector, Prometheus
 from testkit.kubelet import AgentContainer, Deployment, deploy
 from testkit.kwok import Kwok
 from testkit.trust import TrustCluster, collector_env, remote_write_prometheus
@@ -39,8 +51,8 @@ class Scene:
 
     workdir: Path
     cluster: TrustCluster
-    api: Api | None = None
-    prom: object = None  # testkit.collector.Prometheus
+    api: Api  # the benchmark's own writes, as the admin
+    prom: Prometheus | None = None
     collector: Collector | None = None
     kwok: Kwok | None = None
     deployment: Deployment | None = None
@@ -68,8 +80,9 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="nra-scale-"))
     log(f"workdir {workdir}")
     # Profiling on: /debug/pprof/heap?gc=1 collects before it answers, so the live heap is read without GC noise.
-    scene = Scene(workdir=workdir,
-                  cluster=scale_cluster(workdir / "cluster", apiserver_flags=["--profiling=true"]).start())
+    cluster = scale_cluster(workdir / "cluster", apiserver_flags=["--profiling=true"])
+    cluster.start()
+    scene = Scene(workdir=workdir, cluster=cluster, api=Api(ApiAddress.admin(cluster)))
     try:
         start_services(scene)
         nodes_ready = add_nodes(scene)
@@ -89,6 +102,18 @@ def main() -> None:
         scene.stop()
 
 
+def collector(scene: Scene) -> Collector:
+    return required(scene.collector, "the Collector (start_services)")
+
+
+def collector_pid(scene: Scene) -> int:
+    return required(collector(scene).pid, "the Collector's process")
+
+
+def prometheus(scene: Scene) -> Prometheus:
+    return required(scene.prom, "Prometheus (start_services)")
+
+
 def announce() -> None:
     """The machine and the sizes; the client-go anchor built first, so its build is not inside a window."""
     print(f"machine: {machine()}; {load()} at start; busiest processes: {busiest()}", flush=True)
@@ -103,17 +128,16 @@ def start_services(scene: Scene) -> None:
     """The shipped RBAC, Prometheus, the Collector in front of it, KWOK, and the shipped DaemonSet."""
     cluster, workdir = scene.cluster, scene.workdir
     cluster.install_shipped_rbac()
-    scene.api = Api(ApiAddress.admin(cluster))
-    scene.prom = remote_write_prometheus(workdir / "prometheus").start()
+    prom = scene.prom = remote_write_prometheus(workdir / "prometheus").start()
     scene.collector = Collector(workdir / "otelcol", SHIPPED_CONFIG,
-                                env=collector_env(cluster, f"{scene.prom.url}/api/v1/write")).start()
+                                env=collector_env(cluster, f"{prom.url}/api/v1/write")).start()
     scene.kwok = Kwok(cluster, workdir=workdir / "kwok", lease_seconds=NODE_LEASE_SECONDS).start()
     scene.deployment = deploy(cluster)
 
 
 def add_nodes(scene: Scene) -> float:
     """NODES KWOK nodes, Ready, each with its DaemonSet pod bound; returns the seconds until all were Ready."""
-    cluster, kwok = scene.cluster, scene.kwok
+    cluster, kwok = scene.cluster, required(scene.kwok, "KWOK (start_services)")
     scene.nodes = [f"kwok-{i:04d}" for i in range(NODES)]
     started = time.monotonic()
     with ThreadPoolExecutor(WRITERS) as pool:
@@ -142,7 +166,7 @@ def add_workload(scene: Scene) -> Population:
 def window_before(scene: Scene) -> Before:
     """The API server settled, then a window without agents."""
     cluster = scene.cluster
-    apiserver_rss, collector_rss = rss_mib(apiserver_pid(cluster)), rss_mib(scene.collector.pid)
+    apiserver_rss, collector_rss = rss_mib(apiserver_pid(cluster)), rss_mib(collector_pid(scene))
     settled = settle(cluster)
     log(f"baseline window without agents (before): {BASELINE_SECONDS:.0f} s")
     window, _, _ = measure_window(cluster, scene.api, BASELINE_SECONDS, {"apiserver": apiserver_pid(cluster)})
@@ -152,7 +176,7 @@ def window_before(scene: Scene) -> Before:
 def first_cold_start(scene: Scene) -> ColdStart:
     """Every agent prepared from its DaemonSet pod, then all started at once."""
     scene.agents = prepare_agents(scene.cluster, scene.deployment, scene.measured, scene.workdir / "agents",
-                                  scene.collector.otlp_http_endpoint, scene.collector.ca_file)
+                                  collector(scene).otlp_http_endpoint, collector(scene).ca_file)
     cold = cold_start(scene.cluster, scene.agents, scene.expected)
     log(f"{AGENTS} agents synced {cold.seconds:.1f} s after the start")
     return cold
@@ -162,22 +186,24 @@ def steady_window(scene: Scene) -> Steady:
     """STEADY_SECONDS with every agent running, once each has exported."""
     cluster, agents = scene.cluster, scene.agents
     time.sleep(EXPORT_INTERVAL * 2)  # every agent exported at least once
-    pids = {"apiserver": apiserver_pid(cluster), "collector": scene.collector.pid,
-            **{a.node: a.proc.pid for a in agents}}
+    pids = {"apiserver": apiserver_pid(cluster), "collector": collector_pid(scene),
+            **{a.node: required(a.proc, f"the agent on {a.node}").pid for a in agents}}
     runtime0 = {a.node: a.runtime() for a in agents}
     log(f"steady window: {STEADY_SECONDS:.0f} s ({load()})")
     window, _, to = measure_window(cluster, scene.api, STEADY_SECONDS, pids)
     runtime1 = {a.node: a.runtime() for a in agents}
 
     def own(name: str) -> int:
-        return sum(sum(r[name].values()) for r in runtime1.values()) - sum(sum(r[name].values()) for r in runtime0.values())
+        return (sum(sum(r[name].values()) for r in runtime1.values())
+                - sum(sum(r[name].values()) for r in runtime0.values()))
 
     return Steady(window=window, watches_open={r: to.watches[r] for r in ("pods", "nodes")},
-                  apiserver_rss=rss_mib(apiserver_pid(cluster)), collector_rss=rss_mib(scene.collector.pid),
+                  apiserver_rss=rss_mib(apiserver_pid(cluster)), collector_rss=rss_mib(collector_pid(scene)),
                   agent_rss=[a.rss_bytes() / 2**20 for a in agents],
                   agent_cpu=[window.cpu[a.node] / window.seconds * 100 for a in agents],
-                  all_series=series_count(scene.prom, '{k8s_node_name=~".+"}'),
-                  pod_series=series_count(scene.prom, '{k8s_pod_name=~".+"}'), prom_head=head_series(scene.prom),
+                  all_series=series_count(prometheus(scene), '{k8s_node_name=~".+"}'),
+                  pod_series=series_count(prometheus(scene), '{k8s_pod_name=~".+"}'),
+                  prom_head=head_series(prometheus(scene)),
                   load=f"{load()}; busiest: {busiest()}", watch_starts=own("watch_starts"), relists=own("relists"))
 
 
@@ -187,7 +213,8 @@ def window_after(scene: Scene) -> Window:
         agent.stop()
     time.sleep(15)
     log(f"baseline window without agents (after): {BASELINE_SECONDS:.0f} s ({load()})")
-    window, _, _ = measure_window(scene.cluster, scene.api, BASELINE_SECONDS, {"apiserver": apiserver_pid(scene.cluster)})
+    window, _, _ = measure_window(scene.cluster, scene.api, BASELINE_SECONDS,
+                                  {"apiserver": apiserver_pid(scene.cluster)})
     return window
 
 
@@ -211,8 +238,8 @@ def restart_with_agents(scene: Scene) -> AgentRestart:
     failed = sum(sum(a.runtime()["requests_failed"].values()) for a in agents) - failed0
     relisted = {a.node: min(log_events(a, "listed", storm["stopped"]), default=math.nan) for a in agents}
     resync_all = max(storm["resynced"].values()) - storm["back"]
-    ages = _ages_during_outage(scene.prom, storm)
-    marker_prom = prom_samples(scene.prom, 'pod_or_vm_cpu_requests{k8s_pod_name=~"marker-agents-.*"}', 300)
+    ages = _ages_during_outage(prometheus(scene), storm)
+    marker_prom = prom_samples(prometheus(scene), 'pod_or_vm_cpu_requests{k8s_pod_name=~"marker-agents-.*"}', 300)
     return AgentRestart(storm=storm, failed=failed, relisted={n: t for n, t in relisted.items() if not math.isnan(t)},
                         resync_all=resync_all, ages=ages,
                         marker_first={dict(k)["k8s_node_name"]: v[0][0] for k, v in marker_prom.items()})
@@ -245,7 +272,8 @@ def churn_pods(scene: Scene) -> Churned:
                         if machine_cpu[k] >= machine_cpu0.get(k, 0.0))[::-1]
     log(f"churn CPU by process (cores): {', '.join(f'{k} {v:.2f}' for v, k in by_process[:10])}")
     time.sleep(2 * EXPORT_INTERVAL + 10)
-    latencies = churn_latencies(scene.prom, created, deleted, set(scene.measured), time.time() - stats["start"] + 5)
+    latencies = churn_latencies(prometheus(scene), created, deleted, set(scene.measured),
+                                time.time() - stats["start"] + 5)
     log(f"churn done: {stats}")
     return Churned(settled=settled, apiserver_cpu=apiserver_cpu, cpu_by_process=by_process, stats=stats,
                    latencies=latencies)

@@ -22,4 +22,4 @@ def spread(times: Iterable[float], origin: float) -> str:
         return "none"
     busiest = Counter(math.floor(t) for t in rel).most_common(1)[0]
     return (f"first {rel[0]:.1f} s, median {statistics.median(rel):.1f} s, last {rel[-1]:.1f} s; "
-            f"{len(set(math.floor(t) for t in rel))} distinct seconds, at most {busiest[1]} in one second")
+            f"{len({math.floor(t) for t in rel})} distinct seconds, at most {busiest[1]} in one second")

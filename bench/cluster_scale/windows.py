@@ -32,7 +32,8 @@ class Window:
     apiserver_rss_mib: float
 
 
-def measure_window(cluster: TrustCluster, api: Api, seconds: float, pids: dict[str, int]) -> tuple[Window, Snapshot, Snapshot]:
+def measure_window(cluster: TrustCluster, api: Api, seconds: float,
+                   pids: dict[str, int]) -> tuple[Window, Snapshot, Snapshot]:
     """Counts over ``seconds``; the API server's RSS sampled every 10 s (median), its live heap read three times
     right after the window (the forced collections stay out of the CPU counted)."""
     before = scrape(cluster)
