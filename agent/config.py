@@ -176,7 +176,7 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
 
     def parser_for(self, source: str) -> Callable[[str], T]:
         """``parse``, but for a variable in milliseconds its own (``source`` is the flag or a variable)."""
-        return _milliseconds if self.millis and source != self.flag else self.parse  # type: ignore[return-value]
+        return _milliseconds if self.millis and source != self.flag else self.parse  # type: ignore[return-value]  # millis: T is float
 
 
 def _autoscaler_flag(flag: AutoscalerFlag) -> Setting:
@@ -579,8 +579,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     kubeconfig, context = (args.get(SETTINGS[name].dest) for name in ("kubeconfig", "context"))
     return Config(
         node_name=node_name,
-        # Ignored: args' values are objects; these two are the flags' text or None.
-        cluster=None if plain["replay"] else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]
+        cluster=None if plain["replay"] else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]  # text or None
         otlp=_otlp(plain["exporter"], env, _typed("otlp_protocol", args, env)),
         debug_address=_debug_address(args, env, once=plain["once"]),
         # Set, MALLOC_ARENA_MAX is glibc's to apply; unset, the agent sets its own limit.

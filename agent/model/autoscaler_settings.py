@@ -214,5 +214,4 @@ def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) ->
             found["release"] = parse_release(release)
         except ValueError as exc:
             raise AutoscalerArgError(f"release: {exc}") from None
-    # Ignored: found holds AUTOSCALER_FLAGS' fields, each typed by its own parser.
-    return AutoscalerSettings(**found)  # type: ignore[arg-type]
+    return AutoscalerSettings(**found)  # type: ignore[arg-type]  # each field typed by its own flag's parser
