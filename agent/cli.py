@@ -22,13 +22,16 @@ from agent.config import (
     autoscaler_settings,
     cluster_access,
     from_sources,
+    kubernetes_version,
 )
-from agent.model.rules import NEWEST
 
 if TYPE_CHECKING:
     import argparse
 
 EXIT_CONFIG = 2
+
+#: The SETTINGS rows ``explain`` takes as flags too.
+EXPLAIN_SETTINGS = ("kubeconfig", "context", "kubernetes_version", *AUTOSCALER_FIELDS)
 
 
 COMMANDS = ("run", "explain")
@@ -56,14 +59,17 @@ def _flag_form(setting: Setting) -> dict[str, Any]:
     return form
 
 
-def _default_text(setting: Setting) -> str:
-    return "required" if setting.required else f"default {setting.shown}" if setting.shown else ""
+def _default_text(setting: Setting, shown: str = "") -> str:
+    shown = shown or setting.shown
+    return "required" if setting.required else f"default {shown}" if shown else ""
 
 
-def _flag_help(setting: Setting) -> str:
+def _flag_help(setting: Setting, command: str = "run") -> str:
+    """The flag's help from its row: what it means, its variables and its default (``explain``'s where the row has
+    one)."""
     unit = " in ms" if setting.millis else ""
     said = [f"env {' or '.join(setting.env)}{unit}"] if setting.env else []
-    said += [text] if (text := _default_text(setting)) else []
+    said += [text] if (text := _default_text(setting, setting.explain_shown if command == "explain" else "")) else []
     return f"{setting.help} ({'; '.join(said)})" if said else setting.help
 
 
@@ -147,17 +153,12 @@ def build_parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
                               "default), cpu, memory or name")
     explain.add_argument("--live", action="store_true",
                          help="read pods and Nodes from the cluster (one LIST each, no watch) instead of a file")
-    explain.add_argument("--kubeconfig",
-                         help="with --live: kubeconfig file (default: in-cluster, else KUBECONFIG or ~/.kube/config)")
-    explain.add_argument("--context", help="with --live: kubeconfig context to use")
-    explain.add_argument("--kubernetes-version", metavar="X.Y",
-                         help=f"count requests with this Kubernetes release's rules (default: with --live the API "
-                              f"server's own version, else {NEWEST}, the newest supported)")
-    # The autoscaler's settings, as `run` takes them (and NRA_AUTOSCALER_ARGS / NRA_AUTOSCALER_RELEASE too).
-    for name in AUTOSCALER_FIELDS:
+    # The settings explain shares with `run`, from their rows and read as `run` reads them (their variables too):
+    # the cluster's access (with --live), the Kubernetes release, the autoscaler's settings.
+    for name in EXPLAIN_SETTINGS:
         setting = SETTINGS[name]
-        assert setting.flag is not None, name  # every autoscaler setting is a flag: its rows come from AUTOSCALER_FLAGS
-        explain.add_argument(setting.flag, help=_flag_help(setting), **_flag_form(setting))
+        assert setting.flag is not None, name  # each is a flag of run's too
+        explain.add_argument(setting.flag, help=_flag_help(setting, "explain"), **_flag_form(setting))
     parser.commands = {"run": run, "explain": explain}
     return parser
 
@@ -208,11 +209,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             try:
                 autoscaler = autoscaler_settings(vars(args), os.environ)
+                version = kubernetes_version(vars(args), os.environ)
             except ConfigError as exc:
                 print(f"node-requests-agent explain: {exc}", file=sys.stderr)
                 return EXIT_CONFIG
             return _to_a_pipe(lambda: explain(args, cluster_access(args.kubeconfig, args.context, os.environ),
-                                              autoscaler=autoscaler))
+                                              autoscaler=autoscaler, version=version))
         flags = vars(args)
     try:
         config = from_sources(flags, os.environ)

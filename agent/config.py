@@ -4,8 +4,9 @@ SETTINGS is the one place where a setting's flag, environment variables, type (i
 are written: Config's field defaults, the look-ups of ``from_sources``, the ``run`` flags and their help, ``run
 --help``'s list of environment variables, and docs/configuration.md's table (a test compares) all come from it; the
 cluster-autoscaler's own flags come into it from their one table, model.autoscaler_settings.AUTOSCALER_FLAGS.
-A flag reaches ``from_sources`` as the text the command line held, a variable as the environment holds it; the
-row's parser makes either the typed value once, and that value is set on Config (or AutoscalerSettings) as it is.
+A flag reaches ``from_sources`` as argparse left it (its text; True for a switch; a repeated flag's list of texts), a
+variable as the environment holds it; the row's parser makes each text the typed value once, and that value is set on
+Config (or AutoscalerSettings, OtlpSettings) as it is.
 ``from_sources`` is the agent's only reader of the environment (cli.py hands it ``os.environ``), so nothing below
 it reads a variable or parses a setting again.
 
@@ -31,7 +32,7 @@ from agent.model.autoscaler_settings import (
     parse_autoscaler_args,
     parse_release,
 )
-from agent.model.rules import KubernetesVersion, VersionError, parse_version
+from agent.model.rules import NEWEST, KubernetesVersion, parse_version
 
 __all__ = ["Address", "ClusterAccess", "Config", "ConfigError", "DEBUG_VIEWS", "EXPORTERS", "InCluster", "LOG_FORMATS",
            "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "AUTOSCALER_FIELDS",
@@ -46,6 +47,7 @@ EXPORTERS = ("otlp", "console", "table", "none")
 VIEWS_LOCAL, VIEWS_ANY = "local", "any"
 DEBUG_VIEWS = (VIEWS_LOCAL, VIEWS_ANY)
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+OTLP_COMPRESSIONS = ("gzip", "none")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
@@ -66,6 +68,15 @@ class Address(msgspec.Struct, frozen=True, kw_only=True):
 
 class _Refused(ValueError):
     """A value's fault worded to follow the setting's name: ``must be positive, got '0'``."""
+
+
+class _FellBack(_Refused):
+    """A value read as its setting's documented fallback rather than refused: ``value``, with a warning (the message,
+    worded as ``_Refused``'s) that ``run`` logs once logging is set up."""
+
+    def __init__(self, message: str, value: object) -> None:
+        super().__init__(message)
+        self.value = value
 
 
 def _either(values: tuple[str, ...]) -> str:
@@ -100,6 +111,31 @@ def _true_or_false(text: str) -> bool:
     if (folded := text.lower()) not in ("true", "false"):
         raise _Refused(f"must be true or false, got {text!r}")
     return folded == "true"
+
+
+def _otel_boolean(text: str) -> bool:
+    """OpenTelemetry's boolean variable: "true" in any case is true and anything else false, as its specification says
+    (and the SDK reads OTEL_EXPORTER_OTLP_INSECURE); a value neither true nor false is warned about, as it asks."""
+    if (folded := text.lower()) not in ("true", "false"):
+        raise _FellBack(f"is {text!r}, neither true nor false: read as false, as OpenTelemetry reads its boolean "
+                        "variables", False)
+    return folded == "true"
+
+
+def _http_url(text: str) -> str:
+    """An OTLP endpoint: an http:// or https:// URL (a bare ``host:port`` is http://)."""
+    parsed = urllib.parse.urlsplit(text if "://" in text else f"http://{text}")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise _Refused(f"must be an http:// or https:// URL, got {text!r}")
+    return urllib.parse.urlunsplit(parsed)
+
+
+def _headers(text: str) -> tuple[tuple[str, str], ...]:
+    """OTLP headers: ``key=value`` pairs as OTEL_RESOURCE_ATTRIBUTES', keys in lower case (HTTP's are case-blind)."""
+    try:
+        return _pairs(text, "entry", lower_keys=True)
+    except ValueError as exc:
+        raise _Refused(str(exc)) from None
 
 
 def _positive_count(text: str) -> int:
@@ -161,12 +197,14 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     shown: str = ""  # the default as a person reads it ("15 s"); "" when there is nothing to show
     required: bool = False
     millis: bool = False  # the variable is in milliseconds, the flag in seconds (OpenTelemetry's convention)
-    # The flag's form: "value", "switch" (no value) or "repeated" (the flag repeats; the variable is comma-separated).
+    # The flag's form: "value", "switch" (no value: given, it is True) or "repeated" (the flag repeats, each item
+    # parsed on its own and the tuples joined; the variable is comma-separated).
     kind: str = "value"
     # What the flag alone stands for when its value may be left out: the autoscaler's booleans, as Go's flag
     # package reads them ("true"); None: the flag takes a value. Go's whole grammar would go here (issue 37).
     bare: str | None = None
     metavar: str | None = None
+    explain_shown: str = ""  # ``explain``'s default where it is not ``run``'s (``shown``)
     choices: tuple[str, ...] | None = None  # listed by ``--help`` and checked by the parser before ``parse`` runs
 
     @property
@@ -217,18 +255,18 @@ SETTINGS: dict[str, Setting[Any]] = {
         help="metric exporter: otlp; console, the OTLP request as JSON; table, the same as compact text; none"),
     "otlp_protocol": Setting(
         default="http/protobuf", env=("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"),
-        shown="http/protobuf", help="the OTLP protocol: http/protobuf or grpc"),
+        parse=_one_of(OTLP_PROTOCOLS), shown="http/protobuf", help="the OTLP protocol: http/protobuf or grpc"),
     "otlp_endpoint": Setting(
         default={"http/protobuf": "http://localhost:4318", "grpc": "http://localhost:4317"},
-        env=("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        env=("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"), parse=_http_url,
         shown="http://localhost:4318 (gRPC: :4317)",
         help="the Collector's URL; the generic variable gets /v1/metrics appended for HTTP"),
     "otlp_headers": Setting(
-        default=(), env=("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
+        default=(), env=("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"), parse=_headers,
         help="key=value pairs, comma-separated and URL-encoded, sent with every export"),
     "otlp_compression": Setting(
         default="none", env=("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"),
-        shown="none", help="gzip or none"),
+        parse=_one_of(OTLP_COMPRESSIONS), shown="none", help="gzip or none"),
     "otlp_certificate": Setting(
         default=None, env=("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
         shown="the default CAs", help="the CA file the Collector's certificate is checked against"),
@@ -241,7 +279,9 @@ SETTINGS: dict[str, Setting[Any]] = {
         help="the key of that certificate"),
     "otlp_insecure": Setting(
         default=None, env=("OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"),
-        shown="by the endpoint's scheme", help="gRPC: true sends without TLS"),
+        parse=_otel_boolean, shown="by the endpoint's scheme",
+        help="gRPC: true sends without TLS; as OpenTelemetry reads a boolean, a value other than true is false, "
+             "and one neither true nor false is also logged as a warning"),
     "otlp_token_file": Setting(
         default=None, env=("NRA_OTLP_TOKEN_FILE",),
         help="a file holding the bearer token shown to the Collector, re-read when it changes"),
@@ -280,7 +320,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         default=(), flag="--debug-host", env=("DEBUG_HOSTS",), kind="repeated", parse=_host_names,
         metavar="NAME",
         help="a Host name the debug views accept besides localhost and IP literals (DNS rebinding protection); "
-             "the flag repeats, the variable is comma-separated"),
+             "the flag repeats, and it and the variable take names comma-separated"),
     "log_level": Setting(default="INFO", flag="--log-level", env=("LOG_LEVEL",), parse=_one_of(LOG_LEVELS, str.upper),
                          shown="INFO", help="DEBUG, INFO, WARNING or ERROR"),
     "log_format": Setting(
@@ -292,6 +332,7 @@ SETTINGS: dict[str, Setting[Any]] = {
         default=None, flag="--kubernetes-version", env=("KUBERNETES_VERSION",), parse=parse_version,
         metavar="X.Y",
         shown="the API server's /version, re-read after every relist (with --replay the newest supported)",
+        explain_shown=f"with --live the API server's own version, else {NEWEST}, the newest supported",
         help="count requests with this Kubernetes release's rules"),
     # The cluster-autoscaler's settings that decide a node's verdict (docs/configuration.md#the-autoscalers-settings).
     # Its own flags, with its own names and defaults (model.autoscaler_settings), so a line copied from its
@@ -391,50 +432,56 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER
     watch_pdbs: bool = _default("watch_pdbs")
     max_pdbs: int = _default("max_pdbs")
+    # Values read as their documented fallback rather than refused (an OTLP boolean neither true nor false), each a
+    # line naming its variable: ``run`` logs them as warnings once logging is set up.
+    warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.exporter == "otlp" and self.otlp is None:
             raise ConfigError("the otlp exporter needs its OTLP settings (from_sources resolves them)")
 
 
-def _given(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tuple[str, str] | None:
-    """A setting's text from its flag, else from the first of its variables that is set, with where it came from.
+def _parsed(name: str, args: Mapping[str, object], env: Mapping[str, str],
+            notes: list[str] | None = None) -> tuple[Any, str] | None:
+    """The setting's typed value from its flag, else from the first of its variables that is set, with that flag or
+    variable; None when it was not given.
 
-    ``args`` holds the flags as the parser left them, by ``dest``: text (a switch True, a repeated flag a list),
-    None, False or empty where not given.
+    ``args`` holds the flags as argparse left them, by ``dest``: a value's text, a switch's True, a repeated flag's
+    list of texts; None, False or empty where not given. A switch is True as it is; each text is parsed once, by the
+    row's parser (a repeated flag's items one by one, their tuples joined in order).
     """
     setting = SETTINGS[name]
-    if setting.flag is not None:
-        value = args.get(setting.dest)
-        if isinstance(value, (list, tuple)):
-            value = ",".join(value)
-        if value is not None and value is not False and value != "":
-            return str(value).strip(), setting.flag
+    if setting.flag is not None and (value := args.get(setting.dest)) not in (None, False, "", []):
+        if value is True:
+            return True, setting.flag
+        if isinstance(value, list):
+            return tuple(item for text in value for item in _parse(setting, setting.flag, text, notes)), setting.flag
+        return _parse(setting, setting.flag, str(value), notes), setting.flag
     for variable in setting.env:
-        text = env.get(variable, "").strip()
-        if text:
-            return text, variable
+        if text := env.get(variable, "").strip():
+            return _parse(setting, variable, text, notes), variable
     return None
 
 
-def _parsed(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> tuple[Any, str] | None:
-    """The setting's typed value, parsed once from where it was given, with that flag or variable; None when it was
-    not given. A value its parser refuses is a ConfigError naming the flag or variable."""
-    given = _given(name, args, env)
-    if given is None:
-        return None
-    text, source = given
+def _parse(setting: Setting[T], source: str, text: str, notes: list[str] | None) -> T:
+    """``text`` from ``source`` (a flag or a variable) parsed by the row; a value the parser refuses is a ConfigError
+    naming ``source``; one it reads as a fallback goes with a warning into ``notes`` (refused where there are none)."""
     try:
-        return SETTINGS[name].parser_for(source)(text), source
+        return setting.parser_for(source)(text.strip())
+    except _FellBack as exc:
+        if notes is None:
+            raise ConfigError(f"{source} {exc}") from None
+        notes.append(f"{source} {exc}")
+        return exc.value  # type: ignore[return-value]  # the parser's own fallback, of its type
     except _Refused as exc:
         raise ConfigError(f"{source} {exc}") from None
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
 
-def _typed(name: str, args: Mapping[str, object], env: Mapping[str, str]) -> Any:
+def _typed(name: str, args: Mapping[str, object], env: Mapping[str, str], notes: list[str] | None = None) -> Any:
     """The setting's typed value (``_parsed``), else its default."""
-    parsed = _parsed(name, args, env)
+    parsed = _parsed(name, args, env, notes)
     return _default(name) if parsed is None else parsed[0]
 
 
@@ -452,40 +499,29 @@ def _pairs(text: str | None, what: str, lower_keys: bool = False) -> tuple[tuple
     return tuple(out)
 
 
-def otlp_settings(env: Mapping[str, str], protocol: str) -> OtlpSettings:
-    """The exporter's settings from the standard variables (signal-specific ones win). Raises ValueError."""
-    if protocol not in OTLP_PROTOCOLS:
-        raise ValueError(f"OTLP protocol must be grpc or http/protobuf, got {protocol!r}")
+def otlp_settings(env: Mapping[str, str], notes: list[str] | None = None) -> OtlpSettings:
+    """The exporter's settings from the standard variables (signal-specific ones win), each parsed by its row; a bad
+    value is a ConfigError naming its variable, a boolean neither true nor false a warning in ``notes``."""
     no_flags: dict[str, object] = {}
 
-    def first(name: str) -> str | None:
-        given = _given(name, no_flags, env)
-        return str(given[0]) if given is not None else None
+    def typed(name: str) -> Any:
+        return _typed(name, no_flags, env, notes)
 
-    specific, generic = (env.get(name, "").strip() for name in SETTINGS["otlp_endpoint"].env)
-    if specific:
-        endpoint = specific
-    elif protocol == "grpc":
-        endpoint = generic or _default("otlp_endpoint")[protocol]
-    else:
-        endpoint = (generic or _default("otlp_endpoint")[protocol]).rstrip("/") + "/v1/metrics"
-    parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"OTLP endpoint must be an http:// or https:// URL, got {endpoint!r}")
-    compression = (first("otlp_compression") or _default("otlp_compression")).lower()
-    if compression not in ("gzip", "none"):
-        raise ValueError(f"OTLP compression must be gzip or none, got {compression!r}")
-    insecure = first("otlp_insecure")
+    protocol = typed("otlp_protocol")
+    given = _parsed("otlp_endpoint", no_flags, env)
+    endpoint, source = given if given is not None else (_default("otlp_endpoint")[protocol], None)
+    if protocol != "grpc" and source != SETTINGS["otlp_endpoint"].env[0]:
+        endpoint = endpoint.rstrip("/") + "/v1/metrics"  # the generic variable and the default name the Collector
     return OtlpSettings(
         protocol=protocol,
-        endpoint=urllib.parse.urlunsplit(parsed),
-        headers=_pairs(first("otlp_headers"), "OTLP header", lower_keys=True),
-        compression=compression,
-        certificate=first("otlp_certificate"),
-        client_certificate=first("otlp_client_certificate"),
-        client_key=first("otlp_client_key"),
-        insecure=None if insecure is None else insecure.lower() == "true",
-        token_file=first("otlp_token_file"),
+        endpoint=endpoint,
+        headers=typed("otlp_headers"),
+        compression=typed("otlp_compression"),
+        certificate=typed("otlp_certificate"),
+        client_certificate=typed("otlp_client_certificate"),
+        client_key=typed("otlp_client_key"),
+        insecure=typed("otlp_insecure"),
+        token_file=typed("otlp_token_file"),
     )
 
 
@@ -497,14 +533,10 @@ def parse_address(text: str) -> Address:
     return Address(host=host.strip("[]"), port=int(port))
 
 
-def kubernetes_version(value: object, source: str = "--kubernetes-version") -> KubernetesVersion | None:
-    """``--kubernetes-version`` (None when not given); an unparsable value is a ConfigError naming ``source``."""
-    if value is None:
-        return None
-    try:
-        return parse_version(str(value))
-    except VersionError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+def kubernetes_version(args: Mapping[str, object], env: Mapping[str, str]) -> KubernetesVersion | None:
+    """``--kubernetes-version``, else KUBERNETES_VERSION, parsed by its row (None when neither is given): ``explain``
+    takes it as ``run`` does."""
+    return _typed("kubernetes_version", args, env)
 
 
 def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str, str]) -> ClusterAccess:
@@ -519,7 +551,7 @@ def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str
                                    serviceaccount_dir=_typed("serviceaccount_dir", flags, env))
         else:
             skipped = f"{host_variable} is not set"
-    given = _given("kubeconfig", flags, env)
+    given = _parsed("kubeconfig", flags, env)
     files = given[0] if given is not None else os.path.expanduser(_default("kubeconfig"))
     return ClusterAccess(kubeconfig=files, context=context or None, in_cluster=in_cluster, skipped=skipped)
 
@@ -545,16 +577,6 @@ def _node_name(args: Mapping[str, object], env: Mapping[str, str]) -> str:
     return node
 
 
-def _otlp(exporter: str, env: Mapping[str, str], protocol: str) -> OtlpSettings | None:
-    """The OTLP exporter's settings, for that exporter only."""
-    if exporter != "otlp":
-        return None
-    try:
-        return otlp_settings(env, protocol)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def _debug_address(args: Mapping[str, object], env: Mapping[str, str], *, once: bool) -> Address | None:
     """The debug endpoint's address; ``--once`` exports and exits, so it has none unless one is asked for."""
     parsed = _parsed("debug_address", args, env)
@@ -577,13 +599,16 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
     if plain["once"] and plain["replay"] is None:
         raise ConfigError("--once needs --replay: a live agent runs until it is stopped")
     kubeconfig, context = (args.get(SETTINGS[name].dest) for name in ("kubeconfig", "context"))
+    notes: list[str] = []
+    otlp = otlp_settings(env, notes) if plain["exporter"] == "otlp" else None  # for that exporter only
     return Config(
         node_name=node_name,
         cluster=None if plain["replay"] else cluster_access(kubeconfig, context, env),  # type: ignore[arg-type]  # text or None
-        otlp=_otlp(plain["exporter"], env, _typed("otlp_protocol", args, env)),
+        otlp=otlp,
         debug_address=_debug_address(args, env, once=plain["once"]),
         # Set, MALLOC_ARENA_MAX is glibc's to apply; unset, the agent sets its own limit.
-        malloc_arenas=None if _given("malloc_arenas", args, env) else _default("malloc_arenas"),
+        malloc_arenas=None if _parsed("malloc_arenas", args, env) else _default("malloc_arenas"),
         autoscaler=autoscaler_settings(args, env),
+        warnings=tuple(notes),
         **plain,
     )

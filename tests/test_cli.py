@@ -23,7 +23,7 @@ def test_missing_node_name_is_a_clear_error_with_exit_code_2():
 @pytest.mark.parametrize("args,env,words", [
     (["--node-name", "n", "--export-interval", "0"], {}, "positive"),
     (["--node-name", "n"], {"OTEL_METRIC_EXPORT_INTERVAL": "soon"}, "OTEL_METRIC_EXPORT_INTERVAL"),
-    (["--node-name", "n"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "protocol"),
+    (["--node-name", "n"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL must be"),
     (["--node-name", "n", "--once"], {}, "--replay"),
     (["--node-name", "n", "--kubeconfig", "/nonexistent/kubeconfig"], {}, "Kubernetes configuration"),
     (["--node-name", "n", "--replay", "/nonexistent/capture.json"], {}, "capture"),
@@ -390,6 +390,22 @@ def test_explain_applies_the_newest_rules_unless_told_and_says_which():
     newer = json.loads(run("explain", "-o", "json", input=dump(resizing_pod())).stdout)
     assert (older["kubernetes_rules"], older["pods"][0]["cpu_cores"]) == ("1.36", 4.0)
     assert (newer["kubernetes_rules"], newer["pods"][0]["cpu_cores"]) == ("1.37", 3.0)
+
+
+def test_explain_takes_the_kubernetes_version_as_run_does():
+    """One row, one parse: explain's --kubernetes-version is run's flag, with its variable and its one-line error."""
+    from agent.cli import build_parser
+
+    commands = [a for a in build_parser()._actions if a.dest == "command"][0].choices
+    helps = {name: {a.dest: a.help for a in sub._actions} for name, sub in commands.items()}
+    for dest in ("kubeconfig", "context", "kubernetes_version"):
+        assert helps["explain"][dest].split(" (env")[0].split(" (default")[0] == \
+            helps["run"][dest].split(" (env")[0].split(" (default")[0]
+    from_env = run("explain", "-o", "json", input=dump(resizing_pod()), env={"KUBERNETES_VERSION": "1.36"})
+    assert json.loads(from_env.stdout)["kubernetes_rules"] == "1.36", from_env.stderr
+    bad = run("explain", input=dump(resizing_pod()), env={"KUBERNETES_VERSION": "latest"})
+    assert (bad.returncode, one_line(bad.stderr).startswith("node-requests-agent explain: KUBERNETES_VERSION: ")) \
+        == (2, True), bad.stderr
 
 
 def test_explain_outside_the_supported_releases_warns_and_uses_the_nearest():

@@ -44,6 +44,43 @@ def test_the_kubernetes_version_comes_from_the_flag_or_the_environment():
         from_sources(base, {"KUBERNETES_VERSION": "latest"})
 
 
+def test_otlp_settings_are_typed_by_their_rows():
+    """Each OTLP variable is parsed by its row, as every other setting: the signal-specific one first."""
+    base = {"node_name": "n"}
+    otlp = from_sources(base, {"OTEL_EXPORTER_OTLP_PROTOCOL": "GRPC", "OTEL_EXPORTER_OTLP_COMPRESSION": "GZip",
+                               "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20x",
+                               "OTEL_EXPORTER_OTLP_METRICS_INSECURE": "TRUE", "OTEL_EXPORTER_OTLP_INSECURE": "false"}).otlp
+    assert otlp is not None
+    assert (otlp.protocol, otlp.endpoint, otlp.compression) == ("grpc", "http://localhost:4317", "gzip")
+    assert (otlp.headers, otlp.insecure) == ((("authorization", "Bearer x"),), True)
+
+
+@pytest.mark.parametrize("text,insecure,warned", [("true", True, False), ("False", False, False), ("yes", False, True),
+                                                  ("1", False, True)])
+def test_an_otlp_boolean_is_true_only_for_true_as_opentelemetry_specifies(text, insecure, warned):
+    """OpenTelemetry's rule for boolean variables: "true" in any case is true, anything else false, and a value
+    neither true nor false is warned about (once logging is set up) rather than read as false in silence."""
+    config = from_sources({"node_name": "n"}, {"OTEL_EXPORTER_OTLP_INSECURE": text})
+    assert config.otlp is not None and config.otlp.insecure is insecure
+    assert config.warnings == ((f"OTEL_EXPORTER_OTLP_INSECURE is {text!r}, neither true nor false: read as false, "
+                                "as OpenTelemetry reads its boolean variables",) if warned else ())
+
+
+def test_an_otlp_boolean_neither_true_nor_false_is_logged_at_start(http_receiver):
+    result = run("run", "--node-name", "n", "--replay", "sample", "--once",
+                 env={"OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint, "OTEL_EXPORTER_OTLP_INSECURE": "yes"})
+    assert result.returncode == 0, result.stderr
+    assert "OTEL_EXPORTER_OTLP_INSECURE is 'yes', neither true nor false: read as false" in result.stderr
+
+
+def test_a_flag_reaches_its_parser_as_given():
+    """A switch is True as argparse left it; each item of a repeated flag is parsed on its own (an error quotes
+    the item, not a text the command line never held), and the items' names are joined in order."""
+    base = {"node_name": "n", "exporter": "none"}
+    assert from_sources({**base, "debug_host": [" a ", "b,c"]}, {}).debug_hosts == ("a", "b", "c")
+    assert from_sources({**base, "once": True, "replay": "sample"}, {}).once is True
+
+
 def test_the_debug_address_is_parsed_once():
     base = {"node_name": "n", "exporter": "none"}
     assert from_sources(base, {"DEBUG_ADDRESS": "[::1]:9000"}).debug_address == Address(host="::1", port=9000)
@@ -65,7 +102,14 @@ def test_the_debug_address_is_parsed_once():
     ({"log_level": "loud"}, {"LOG_LEVEL": "debug"}, "--log-level must be DEBUG, INFO, WARNING or ERROR, got 'LOUD'"),
     ({}, {"LOG_FORMAT": "XML"}, "LOG_FORMAT must be text or json, got 'xml'"),
     ({}, {"DEBUG_VIEWS": "everyone"}, "DEBUG_VIEWS must be local or any, got 'everyone'"),
-    ({"debug_host": ["a", "http://x/"]}, {}, "--debug-host takes host names, got 'a,http://x/'"),
+    ({"debug_host": ["a", "http://x/"]}, {}, "--debug-host takes host names, got 'http://x/'"),  # the item given
+    ({"exporter": "otlp"}, {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+     "OTEL_EXPORTER_OTLP_PROTOCOL must be http/protobuf or grpc, got 'http/json'"),
+    ({"exporter": "otlp"}, {"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION": "zstd", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip"},
+     "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION must be gzip or none, got 'zstd'"),
+    ({"exporter": "otlp"}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://c"},
+     "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL, got 'ftp://c'"),
+    ({"exporter": "otlp"}, {"OTEL_EXPORTER_OTLP_HEADERS": "a=b,broken"}, "OTEL_EXPORTER_OTLP_HEADERS entry 'broken'"),
     ({}, {"OTEL_RESOURCE_ATTRIBUTES": "a=b,broken"}, "OTEL_RESOURCE_ATTRIBUTES entry 'broken' is not key=value"),
     ({"kubernetes_version": "latest"}, {}, "--kubernetes-version: not a Kubernetes version"),
 ])

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.config import ClusterAccess, ConfigError, kubernetes_version
+from agent.config import ClusterAccess
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
-from agent.model.rules import NEWEST
+from agent.model.rules import NEWEST, KubernetesVersion
 
 __all__ = ["explain", "list_live", "EXIT_CONFIG", "EXIT_FAILED"]
 
@@ -26,9 +26,10 @@ class _Failed(Exception):
 
 
 def explain(args: argparse.Namespace, cluster: ClusterAccess,
-            autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER) -> int:
+            autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER, version: KubernetesVersion | None = None) -> int:
     """The ``explain`` command: read a dump or (--live) list the ``cluster``, value every pod, print per node;
-    ``autoscaler``: the autoscaler's settings the verdicts follow (resolved by the CLI from flags and environment)."""
+    ``autoscaler``: the autoscaler's settings the verdicts follow, ``version``: the Kubernetes release whose rules
+    count (None: the API server's with --live, else the newest), both resolved by the CLI from flags and environment."""
     import shutil
     import time
 
@@ -41,7 +42,6 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess,
 
     from_server = False
     try:
-        version = kubernetes_version(args.kubernetes_version)
         if args.live:
             if args.file != "-" or args.node_file:
                 raise _Failed("--live reads the cluster: give no input file or --node-file")
@@ -61,7 +61,7 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess,
         view = explain_view(pods, nodes, rules, args.node, args.sort)
         # The verdict at this moment (a kube-system pod stops blocking after the autoscaler's timeout).
         judged = verdicts(view, pdbs, autoscaler, time.time(), (pdbs_problem,) if pdbs_problem else ())
-    except (OSError, UnicodeDecodeError, DumpError, _Failed, ConfigError) as exc:
+    except (OSError, UnicodeDecodeError, DumpError, _Failed) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
         return getattr(exc, "code", EXIT_CONFIG)
     for reason in skipped:

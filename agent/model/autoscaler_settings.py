@@ -146,7 +146,8 @@ class AutoscalerFlag(msgspec.Struct, frozen=True, kw_only=True):
 #: parser below and docs/configuration.md's rows all come from here.
 AUTOSCALER_FLAGS: tuple[AutoscalerFlag, ...] = (
     AutoscalerFlag(field="scale_down_utilization_threshold", type=RATIO,
-                   help="the autoscaler's: a node below this utilization (0 to 1) is a scale-down candidate"),
+                   help="the autoscaler's: a node at or below this utilization (0 to 1) is a scale-down candidate "
+                        "(from 1.32; strictly below before)"),
     AutoscalerFlag(field="scale_down_gpu_utilization_threshold", type=RATIO,
                    help="the autoscaler's: the same for a GPU node, judged by its GPU alone"),
     AutoscalerFlag(field="ignore_daemonsets_utilization", type=BOOLEAN,

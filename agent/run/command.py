@@ -82,6 +82,8 @@ def _few_malloc_arenas(arenas: int | None) -> None:
 def run(config: Config) -> int:
     # A closed stdout or stderr must not turn every log line into a traceback on the other stream.
     logging.raiseExceptions = False
+    for warning in config.warnings:  # what config read as a documented fallback, now that logging is set up
+        log.warning("%s", warning)
     _few_malloc_arenas(config.malloc_arenas)
     agent = Agent(config)
     # Everything built so far (the OTel SDK, the agent; out of a pod the kubernetes package and pydantic) lives as

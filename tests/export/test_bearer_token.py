@@ -36,5 +36,5 @@ def test_unreadable_token_keeps_the_last_one_and_none_sends_nothing(tmp_path):
 
 
 def test_token_file_comes_from_the_environment():
-    assert otlp_settings({"NRA_OTLP_TOKEN_FILE": "/t/token"}, "http/protobuf").token_file == "/t/token"
-    assert otlp_settings({}, "grpc").token_file is None
+    assert otlp_settings({"NRA_OTLP_TOKEN_FILE": "/t/token"}).token_file == "/t/token"
+    assert otlp_settings({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}).token_file is None

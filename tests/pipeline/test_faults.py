@@ -35,8 +35,7 @@ def pipeline(tmp_path_factory, module_http_receiver):
     from testkit.fake_apiserver import FakeApiServer
 
     api = FakeApiServer(bookmark_interval=0.5).start()
-    otlp = otlp_settings({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": module_http_receiver.endpoint + "/v1/metrics"},
-                         "http/protobuf")
+    otlp = otlp_settings({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": module_http_receiver.endpoint + "/v1/metrics"})
     agent = Agent(agent_config(node_name="node-a", kubeconfig=api.kubeconfig(tmp_path_factory.mktemp("kc") / "kc"),
                                exporter="otlp", otlp=otlp, export_interval=0.2, read_timeout=5.0,
                                watch_timeout=(30, 40))).start()
