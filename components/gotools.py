@@ -3,8 +3,8 @@
 Each row is a published Go module at a pinned version and the commands built from it, static and stamped with the
 version they report (``-X``, as each project's own Makefile does; without it most say ``unknown`` or ``v0.0.0``).
 A module without replace directives builds as published (``go install package@version``); one whose go.mod points
-at sibling folders (etcd's server) builds through a throwaway wrapper module that requires it, written in the cache
-build folder, never in the repo. Each row builds once into ``<cache>/<cache name>/<key>``; those names are what
+at sibling folders (etcd's server) builds through a throwaway wrapper module that requires it
+(components.go.wrapper_module). Each row builds once into ``<cache>/<cache name>/<key>``; those names are what
 finds an earlier build, so tests/deploy/test_component_cache.py pins them.
 
 The Kubernetes control plane and the node's parts (components.kubernetes, components.node) and the Collector's
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from components.cache import cached, check_version, component_main, path_targets
-from components.go import download, go
+from components.go import build_flags, download, go, wrapper_module
 
 __all__ = ["GO_TOOLS", "GoTool", "build", "main", "tool_bin", "tool_home"]
 
@@ -60,20 +60,17 @@ class GoTool:
         return self.reports or self.version
 
     @property
-    def ldflags(self) -> str:
-        return "-s -w" + (f" -X {self.stamp}={self.release}" if self.stamp else "")
+    def stamps(self) -> dict[str, str]:
+        return {self.stamp: self.release} if self.stamp else {}
 
 
 def build(tool: GoTool, out: Path) -> None:
     """Build ``tool``'s commands into ``out/<bin_dir>``, check the version they report, then run its ``finish``."""
     bin_dir = out / tool.bin_dir
     bin_dir.mkdir(parents=True, exist_ok=True)
-    flags = ["-trimpath", f"-ldflags={tool.ldflags}", *(["-tags", ",".join(tool.tags)] if tool.tags else [])]
+    flags = build_flags(tool.stamps, tool.tags)
     if tool.wrapped:
-        src = out / "src"
-        src.mkdir()
-        (src / "go.mod").write_text(f"module nra.invalid/{tool.name}\n\ngo 1.26.0\n\n"
-                                    f"require {tool.module} {tool.version}\n")
+        src = wrapper_module(out / "src", tool.name, {tool.module: tool.version})
         for binary, package in tool.commands.items():
             # -mod=mod lets go resolve the graph and write go.sum in the wrapper; the wrapper has no code of its own.
             go(["build", "-mod=mod", *flags, "-o", bin_dir / binary, _import_path(tool, package)], cwd=src)

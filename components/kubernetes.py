@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.cache import cached, check_version, component_main, path_targets
-from components.go import download, go
+from components.go import GO_VERSION, build_flags, download, go, wrapper_module
 from components.gotools import tool_bin
 
 __all__ = ["KUBERNETES", "build_commands", "etcd_bin", "kubernetes_bin", "main"]
@@ -30,7 +30,6 @@ KUBERNETES: dict[str, tuple[str, ...]] = {
     "1.36.3": ("kube-apiserver", "kube-scheduler"),
 }
 
-_WRAPPER_MODULE = "nra.invalid/controlplane"
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s*=>\s*\./staging/", re.MULTILINE)
 _GODEBUG = re.compile(r"^godebug\b.*$", re.MULTILINE)
 
@@ -40,21 +39,14 @@ def staging_modules(kubernetes_gomod: str) -> list[str]:
     return sorted(set(_STAGING_REPLACE.findall(kubernetes_gomod)))
 
 
-def wrapper_gomod(version: str, kubernetes_gomod: str) -> str:
-    """A go.mod that can build k8s.io/kubernetes commands: every staging module pinned to ``v0.<minor>.<patch>``."""
+def staging_replacements(version: str, kubernetes_gomod: str) -> dict[str, str]:
+    """Each staging module replaced by its published ``v0.<minor>.<patch>``."""
     staging_version = "v0." + version.split(".", 1)[1]
-    go_line = re.search(r"^go\s+(\S+)", kubernetes_gomod, re.MULTILINE)
-    lines = [f"module {_WRAPPER_MODULE}", "", f"go {go_line.group(1) if go_line else '1.26.0'}", ""]
-    # Kubernetes' own godebug defaults only take effect from the main module, so carry them over.
-    lines += _GODEBUG.findall(kubernetes_gomod) + [""]
-    lines += [f"require k8s.io/kubernetes v{version}", "", "replace ("]
-    lines += [f"\t{mod} => {mod} {staging_version}" for mod in staging_modules(kubernetes_gomod)]
-    lines += [")", ""]
-    return "\n".join(lines)
+    return {mod: f"{mod} {staging_version}" for mod in staging_modules(kubernetes_gomod)}
 
 
-def version_ldflags(version: str) -> str:
-    """The -X flags hack/lib/version.sh sets: without them /version says v0.0.0-master and the agent picks wrong
+def version_stamps(version: str) -> dict[str, str]:
+    """The -X stamps hack/lib/version.sh sets: without them /version says v0.0.0-master and the agent picks wrong
     rules."""
     major, minor, _ = version.split(".")
     values = {
@@ -64,10 +56,9 @@ def version_ldflags(version: str) -> str:
         "gitTreeState": "clean",
         "buildDate": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    flags = ["-s", "-w"]
-    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        flags += [f"-X {pkg}.{key}={value}" for key, value in values.items()]
-    return " ".join(flags)
+    return {f"{pkg}.{key}": value
+            for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+            for key, value in values.items()}
 
 
 def build_commands(version: str, commands: tuple[str, ...], out: Path) -> None:
@@ -75,14 +66,17 @@ def build_commands(version: str, commands: tuple[str, ...], out: Path) -> None:
 
     The control plane and the node's parts (components.node) are built this way, so they share the Go build cache.
     """
-    src = out / "src"
-    src.mkdir()
-    (src / "go.mod").write_text(wrapper_gomod(version, download("k8s.io/kubernetes", f"v{version}").gomod.read_text()))
+    kubernetes_gomod = download("k8s.io/kubernetes", f"v{version}").gomod.read_text()
+    go_line = re.search(r"^go\s+(\S+)", kubernetes_gomod, re.MULTILINE)
+    # Kubernetes' own godebug defaults only take effect from the main module, so they are carried over.
+    src = wrapper_module(out / "src", "controlplane", {"k8s.io/kubernetes": f"v{version}"},
+                         go_version=go_line.group(1) if go_line else GO_VERSION,
+                         godebug=_GODEBUG.findall(kubernetes_gomod),
+                         replace=staging_replacements(version, kubernetes_gomod))
     (out / "bin").mkdir()
     packages = [f"k8s.io/kubernetes/cmd/{name}" for name in commands]
     # -mod=mod lets go resolve the graph and write go.sum in the wrapper; the wrapper has no code of its own.
-    go(["build", "-mod=mod", "-trimpath", "-ldflags", version_ldflags(version), "-o", str(out / "bin") + "/",
-        *packages], cwd=src)
+    go(["build", "-mod=mod", *build_flags(version_stamps(version)), "-o", str(out / "bin") + "/", *packages], cwd=src)
     check_version([out / "bin" / commands[0], "--version"], f"v{version}")
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.cache import cached, component_main
-from components.go import go
+from components.go import build_flags, go, wrapper_module
 from components.kubernetes import build_commands
 
 __all__ = ["COREDNS_VERSION", "NODE_VERSION", "DEBIAN_TOOLS", "PartMissing", "coredns_bin", "debian_tools",
@@ -109,18 +109,16 @@ func main() { coremain.Run() }
 
 
 def _build_coredns(out: Path) -> None:
-    src = out / "src"
-    src.mkdir()
     # The client libraries at the control plane's patch release (CoreDNS asks for v0.37.1; minimal version
     # selection takes the higher one), so the control plane's Go build cache serves most of the compile.
     staging = "v0." + NODE_VERSION.split(".", 1)[1]
-    requires = "".join(f"\t{m} {staging}\n" for m in ("k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"))
-    (src / "go.mod").write_text(f"module nra.invalid/coredns\n\ngo 1.26.0\n\n"
-                                f"require (\n\t{COREDNS_MODULE} v{COREDNS_VERSION}\n{requires})\n")
+    src = wrapper_module(out / "src", "coredns", {COREDNS_MODULE: f"v{COREDNS_VERSION}",
+                                                  **dict.fromkeys(("k8s.io/api", "k8s.io/apimachinery",
+                                                                   "k8s.io/client-go"), staging)})
     (src / "main.go").write_text(_COREDNS_MAIN)
     (out / "bin").mkdir()
     go(["mod", "tidy"], cwd=src)
-    go(["build", "-trimpath", "-ldflags", f"-s -w -X github.com/coredns/coredns/coremain.GitCommit=v{COREDNS_VERSION}",
+    go(["build", *build_flags({f"{COREDNS_MODULE}/coremain.GitCommit": f"v{COREDNS_VERSION}"}),
         "-o", out / "bin" / "coredns", "."], cwd=src)
 
 
@@ -163,10 +161,9 @@ func main() {
 
 
 def _build_tiny(out: Path) -> None:
-    (out / "src").mkdir()
-    (out / "src" / "go.mod").write_text("module nra.invalid/tiny\n\ngo 1.26.0\n")
-    (out / "src" / "main.go").write_text(_TINY_MAIN)
-    go(["build", "-trimpath", "-ldflags", "-s -w", "-o", out / "nra-tiny", "."], cwd=out / "src")
+    src = wrapper_module(out / "src", "tiny")
+    (src / "main.go").write_text(_TINY_MAIN)
+    go(["build", *build_flags(), "-o", out / "nra-tiny", "."], cwd=src)
 
 
 def tiny_bin() -> Path:

@@ -75,7 +75,7 @@ class ClusterClient:
     def admin_kubeconfig(self) -> Path:
         return self.kubeconfig_path("admin")
 
-    def _tls(self) -> ssl.SSLContext:
+    def admin_tls(self) -> ssl.SSLContext:
         """Verifies servers against the cluster CA and presents the admin (system:masters) client certificate."""
         if self._context is None:
             context = ssl.create_default_context(cafile=str(self.pki.crt("ca")))
@@ -84,7 +84,7 @@ class ClusterClient:
         return self._context
 
     def _get_text(self, url: str, timeout: float = 5.0) -> str:
-        context = self._tls() if url.startswith("https:") else None
+        context = self.admin_tls() if url.startswith("https:") else None
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
             return response.read().decode()
 
@@ -105,7 +105,7 @@ class ClusterClient:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         request = urllib.request.Request(self.server + path, data=data, method=method, headers=headers)
-        context = self._tls() if token is None else self._tls_anonymous()
+        context = self.admin_tls() if token is None else self._tls_anonymous()
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
                 raw = response.read()
@@ -119,7 +119,7 @@ class ClusterClient:
         resourceVersion, as client-go's reflector does."""
         query = f"watch=true&resourceVersion={resource_version}&timeoutSeconds={timeout_seconds}"
         url = f"{self.server}{path}{'&' if '?' in path else '?'}{query}"
-        with urllib.request.urlopen(url, timeout=timeout_seconds + 30, context=self._tls()) as response:
+        with urllib.request.urlopen(url, timeout=timeout_seconds + 30, context=self.admin_tls()) as response:
             for line in response:
                 if line.strip():
                     yield json.loads(line)

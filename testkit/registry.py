@@ -1,7 +1,8 @@
-"""A real OCI registry for the node tests: ``crane registry serve`` (components/registry.py) on an address of the test's
-own network namespace, with the images pushed into it by ``crane push`` from the docker-archives components/image.py
-builds. It speaks plain HTTP (containerd is told so per host, in a ``hosts.toml``, as an operator would) and logs
-every request, so a test can see that a node really fetched a manifest and its blobs.
+"""A real OCI registry for the node tests: ``crane registry serve`` (the ``registry`` row of components/gotools.py) on
+an address of the test's own network namespace, with the images pushed into it by ``crane push`` from the
+docker-archives components/image.py builds. It speaks plain HTTP (containerd is told so per host, in a
+``hosts.toml``, as an operator would) and logs every request, so a test can see that a node really fetched a
+manifest and its blobs.
 """
 
 from __future__ import annotations

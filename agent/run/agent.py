@@ -168,6 +168,12 @@ class Agent:
                  self.config.exporter)
         return self
 
+    @property
+    def running_loops(self) -> list[str]:
+        """The names of the agent's loops (sources, handler, first export) still running: after a shutdown, the
+        ones it did not wait for (blocked on the network)."""
+        return [t.name for t in self._threads if t.is_alive()]
+
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until a replay is fully handled (or ``timeout``)."""
         if self.finished is not None and not self.finished.wait(timeout):
@@ -196,7 +202,7 @@ class Agent:
         loops_until = time.monotonic() + min(LOOPS_SECONDS, remaining())
         for t in self._threads:
             t.join(max(0.0, loops_until - time.monotonic()))
-        stuck = [t.name for t in self._threads if t.is_alive()]
+        stuck = self.running_loops
         if stuck:
             log.info("not waiting for %s (blocked on the network); they end with the process", ", ".join(stuck))
         # The debug endpoint answers probes until the final export is done; it keeps a second for itself.

@@ -13,7 +13,7 @@ from pathlib import Path
 from bench.cluster_scale.sizes import ANCHOR_DIR
 from bench.common import required
 from components.cache import cached
-from components.go import go
+from components.go import build_flags, go
 from testkit.kubelet import AgentContainer
 from testkit.processes import stop_process
 from testkit.trust import TrustCluster
@@ -26,7 +26,7 @@ def anchor_bin() -> Path:
 
     def build(out: Path) -> None:
         (out / "bin").mkdir()
-        go(["build", "-trimpath", "-o", out / "bin" / "reflector-anchor", "."], cwd=ANCHOR_DIR)
+        go(["build", *build_flags(), "-o", out / "bin" / "reflector-anchor", "."], cwd=ANCHOR_DIR)
 
     return cached("reflector-anchor", digest, build) / "bin" / "reflector-anchor"
 

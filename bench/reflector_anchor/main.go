@@ -1,5 +1,5 @@
 // reflector-anchor runs client-go's own informers as the node agents' anchor in the scale benchmark
-// (bench/cluster_scale.py): for every target node, one clientset (its own connection, its own token),
+// (bench/cluster_scale/): for every target node, one clientset (its own connection, its own token),
 // a pod informer limited to spec.nodeName=<node> and a Node informer limited to metadata.name=<node>,
 // the same two field-selected list-and-watches the agent makes, with client-go's default reflector
 // backoff (0.8 s doubling to 30 s, jitter 1.0, reset after 2 min), which the agent copies.

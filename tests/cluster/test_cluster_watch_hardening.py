@@ -40,7 +40,7 @@ class ReverseProxy:
         self.requests: list[tuple[float, bool]] = []
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
-        proxy, upstream, context = self, cluster.server, cluster._tls()
+        proxy, upstream, context = self, cluster.server, cluster.admin_tls()
 
         class Handler(QuietHandler):
             def do_GET(self):  # noqa: N802

@@ -4,7 +4,7 @@ Prometheus 3 scrapes the built Collectors' own metrics (the shipped job otel-col
 targets instead of Kubernetes discovery) and evaluates the shipped rules every second. The one
 change in the test copy of rules.yaml: every otel-collector alert's ``for:`` is 1 s instead of
 minutes, so a run takes minutes, not a quarter of an hour; expressions and windows are the shipped
-ones. Pushes carry a real agent token (tests/trust.py) so they pass the oidc authenticator.
+ones. Pushes carry a real agent token (testkit/trust.py) so they pass the oidc authenticator.
 
 Faults, one Collector each, all at once: a replica killed (ReplicaDown); a memory_limiter limit below
 the Collector's heap (RefusingData); remote write through a forwarder that refuses connections

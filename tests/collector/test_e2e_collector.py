@@ -32,7 +32,7 @@ pytestmark = pytest.mark.collector
 SCRAPE_INTERVAL = 1.0  # the tests' Prometheus (prometheus_config's interval)
 EXPORT_INTERVAL = 1.0  # the tests' agents
 # Labels of a per-pod series in Prometheus (the pull variant these tests run, without the token check and
-# nodeidentity, which tests/test_collector_trust.py runs): the point's attributes, the one named resource
+# nodeidentity, which tests/collector/test_collector_trust.py runs): the point's attributes, the one named resource
 # attribute (k8s.node.name), the scope as the prometheus exporter adds it, and job/instance.
 POD_LABELS = {"__name__", "job", "instance", "k8s_namespace_name", "k8s_pod_name", "k8s_pod_uid", "source",
               "k8s_node_name", "otel_scope_name", "otel_scope_version"}
@@ -447,7 +447,7 @@ def test_every_shipped_alert_is_made_true_by_a_test():
                  "NodeRequestsAgentWatchRestartsLooping",
                  # pending here, firing after its hour in test_autoscaler_rules.py (promtool):
                  "NodeUnderutilizedButBlocked",
-                 # tests/test_collector_alerts.py drives these to firing and back:
+                 # tests/collector/test_collector_alerts.py drives these to firing and back:
                  "OtelCollectorReplicaDown", "OtelCollectorUnavailable", "OtelCollectorRefusingData",
                  "OtelCollectorExportFailing", "OtelCollectorSendingQueueFull",
                  # test_autoscaler_rules.py (promtool), on the counter test_collector_write_path.py reads:

@@ -233,13 +233,10 @@ def test_records_share_the_strings_pods_repeat():
     """Two pods decoded from separate bytes, both paths: the values every pod of a node repeats are one object each,
     so a record costs its own identity, not another copy of its node's name or its quantities (on interpreters
     where interned strings are freed; the suite runs on 3.11)."""
-    from agent.decode import records
-
-    assert records._INTERN_FREES, sys.version
     a, b = (json.dumps(realistic_pod(i)).encode() for i in (1, 22))  # both in team-1, app memory 2Gi
     for decode in (POD.record, lambda data: POD.tolerant(json.loads(data))):
         x, y = decode(a), decode(b)
-        assert x.namespace == y.namespace and x.namespace is y.namespace
+        assert x.namespace == y.namespace and x.namespace is y.namespace, f"not shared on Python {sys.version}"
         assert x.node_name is y.node_name and x.phase is y.phase
         for cx, cy in zip(x.containers + x.init_containers, y.containers + y.init_containers, strict=True):
             assert cx.name is cy.name

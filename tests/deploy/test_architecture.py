@@ -235,6 +235,59 @@ def test_the_import_rules_see_a_violation(tmp_path):
     assert [(m, n) for _, m, n in imported(bad) if not bench_import(m, n)] == [("tests.conftest", "x")]
 
 
+#: Underscored attributes a test may read, none of them the agent's or the kit's: the public API of the standard
+#: library's named tuples (underscored so as not to clash with field names), and two with no public equivalent.
+PUBLIC_UNDERSCORED = {
+    "_fields": "a named tuple's field names",
+    "_replace": "a named tuple's copy with fields changed",
+    "_asdict": "a named tuple as a dict",
+    "_base_executable": "sys: the interpreter a virtual environment was made from",
+    "_actions": "argparse: a parser's options (it lists them nowhere else)",
+}
+
+
+def own_private_names(tree: ast.AST) -> set[str]:
+    """The underscored names a file defines itself (its helpers, its classes' attributes and methods): reading
+    those is no reach into another module."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return {name for name in names if private(name)}
+
+
+def private_attribute_reads(paths: list[Path]) -> list[str]:
+    """``path:line expression`` for each underscored attribute a file reads that it does not define itself and
+    that is not in PUBLIC_UNDERSCORED: an agent's or the kit's private state (``agent._threads``)."""
+    wrong = []
+    for path in paths:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        own = own_private_names(tree) | set(PUBLIC_UNDERSCORED)
+        wrong += [f"{path.relative_to(REPO) if path.is_relative_to(REPO) else path}:{node.lineno} {ast.unparse(node)}"
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and private(node.attr) and node.attr not in own]
+    return wrong
+
+
+def test_tests_read_no_private_attribute_of_the_agent_or_the_kit():
+    """A test asserts through public names: a test reading ``reflector._settings`` breaks when the agent renames
+    it, and passes whatever the behaviour. A file's own helpers and classes are its own business."""
+    wrong = private_attribute_reads(python_files("tests"))
+    assert not wrong, f"tests read public names only (or add a seam to the kit or the agent): {wrong}"
+
+
+def test_the_private_attribute_check_sees_a_violation(tmp_path):
+    bad = tmp_path / "test_bad.py"
+    bad.write_text("class Proxy:\n    def __init__(self):\n        self._open = set()\n\n"
+                   "def _helper(agent, cluster, proxy, row):\n"
+                   "    return agent._threads, cluster._bins['kubectl'], proxy._open, row._replace(a=1), agent.__dict__\n")
+    assert private_attribute_reads([bad]) == [f"{bad}:6 agent._threads", f"{bad}:6 cluster._bins"]
+
+
 def test_the_benchmarks_override_no_private_method_of_the_kit():
     """A benchmark that needs the kit to behave differently passes a constructor argument (the control plane's
     ``*_flags``); a subclass overriding an underscored method breaks silently when the kit renames it."""

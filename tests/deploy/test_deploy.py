@@ -704,7 +704,7 @@ def test_rules_pass_promtool():
 def _expressions() -> list[tuple[str, str]]:
     """Every shipped query that has data while nothing is wrong (an alert's left-hand side)."""
     out = list(recording_rules().items())
-    # The otel-collector alerts read the Collector's own metrics: tests/test_collector_alerts.py drives them.
+    # The otel-collector alerts read the Collector's own metrics: tests/collector/test_collector_alerts.py drives them.
     out += [(name, left_side(rule["expr"])) for name, rule in alerts().items() if not name.startswith("OtelCollector")]
     out += dashboard_queries()
     out += [(f"${v.name}", f"count by ({v.label}) ({v.metric})") for v in dashboard_variables()]

@@ -49,7 +49,7 @@ def test_each_supported_release_has_its_own_rules():
 
 @pytest.mark.parametrize("text", ["1.38", "v1.38.0-beta.0", "v1.38.0-rc.0", "v1.38.0", "v1.38.1-gke.1", "1.38+"])
 def test_1_38_computes_as_1_37_without_a_warning(text):
-    """component-helpers v0.38.0-beta.0 changed PodRequests only behind alpha DRA (tests/test_requests.py)."""
+    """component-helpers v0.38.0-beta.0 changed PodRequests only behind alpha DRA (tests/model/test_requests.py)."""
     assert rules_for(parse_version(text)) == (RULES_1_37, None)
 
 

@@ -546,7 +546,7 @@ def test_the_kubelet_rotates_the_collector_token_and_the_same_agent_process_push
 def _log_follower(node: Node, pod: str):
     import subprocess
 
-    return subprocess.Popen([str(node.cluster._bins["kubectl"]), f"--kubeconfig={node.cluster.admin_kubeconfig}",
+    return subprocess.Popen([str(node.cluster.kubectl_binary), f"--kubeconfig={node.cluster.admin_kubeconfig}",
                              "logs", "-f", "-n", AGENT_NS, pod, "-c", "agent", "--tail=0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

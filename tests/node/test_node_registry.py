@@ -2,8 +2,8 @@
 
 `python -m pytest -m node tests/node/test_node_registry.py`. The node of node_cluster.py runs the shipped Collector
 and Prometheus as test_node.py does; the agent's DaemonSet is the shipped one with only its image renamed into a
-registry (``crane registry serve``, built by components/registry.py, listening on the node's address inside the
-test's namespace) by a kustomize overlay. Then a second real kubelet with an empty containerd joins (nothing
+registry (``crane registry serve``, the ``registry`` row of components/gotools.py, listening on the node's address
+inside the test's namespace) by a kustomize overlay. Then a second real kubelet with an empty containerd joins (nothing
 imported: it pulls even the sandbox image) and the test follows it to its agent's first sample in Prometheus.
 How long that takes is bench/new_node.py's figure, not asserted here.
 """

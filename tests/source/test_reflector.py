@@ -277,6 +277,6 @@ def test_over_tls_the_agent_lists_and_watches_and_an_idle_agent_stops_at_once(tm
         finally:
             took = agent.shutdown(final_export=False)
         assert took < 1.5, took
-        assert not [t.name for t in agent._threads if t.is_alive()]
+        assert not agent.running_loops
     finally:
         apiserver.stop()

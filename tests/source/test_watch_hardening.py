@@ -158,8 +158,24 @@ def test_a_repeated_warning_is_one_line_per_interval_with_a_count(caplog):
 
 
 # -- TCP keepalive on the live watch's connection -----------------------------------------------------------------
+class WatchTimeouts:
+    """The real KubeApi, noting the read timeout each watch the reflector opens asks for."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self.read_timeouts: list[float] = []
+
+    def get_chunks(self, path, params, read_timeout=60.0):
+        return self.api.get_chunks(path, params, read_timeout)
+
+    def stream_lines(self, path, params, read_timeout):
+        self.read_timeouts.append(read_timeout)
+        return self.api.stream_lines(path, params, read_timeout)
+
+
 def test_the_watch_connection_has_tcp_keepalive(apiserver, tmp_path):
-    api = KubeApi(load_configuration(ClusterAccess(kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"))))
+    kube = KubeApi(load_configuration(ClusterAccess(kubeconfig=apiserver.kubeconfig(tmp_path / "kubeconfig"))))
+    api = WatchTimeouts(kube)
     stats = RuntimeStats()
     reflector = Reflector(api=api, watched=PodsOfNode(node_name="node-a"), emit=EventQueue(metrics=stats).put,
                           metrics=stats,
@@ -187,9 +203,9 @@ def test_the_watch_connection_has_tcp_keepalive(apiserver, tmp_path):
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1  # urllib3's default kept
         finally:
             sock.close()
-        # The read timeout that quiet watches need between bookmarks is untouched.
-        assert reflector._settings.read_timeout == 120.0
+        # The read timeout that quiet watches need between bookmarks is the one the watch is opened with.
+        assert api.read_timeouts and set(api.read_timeouts) == {120.0}
     finally:
         stop.set()
-        api.close()
+        kube.close()
         thread.join(5)
