@@ -23,8 +23,8 @@ from agent.model.pdb import PdbRecord
 from agent.model.pod import EvictionFacts
 
 __all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "blocks", "DrainPod", "DrainContext", "DrainRule",
-           "long_terminating", "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT", "REPLICATED", "SYSTEM",
-           "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
+           "long_terminating", "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT",
+           "REPLICATED", "SYSTEM", "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
            "DEFAULT_GRACE"]
 
