@@ -91,7 +91,8 @@ def _rules(release: str) -> AutoscalerRules:
     minor = NEON_MINOR if release == NEON else int(release.partition(".")[2])
     blocking = ((LOCAL_STORAGE_RULE, NOT_SAFE_TO_EVICT_RULE) if minor <= LOCAL_STORAGE_FIRST_UNTIL
                 else (NOT_SAFE_TO_EVICT_RULE, LOCAL_STORAGE_RULE))
-    drain = (MIRROR, LONG_TERMINATING, DAEMONSET, SAFE_TO_EVICT, REPLICATED, SYSTEM, *blocking, PDB)
+    drain: tuple[DrainRule, ...] = (MIRROR, LONG_TERMINATING, DAEMONSET, SAFE_TO_EVICT, REPLICATED, SYSTEM, *blocking,
+                                    PDB)
     if minor < RULES_SPLIT_FROM:
         drain = tuple(msgspec.structs.replace(rule, upstream=DRAIN_GO) for rule in drain)
     return AutoscalerRules(release=release, minor=minor, requests=requests_of_release(release), drain=drain,
