@@ -26,6 +26,7 @@ from typing import Any
 
 from agent.config import VIEWS_LOCAL, Address
 from agent.debug.http_server import HttpServer, Request, Response, listen_socket
+from agent.debug.page import refresh_seconds, render_page
 from agent.pipeline.state import NodeSnapshot, NodeState
 from agent.report.verdict_view import verdict_view
 from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
@@ -89,7 +90,8 @@ class DebugServer:
         hosts: Iterable[str] = (),
         wall: Callable[[], float] = time.time,
     ) -> None:
-        """Binds at once, so a port in use is an OSError here, before the agent starts.
+        """Binds at once, so a port in use is an OSError here, before the agent starts (as a missing page template
+        is a ConfigError at this module's import: debug/template.py reads them).
 
         ``views`` is one of config's DEBUG_VIEWS: local (loopback peers only) or any (every peer). ``wall`` is the
         Unix time: when the page says it was rendered, and when the autoscaler's verdict is judged.
@@ -161,10 +163,6 @@ class DebugServer:
 
             return 200, CONTENT_TYPE, render_metrics(self.state.snapshot(), self.stats.snapshot(), self.wall())
         if path in ("/", "/index.html"):
-            # The page's module loads on the first visit: html.escape's module brings the 2,231-entry entity
-            # table (0.5 MiB RSS) that an agent nobody looks at never needs.
-            from agent.debug.page import refresh_seconds
-
             return 200, "text/html; charset=utf-8", self._page(refresh_seconds(query)).encode()
         return self._json(404, {"error": f"no such path {path!r}",
                                 "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node",
@@ -175,8 +173,6 @@ class DebugServer:
         return status, "application/json", (json.dumps(body, indent=2) + "\n").encode()
 
     def _page(self, refresh: int) -> str:
-        from agent.debug.page import render_page
-
         node = self.state.snapshot()
         snapshot = self.stats.snapshot()
         return render_page(node, snapshot, liveness(snapshot, self.limits),

@@ -48,8 +48,7 @@ def _verdict_rows(v: VerdictView) -> tuple[Markup, Markup, Markup, Markup]:
         for b in v.blockers)) if v.blockers else fragment("no_blockers")
     risk = fragment("pdb_risk", risk=v.pdb_risk) if v.pdb_risk else NOTHING
     differing = fragment("differing", release=v.release, rows=join(
-        fragment("differing_row", pod=f"{d.namespace}/{d.name}", autoscaler=f"{cores(d.cpu)} / {memory(d.memory)}",
-                 scheduler=f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", why=d.why)
+        fragment("differing_row", pod=d.pod, autoscaler=d.autoscaler, scheduler=d.scheduler, why=d.why)
         for d in v.differing)) if v.differing else NOTHING
     return utilization, blockers, risk, differing
 
@@ -60,7 +59,7 @@ def verdict_section(v: VerdictView) -> Markup:
     utilization, blockers, risk, differing = _verdict_rows(v)
     problems = fragment("problems", items=join(fragment("problem", problem=p) for p in v.problems)) \
         if v.problems else NOTHING
-    return fragment("verdict", release=v.release or "-", state=v.state, candidate=_flag(v.candidate),
+    return fragment("verdict", release=v.release_text, state=v.state, candidate=_flag(v.candidate),
                     removable=_flag(v.removable), headline=v.headline, utilization=utilization, blockers=blockers,
                     pdb_risk=risk, differing=differing, pdbs_known=_flag(v.pdbs_known), pdbs=v.pdbs,
                     cannot_see="; ".join(v.cannot_see), problems=problems)

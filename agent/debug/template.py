@@ -5,17 +5,24 @@ The HTML is in ``templates/page.html``, in named fragments; the style and the sc
 is html-escaped (quotes too, so a value is safe in a quoted attribute) unless it is ``Markup``, and only this
 module makes ``Markup``: a filled fragment, a join of them, the static style and script. So a caller cannot put
 unescaped text into the page, and never escapes by hand. Why not jinja2: docs/dependencies.md.
+
+The files are read when this module is imported, which the debug endpoint does as it is built: an agent installed
+without them stops at start with one line (a ``ConfigError``), not at the first visit. The escaping's module (html,
+whose entity table is 0.5 MiB) loads at the first page instead: an agent nobody looks at never pays for it.
 """
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable
 from importlib.resources import files
 from string import Template
 
-__all__ = ["Markup", "fragment", "join", "FRAGMENTS", "STYLE", "SCRIPT", "NOTHING"]
+from agent.config import ConfigError
+
+__all__ = ["Markup", "fragment", "join", "FRAGMENTS", "STYLE", "SCRIPT", "NOTHING", "TEMPLATES"]
+
+TEMPLATES = ("page.html", "page.css", "page.js")  # in templates/, shipped as package data
 
 
 class Markup(str):
@@ -25,7 +32,12 @@ class Markup(str):
 
 
 def _read(name: str) -> str:
-    return (files(__package__) / "templates" / name).read_text(encoding="utf-8")
+    path = files(__package__) / "templates" / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"the debug page's template {name} cannot be read ({exc.strerror or exc}: {path}); the "
+                          "agent's installation is incomplete: reinstall it (or pass --debug-address off)") from None
 
 
 def _fragments(text: str) -> dict[str, Template]:
@@ -34,15 +46,18 @@ def _fragments(text: str) -> dict[str, Template]:
     return {name: Template(body.removesuffix("\n")) for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-# Read once, when the page's module is first imported: the fragments by name, the style and the script as shipped.
-FRAGMENTS = _fragments(_read("page.html"))
-STYLE = Markup(_read("page.css"))
-SCRIPT = Markup(_read("page.js"))
+# Read once, at import: the fragments by name, the style and the script as shipped.
+_PAGE, _STYLE, _SCRIPT = (_read(name) for name in TEMPLATES)
+FRAGMENTS = _fragments(_PAGE)
+STYLE = Markup(_STYLE)
+SCRIPT = Markup(_SCRIPT)
 NOTHING = Markup()  # a part the page leaves out (no PDB risk, no problems)
 
 
 def _escaped(value: object) -> str:
-    return value if isinstance(value, Markup) else html.escape(str(value), quote=True)
+    from html import escape  # at the first page, not at start (see above); then a lookup in sys.modules
+
+    return value if isinstance(value, Markup) else escape(str(value), quote=True)
 
 
 def fragment(name: str, /, **values: object) -> Markup:

@@ -11,6 +11,7 @@ The release points, each in one place:
   than ``--blocking-system-pod-distruption-timeout`` is drainable; before, it blocks however old.
 * **the order of local storage and safe-to-evict "false"**: 1.28 (one function in ``utils/drain/drain.go``, before
   the rules were split out) checked local storage first; from 1.29 ``rules.Default`` puts not-safe-to-evict first.
+  So a 1.28 record's rules name drain.go as their upstream file, a later one's their own ``rules/`` file.
 
 docs/autoscaler.md lists the sources read for each.
 """
@@ -39,7 +40,7 @@ from agent.model.drainability import (
 )
 
 __all__ = ["AutoscalerRules", "rules_of_release", "RULES_BY_RELEASE", "AT_OR_BELOW_FROM", "SYSTEM_POD_TIMEOUT_FROM",
-           "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR"]
+           "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR", "RULES_SPLIT_FROM", "DRAIN_GO"]
 
 #: The first minor release whose patch releases count a node exactly at its threshold as underutilized.
 AT_OR_BELOW_FROM = 32
@@ -47,6 +48,10 @@ AT_OR_BELOW_FROM = 32
 SYSTEM_POD_TIMEOUT_FROM = 33
 #: The last minor release that checked local storage before safe-to-evict "false".
 LOCAL_STORAGE_FIRST_UNTIL = 28
+#: The first minor release whose drainability rules are files of their own (simulator/drainability/rules/).
+RULES_SPLIT_FROM = 29
+#: Where every check was before that: one function.
+DRAIN_GO = "cluster-autoscaler/utils/drain/drain.go"
 #: drain.PodLongTerminatingExtraThreshold: a deleted pod counts until its grace period plus this has passed.
 LONG_TERMINATING_EXTRA = 30.0
 #: neon's patched autoscaler is 1.31.1 underneath.
@@ -86,9 +91,11 @@ def _rules(release: str) -> AutoscalerRules:
     minor = NEON_MINOR if release == NEON else int(release.partition(".")[2])
     blocking = ((LOCAL_STORAGE_RULE, NOT_SAFE_TO_EVICT_RULE) if minor <= LOCAL_STORAGE_FIRST_UNTIL
                 else (NOT_SAFE_TO_EVICT_RULE, LOCAL_STORAGE_RULE))
-    return AutoscalerRules(release=release, minor=minor, requests=requests_of_release(release),
-                           drain=(MIRROR, LONG_TERMINATING, DAEMONSET, SAFE_TO_EVICT, REPLICATED, SYSTEM, *blocking,
-                                  PDB),
+    drain: tuple[DrainRule, ...] = (MIRROR, LONG_TERMINATING, DAEMONSET, SAFE_TO_EVICT, REPLICATED, SYSTEM, *blocking,
+                                    PDB)
+    if minor < RULES_SPLIT_FROM:
+        drain = tuple(msgspec.structs.replace(rule, upstream=DRAIN_GO) for rule in drain)
+    return AutoscalerRules(release=release, minor=minor, requests=requests_of_release(release), drain=drain,
                            at_or_below=minor >= AT_OR_BELOW_FROM, system_pod_timeout=minor >= SYSTEM_POD_TIMEOUT_FROM)
 
 

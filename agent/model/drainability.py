@@ -22,9 +22,9 @@ import msgspec
 from agent.model.pdb import PdbRecord
 from agent.model.pod import EvictionFacts
 
-__all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "DrainPod", "DrainContext", "DrainRule", "long_terminating",
-           "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT", "REPLICATED", "SYSTEM",
-           "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
+__all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "blocks", "DrainPod", "DrainContext", "DrainRule",
+           "long_terminating", "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT",
+           "REPLICATED", "SYSTEM", "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
            "DEFAULT_GRACE"]
 
@@ -85,6 +85,11 @@ class Outcome(NamedTuple):
 
 SKIP = Outcome("skip")
 DRAINABLE = Outcome("drain")
+
+
+def blocks(reason: str, detail: str) -> Outcome:
+    """A rule's "block": ``reason`` one of REASONS, ``detail`` one line for people."""
+    return Outcome("block", reason, detail)
 
 
 class DrainPod(NamedTuple):
@@ -150,10 +155,10 @@ def _safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
 def _replicated(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     controller = pod.facts.controller
     if controller is None:
-        return Outcome("block", NOT_REPLICATED, "no controller (no ownerReference with controller: true)")
+        return blocks(NOT_REPLICATED, "no controller (no ownerReference with controller: true)")
     if ctx.custom_controllers and controller.kind not in _REPLICATED_KINDS:
-        return Outcome("block", NOT_REPLICATED, f"controller {controller.kind}/{controller.name} is not one the "
-                                                "autoscaler trusts (--skip-nodes-with-custom-controller-pods)")
+        return blocks(NOT_REPLICATED, f"controller {controller.kind}/{controller.name} is not one the "
+                                      "autoscaler trusts (--skip-nodes-with-custom-controller-pods)")
     return None
 
 
@@ -165,15 +170,14 @@ def _system(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     if timeout is not None and created is not None and ctx.clock.passed(created + timeout):
         return DRAINABLE
     if pod.matching is None:
-        return Outcome("block", KUBE_SYSTEM_PDB_UNKNOWN,
-                       "kube-system pod: blocks unless a PodDisruptionBudget covers it (PDBs not watched)")
-    return Outcome("block", UNMOVABLE_KUBE_SYSTEM, "kube-system pod not covered by any PodDisruptionBudget")
+        return blocks(KUBE_SYSTEM_PDB_UNKNOWN,
+                      "kube-system pod: blocks unless a PodDisruptionBudget covers it (PDBs not watched)")
+    return blocks(UNMOVABLE_KUBE_SYSTEM, "kube-system pod not covered by any PodDisruptionBudget")
 
 
 def _not_safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     if pod.facts.safe_to_evict == "false":
-        return Outcome("block", NOT_SAFE_TO_EVICT,
-                       "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
+        return blocks(NOT_SAFE_TO_EVICT, "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
     return None
 
 
@@ -196,14 +200,14 @@ def _local_storage(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
         blocking = tuple(v for v in facts.local_volumes if v not in names)
     if not blocking:
         return None
-    return Outcome("block", LOCAL_STORAGE, f"local storage: {', '.join(blocking)} (not in safe-to-evict-local-volumes)")
+    return blocks(LOCAL_STORAGE, f"local storage: {', '.join(blocking)} (not in safe-to-evict-local-volumes)")
 
 
 def _pdb(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     for pdb in pod.matching or ():
         if pdb.disruptions_allowed < 1:
-            return Outcome("block", NOT_ENOUGH_PDB, f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows "
-                                                    f"{pdb.disruptions_allowed} disruptions")
+            return blocks(NOT_ENOUGH_PDB, f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows "
+                                          f"{pdb.disruptions_allowed} disruptions")
     return None
 
 

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import msgspec
 
 from agent.model.autoscaler_requests import autoscaler_requests
-from agent.model.autoscaler_rules import AT_OR_BELOW_FROM, LONG_TERMINATING_EXTRA, AutoscalerRules, rules_of_release
+from agent.model.autoscaler_rules import AutoscalerRules, rules_of_release
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.drainability import (
     KUBE_SYSTEM_PDB_UNKNOWN,
@@ -60,7 +60,7 @@ from agent.model.valuation import PodValue
 __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "scale_down_verdict", "STATES", "REASONS",
            "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE",
            "NOT_REPLICATED", "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE",
-           "NOT_ENOUGH_PDB", "LONG_TERMINATING_EXTRA", "AT_OR_BELOW_FROM"]
+           "NOT_ENOUGH_PDB"]
 
 # The verdict's states (bounded: exported as a label value).
 UNDERUTILIZED = "underutilized"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import textwrap
 
 from agent.model.scale_down import Blocker
-from agent.model.units import cores, memory
 from agent.report.columns import Column, fit, row
 from agent.report.verdict_view import VerdictView, plural
 
@@ -93,8 +92,7 @@ def verdict_lines(v: VerdictView, width: int | None = 120, detail: str = "full")
     if v.differing:
         lines.extend(_say(f"  DIFFERING  {plural(len(v.differing), 'pod')} counted differently by cluster-autoscaler "
                           f"{v.release} than by the scheduler (cpu / memory)", width))
-        rows = [[f"  {d.namespace}/{d.name}", f"{cores(d.cpu)} / {memory(d.memory)}",
-                 f"{cores(d.scheduler_cpu)} / {memory(d.scheduler_memory)}", d.why] for d in v.differing]
+        rows = [[f"  {d.pod}", d.autoscaler, d.scheduler, d.why] for d in v.differing]
         lines.extend(_table(DIFFERING_COLUMNS, rows, width))
     for problem in v.problems:
         lines.extend(_say(f"  problem: {problem}", width))

@@ -23,9 +23,10 @@ from agent.model.scale_down import (
     Utilization,
     Verdict,
 )
-from agent.model.units import percent
+from agent.model.units import cores, memory, percent
 
-__all__ = ["VerdictView", "ResourceView", "verdict_view", "ratio_text", "plural", "CANNOT_SEE"]
+__all__ = ["VerdictView", "ResourceView", "DifferingView", "verdict_view", "ratio_text", "requests_text", "plural",
+           "CANNOT_SEE"]
 
 # What the agent's verdict cannot know, said wherever the verdict is shown: the autoscaler may still keep a node
 # the verdict calls removable.
@@ -42,6 +43,17 @@ class ResourceView(msgspec.Struct, frozen=True, kw_only=True):
     decides: bool
 
 
+class DifferingView(msgspec.Struct, frozen=True, kw_only=True):
+    """One pod the autoscaler's release counts differently from the scheduler, as text (``requests_text``); the
+    numbers themselves are in ``value``."""
+
+    pod: str  # namespace/name
+    autoscaler: str  # "250m / 64Mi": cpu / memory as the autoscaler counts them
+    scheduler: str  # the same as the scheduler counts them
+    why: str
+    value: AutoscalerValue
+
+
 class VerdictView(msgspec.Struct, frozen=True, kw_only=True):
     """The verdict on one node as every rendering shows it; the renderers add only labels and markup."""
 
@@ -51,6 +63,7 @@ class VerdictView(msgspec.Struct, frozen=True, kw_only=True):
     candidate: bool
     removable: bool
     release: str
+    release_text: str  # the release as shown: "-" when not known
     utilization: Utilization
     threshold: float
     threshold_name: str  # "threshold", or "GPU threshold" on a GPU node
@@ -62,7 +75,7 @@ class VerdictView(msgspec.Struct, frozen=True, kw_only=True):
     pdbs: str  # "known", or "not known: ..." with what that means
     pdb_risks: tuple[PdbRisk, ...]
     pdb_risk: str  # the one sentence on the risky PDBs; "" when there is none
-    differing: tuple[AutoscalerValue, ...]  # by namespace, name and uid
+    differing: tuple[DifferingView, ...]  # by namespace, name and uid
     problems: tuple[str, ...]
     cannot_see: tuple[str, ...] = CANNOT_SEE
 
@@ -84,6 +97,16 @@ def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
         if float(text) != round(threshold * 100, digits):
             return text + "%"
     return f"{ratio * 100!r}%"
+
+
+def requests_text(cpu: int, memory_: int) -> str:
+    """A pod's cpu and memory (nano-units) as one cell: "250m / 64Mi"."""
+    return f"{cores(cpu)} / {memory(memory_)}"
+
+
+def _differing(d: AutoscalerValue) -> DifferingView:
+    return DifferingView(pod=f"{d.namespace}/{d.name}", autoscaler=requests_text(d.cpu, d.memory),
+                         scheduler=requests_text(d.scheduler_cpu, d.scheduler_memory), why=d.why, value=d)
 
 
 def _relation(value: float, threshold: float) -> str:
@@ -135,10 +158,11 @@ def verdict_view(v: Verdict) -> VerdictView:
                                                        b.name, b.uid)))
     return VerdictView(
         node=v.node, state=v.state, headline=_headline(v, f"{name} {threshold}"), candidate=v.candidate,
-        removable=v.removable, release=v.release, utilization=u, threshold=v.threshold, threshold_name=name,
-        threshold_text=threshold, resources=resources,
+        removable=v.removable, release=v.release, release_text=v.release or "-", utilization=u,
+        threshold=v.threshold, threshold_name=name, threshold_text=threshold, resources=resources,
         blockers=blockers, blocking_counts=v.blocking_counts(), pdbs_known=v.pdbs_known,
         pdbs="known" if v.pdbs_known else
              "not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget covers it",
         pdb_risks=v.pdb_risks, pdb_risk=_pdb_risk(v.pdb_risks),
-        differing=tuple(sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))), problems=v.problems)
+        differing=tuple(_differing(d) for d in sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))),
+        problems=v.problems)

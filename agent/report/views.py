@@ -119,7 +119,7 @@ def verdict_report(v: VerdictView) -> dict[str, Any]:
                        "cpu_cores": to_float(d.cpu), "memory_bytes": to_bytes(d.memory),
                        "scheduler_cpu_cores": to_float(d.scheduler_cpu),
                        "scheduler_memory_bytes": to_bytes(d.scheduler_memory), "why": d.why}
-                      for d in v.differing],
+                      for d in (row.value for row in v.differing)],
         "pdbs_known": v.pdbs_known,
         "pdb_risks": [{"namespace": r.namespace, "name": r.name, "disruptions_allowed": r.disruptions_allowed,
                        "pods": r.pods} for r in v.pdb_risks],

@@ -107,6 +107,27 @@ def test_build_stage_runs_the_lock_check_after_installing_without_resolving():
     assert checked and max(installs) < checked[0] < uninstall[0]
 
 
+#: The data files the agent reads at run time (importlib.resources): the debug page's templates, the sample capture.
+DATA = ("agent/debug/templates/page.html", "agent/debug/templates/page.css", "agent/debug/templates/page.js",
+        "agent/samples/sample-node.json")
+
+
+def test_the_package_build_ships_every_data_file_the_agent_reads(tmp_path):
+    """setuptools' build_py, the step of a wheel's build that lays out the package (pyproject's package-data
+    decides what besides .py goes in), run on a copy of the checkout: every file of agent/ is in what it lays out,
+    so the image's and pip's installs have them. The page's module loads them at start (debug/template.py)."""
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "agent", tmp_path / "agent", ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q", "build_py",
+                           "--build-lib", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    source = {str(p.relative_to(tmp_path)) for p in (tmp_path / "agent").rglob("*") if p.is_file()}
+    built = {str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert set(DATA) <= source
+    assert source == built, (sorted(source - built), sorted(built - source))
+
+
 # --------------------------------------------------------------------------- the built image (root, buildah)
 
 
@@ -187,6 +208,9 @@ def test_image_runs_as_non_root_with_nothing_but_what_runs(built):
     for prefix in ("/var/lib/dpkg/", "/var/lib/apt/", "/var/cache/", "/usr/share/doc/", "/usr/share/man/",
                    "/usr/share/locale/", "/etc/apt/", "/usr/lib/python3.11/test/", "/usr/lib/python3.11/ensurepip/"):
         assert not [f for f in files if f.startswith(prefix)], prefix
+    # The data files the agent reads at start: the page's templates (debug/template.py), the sample capture.
+    missing = [f for f in DATA if "/opt/agent/lib/python3.11/site-packages/" + f not in files]
+    assert not missing, missing
     # The uid has a name, and the agent's files are readable by it without owning them.
     assert "nonroot:x:65532:65532:" in (built.root / "etc" / "passwd").read_text()
     assert "hosts: files dns" in (built.root / "etc" / "nsswitch.conf").read_text().splitlines()  # as Debian's

@@ -91,6 +91,8 @@ def test_archive_holds_the_launcher_the_agent_and_the_locked_runtime_set(built) 
     assert launcher.mode & 0o111 and names == sorted(names)
     assert "lib/agent/cli.py" in names
     assert any(n.startswith("lib/agent/samples/") for n in names)
+    # The page's templates, read as the debug endpoint is built (debug/template.py): without them it cannot start.
+    assert {f"lib/agent/debug/templates/page.{kind}" for kind in ("html", "css", "js")} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     from krew.build import locked  # noqa: PLC0415  (the builder's own reading of requirements.lock)
 

@@ -78,6 +78,14 @@ def test_each_rule_names_its_upstream_file_and_reasons():
     assert sorted(r for rule in rules for r in rule.reasons) == sorted(REASONS)  # each reason has one rule
 
 
+def test_before_the_rules_were_split_out_each_names_drain_go():
+    """1.28 checked every rule in one function of utils/drain/drain.go; 1.29 has rules/ files of their own."""
+    assert {rule.upstream for rule in rules_of_release("1.28").drain} == {"cluster-autoscaler/utils/drain/drain.go"}
+    assert [r.name for r in rules_of_release("1.28").drain] == [r.name for r in rules_of_release("1.29").drain][:6] \
+        + ["localstorage", "notsafetoevict", "pdb"]
+    assert all(rule.upstream.endswith(f"rules/{rule.name}/rule.go") for rule in rules_of_release("1.29").drain)
+
+
 def test_an_unknown_release_is_a_one_line_error():
     with pytest.raises(ValueError, match="unknown cluster-autoscaler release '1.27'"):
         rules_of_release("1.27")

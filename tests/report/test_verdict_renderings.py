@@ -14,12 +14,11 @@ import pytest
 
 from agent.debug.page import verdict_section
 from agent.export.metrics import AUTOSCALER_BLOCKING_PODS, AUTOSCALER_CANDIDATE, AUTOSCALER_REMOVABLE, verdict_points
-from agent.model.scale_down import (KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED,
+from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE, NOT_ENOUGH_PDB, NOT_REPLICATED,
                                     NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS, SCALE_DOWN_DISABLED, UNDERUTILIZED,
                                     AutoscalerValue, Blocker, PdbRisk, Utilization, Verdict)
-from agent.model.units import cores, memory
 from agent.report.autoscaler import verdict_lines
-from agent.report.verdict_view import ratio_text, verdict_view
+from agent.report.verdict_view import ratio_text, requests_text, verdict_view
 from agent.report.views import verdict_report
 
 MI = 2**20 * 10**9  # nano-units of a MiB
@@ -28,6 +27,8 @@ MI = 2**20 * 10**9  # nano-units of a MiB
 def to_nanos(cores_: float) -> int:
     """JSON's cores back to the nano-units the text and the page format (exact for the cases' whole millicores)."""
     return round(cores_ * 10**6) * 10**3
+
+
 KNOWN = Utilization(cpu=0.25, memory=0.375, value=0.375, resource="memory")
 
 
@@ -58,6 +59,9 @@ VERDICTS = {
                         blockers=SCRAMBLED[3:]),
     "unknown node": Verdict(node="n", state=NO_NODE, utilization=Utilization(cpu=None, memory=None), threshold=0.5,
                             pdbs_known=False, blockers=(blocker("kube-system", "proxy", KUBE_SYSTEM_PDB_UNKNOWN),)),
+    "allocatable unusable": Verdict(node="n", state=ALLOCATABLE_UNUSABLE, threshold=0.5, release="1.36",
+                                    utilization=Utilization(cpu=0.25, memory=None), blockers=SCRAMBLED[1:2],
+                                    problems=("the Node's allocatable memory is 0: no utilization",)),
     "pdb risk": Verdict(node="n", state=UNDERUTILIZED, utilization=KNOWN, threshold=0.5, pdb_risks=(
         PdbRisk(namespace="db", name="primary", disruptions_allowed=1, pods=3),
         PdbRisk(namespace="web", name="front", disruptions_allowed=0, pods=1))),
@@ -85,9 +89,9 @@ def from_json(v: Verdict) -> dict:
         "counts": {r: n for r, n in data["blocking_pods"].items() if n},
         "pdb_risk": data["pdb_risk"], "pdbs_known": data["pdbs_known"],
         "differing": [" | ".join((f"{d['namespace']}/{d['name']}",
-                                  f"{cores(to_nanos(d['cpu_cores']))} / {memory(d['memory_bytes'] * 10**9)}",
-                                  f"{cores(to_nanos(d['scheduler_cpu_cores']))} / "
-                                  f"{memory(d['scheduler_memory_bytes'] * 10**9)}", d["why"]))
+                                  requests_text(to_nanos(d["cpu_cores"]), d["memory_bytes"] * 10**9),
+                                  requests_text(to_nanos(d["scheduler_cpu_cores"]), d["scheduler_memory_bytes"] * 10**9),
+                                  d["why"]))
                       for d in data["differing"]],
         "problems": data["problems"],
     }
@@ -242,12 +246,16 @@ def test_json_text_and_page_say_the_same_field_by_field(case):
 def test_the_cases_cover_what_the_renderings_can_disagree_on():
     """Not a rendering check: the cases above hold each kind of verdict, so the comparison has something to compare."""
     read = {case: from_json(v) for case, v in VERDICTS.items()}
-    assert {v.state for v in VERDICTS.values()} == {UNDERUTILIZED, NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, NO_NODE}
+    assert {v.state for v in VERDICTS.values()} == {UNDERUTILIZED, NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, NO_NODE,
+                                                    ALLOCATABLE_UNUSABLE}
     assert read["underutilized free"]["candidate"] and read["underutilized free"]["removable"]
     assert read["underutilized blocked"]["candidate"] and not read["underutilized blocked"]["removable"]
     assert not read["disabled"]["candidate"] and not read["not underutilized"]["candidate"]
     assert read["pdb risk"]["pdb_risk"] and not read["unknown node"]["pdbs_known"]
     assert len(read["differing pods"]["differing"]) == 2 and len(read["underutilized blocked"]["blockers"]) == 5
+    unusable = read["allocatable unusable"]
+    assert unusable["headline"].startswith("allocatable unusable: ") and not unusable["candidate"]
+    assert unusable["utilization"] == [("cpu", "25%", False), ("memory", "-", False)]
 
 
 def test_one_order_of_blockers_the_drain_rules_then_namespace_and_name():
