@@ -728,7 +728,8 @@ def unavailable_nodes(pods: dict[str, dict], nodes: list[str]) -> set[str]:
 def describe_pod(pod: dict) -> str:
     """One line: name, node, phase, Ready (with its reason), terminating or not."""
     condition = next((c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"), {})
-    ready_line = " ".join(filter(None, ("Ready", condition.get("status"), condition.get("reason"), condition.get("message"))))
+    ready_line = " ".join(filter(None, ("Ready", condition.get("status"), condition.get("reason"),
+                                        condition.get("message"))))
     return (f"{pod['metadata']['name']} on {pod['spec'].get('nodeName')}: {pod.get('status', {}).get('phase')}, "
             f"{ready_line}{', terminating' if pod['metadata'].get('deletionTimestamp') else ''}")
 
@@ -776,7 +777,8 @@ def rollout_steps(timeline: PodTimeline, nodes: list[str]) -> list[dict]:
                     lost.append(describe_pod(pod))
         unavailable = unavailable_nodes(pods, nodes)
         replaced &= unavailable
-        steps.append({"unavailable": unavailable, "replaced": set(replaced), "lost": lost, "extra": extra, "stray": stray,
+        steps.append({"unavailable": unavailable, "replaced": set(replaced), "lost": lost, "extra": extra,
+                      "stray": stray,
                       "event": f"{event['type']} {describe_pod(event['object'])}" if event else "the LIST",
                       "nodes": {n: [describe_pod(p) for p in pods.values() if p["spec"].get("nodeName") == n]
                                 for n in sorted(unavailable)}})
@@ -823,7 +825,8 @@ def test_rollout_restart_over_the_real_and_simulated_nodes_honours_max_unavailab
     FIGURES["rollout_max_replaced_at_once"] = max(len(step["replaced"]) for step in steps)
     FIGURES["rollout_states_over_budget"] = sum(len(step["replaced"]) > budget for step in steps)
     history = "\n".join(f"  {len(step['unavailable'])} unavailable, {len(step['replaced'])} replaced (allowed "
-                        f"{allowed[i]}){', stray' if step['stray'] else ', extra' if step['extra'] else ''} after {step['event']}"
+                        f"{allowed[i]}){', stray' if step['stray'] else ', extra' if step['extra'] else ''} "
+                        f"after {step['event']}"
                         for i, step in enumerate(steps) if worst - 15 <= i <= worst)
     worst_nodes = "\n".join(f"  {n}: {'; '.join(pods)}" for n, pods in steps[worst]["nodes"].items())
     lost = [line for step in steps for line in step["lost"]]
