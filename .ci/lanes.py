@@ -56,11 +56,14 @@ def report(workdir: Path, lane: Lane) -> Path:
 
 
 def read_report(lane: Lane, path: Path, code: int, seconds: float) -> Outcome:
-    """The lane's counts and per-test times from its JUnit XML (pytest's default: a test's time is its setup, call
-    and teardown together); a missing or broken report counts as one failure."""
+    """The lane's counts, session time and per-test times from its JUnit XML (pytest's default: a test's time is its
+    setup, call and teardown together); ``seconds`` when it has none. A missing or broken report counts as one
+    failure."""
     try:
-        cases = list(ET.parse(path).getroot().iter("testcase"))
-    except (OSError, ET.ParseError) as error:
+        root = ET.parse(path).getroot()
+        cases = list(root.iter("testcase"))
+        seconds = float(next(root.iter("testsuite")).get("time") or seconds)
+    except (OSError, ET.ParseError, StopIteration, ValueError) as error:
         print(f"lanes: {lane.name}: no readable report ({error})", file=sys.stderr)
         return Outcome(lane=lane.name, code=code or 1, seconds=seconds, passed=0, failed=1, skipped=0, durations=[])
     passed = failed = skipped = 0
