@@ -695,10 +695,12 @@ def test_rules_pass_promtool():
     from components.gotools import tool_bin
 
     promtool = tool_bin("prometheus") / "promtool"
-    result = subprocess.run([str(promtool), "check", "rules", str(ROOT / "otel-config" / "prometheus" / "rules.yaml")],
-                            capture_output=True, text=True, timeout=60)
+    rules = ROOT / "otel-config" / "prometheus" / "rules.yaml"
+    result = subprocess.run([str(promtool), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 19 rules found" in result.stdout
+    # promtool read every rule the file holds (a count written here went stale when a rule was added)
+    shipped = sum(len(group["rules"]) for group in yaml.safe_load(rules.read_text())["groups"])
+    assert shipped >= 19 and f"SUCCESS: {shipped} rules found" in result.stdout, (shipped, result.stdout)
 
 
 def _expressions() -> list[tuple[str, str]]:
