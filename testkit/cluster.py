@@ -25,7 +25,7 @@ import pytest
 
 from components.kubernetes import KUBERNETES, etcd_bin, kubernetes_bin
 from testkit.cluster_client import ApiError, ClusterClient, parse_prometheus_text, rfc3339
-from testkit.component import Component
+from testkit.component import Component, served
 from testkit.pki import make_pki, openssl, write_kubeconfig
 from testkit.ports import free_ports
 from testkit.waiting import wait_until
@@ -264,12 +264,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     module; registered once, the scope says so.)"""
     kubernetes_bin(NEWEST)  # first run builds; later runs find the cache at once
     etcd_bin()
-    control_plane = Cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        control_plane.start()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    yield control_plane
-    if request.session.testsfailed:
-        print(f"\ncontrol-plane logs (session had failures):\n{control_plane.logs_tail()}")
-    control_plane.stop()
+    with served(request, Cluster(tmp_path_factory.mktemp("cluster")).start, what="control-plane logs",
+                logs=Cluster.logs_tail, stop=Cluster.stop) as control_plane:
+        yield control_plane

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
 
 from testkit.processes import log_tail, stop_process
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -31,3 +38,18 @@ class Component:
 
     def tail(self, lines: int) -> str:
         return log_tail(self.log, lines)
+
+
+@contextmanager
+def served(request: pytest.FixtureRequest, start: Callable[[], T], *, what: str, logs: Callable[[T], str],
+           stop: Callable[[T], None]) -> Iterator[T]:
+    """A fixture's running part: started (a start that fails is the test's one-line failure, not a traceback), then
+    stopped, with its log printed first when the session had failures, so a failed run shows what it said."""
+    try:
+        running = start()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    yield running
+    if request.session.testsfailed:
+        print(f"\n{what} (session had failures):\n{logs(running)}")
+    stop(running)

@@ -21,6 +21,7 @@ import pytest
 
 from components.gotools import tool_home
 from testkit.cluster import ApiError, Cluster, Component, free_ports, rfc3339
+from testkit.component import served
 from testkit.waiting import wait_until
 
 __all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "KWOK_NODE_TAINT", "Kwok", "custom_status", "kwok",
@@ -183,11 +184,6 @@ def wait_running(cluster: Cluster, namespace: str, name: str, timeout: float = 6
 @pytest.fixture(scope="module")
 def kwok(request: pytest.FixtureRequest, cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kwok]:
     """KWOK for the module's control plane: its nodes are the ones the module's tests add."""
-    try:
-        runner = Kwok(cluster, workdir=tmp_path_factory.mktemp("kwok")).start()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    yield runner
-    if request.session.testsfailed:
-        print(f"\nkwok log (session had failures):\n{runner.tail()}")
-    runner.stop()
+    with served(request, Kwok(cluster, workdir=tmp_path_factory.mktemp("kwok")).start, what="kwok log",
+                logs=Kwok.tail, stop=Kwok.stop) as runner:
+        yield runner
