@@ -23,7 +23,7 @@ import pytest
 
 from agent.config import from_sources
 from agent.model.quantity import NANO
-from agent.model.scale_down import NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, UNDERUTILIZED, Verdict
+from agent.model.scale_down import NO_NODE, NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, UNDERUTILIZED, Verdict
 from agent.run.agent import Agent
 from testkit.cluster import Cluster
 from testkit.factory import container
@@ -140,10 +140,16 @@ def blockers(agent: Agent) -> dict[str, str]:
 
 
 def follows(agent: Agent, expected: dict[str, str], what: str) -> Verdict:
+    """The agent's verdict once its blockers are ``expected`` and it has read its Node: the blockers come from the pods
+    alone, so a new agent can show them while its Node is still unread (state ``unknown``, as documented); waiting
+    on the blockers only read that state once in a cold run."""
+    def settled() -> bool:
+        return blockers(agent) == expected and verdict(agent).state != NO_NODE
+
     try:
-        wait_until(lambda: blockers(agent) == expected, 60, interval=0.25, message=f"{what}: blockers {expected}")
+        wait_until(settled, 60, interval=0.25, message=f"{what}: blockers {expected}, its Node read")
     except AssertionError as error:
-        raise AssertionError(f"{error}; last seen: {blockers(agent)}") from None
+        raise AssertionError(f"{error}; last seen: {blockers(agent)}, state {verdict(agent).state}") from None
     return verdict(agent)
 
 
