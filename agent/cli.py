@@ -151,6 +151,9 @@ def build_parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
     explain.add_argument("--sort", choices=("busy", "cpu", "memory", "name"), default="busy",
                          help="node and pod order: busy (pod_or_vm / allocatable, the larger of cpu and memory; "
                               "default), cpu, memory or name")
+    explain.add_argument("--at", metavar="TIME",
+                         help="judge the verdicts as of TIME (RFC 3339, e.g. 2026-12-05T10:00:00Z; default: now): "
+                              "when the dump was taken, for a kube-system pod's timeout and a deleted pod's grace")
     explain.add_argument("--live", action="store_true",
                          help="read pods and Nodes from the cluster (one LIST each, no watch) instead of a file")
     # The settings explain shares with `run`, from their rows and read as `run` reads them (their variables too):

@@ -57,10 +57,11 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess,
                 read = read._replace(nodes=read.nodes + nodes_only(_read(args.node_file, args.node_file),
                                                                    args.node_file))
         pods, nodes, skipped, pdbs, pdbs_problem = read
+        now = time.time() if args.at is None else _moment(args.at)
         rules, warning = (NEWEST, None) if version is None else rules_for(version)
         view = explain_view(pods, nodes, rules, args.node, args.sort)
-        # The verdict at this moment (a kube-system pod stops blocking after the autoscaler's timeout).
-        judged = verdicts(view, pdbs, autoscaler, time.time(), (pdbs_problem,) if pdbs_problem else ())
+        # The verdict at this moment, or --at's (a kube-system pod stops blocking after the autoscaler's timeout).
+        judged = verdicts(view, pdbs, autoscaler, now, (pdbs_problem,) if pdbs_problem else ())
     except (OSError, UnicodeDecodeError, DumpError, _Failed) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
         return getattr(exc, "code", EXIT_CONFIG)
@@ -78,6 +79,19 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess,
         print(clip(rules_line(rules, version, from_server), None if args.output == "wide" else width))
         print(cluster_table(view, shown, width=width, wide=args.output == "wide", verdicts=judged))
     return 0
+
+
+def _moment(text: str) -> float:
+    """--at's RFC 3339 time (an offset or Z; none: UTC) as seconds since the epoch."""
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise _Failed(f"--at {text[:40]!r} is not an RFC 3339 time (e.g. 2026-12-05T10:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
 
 
 def _read(path: str, where: str) -> list:

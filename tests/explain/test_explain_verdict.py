@@ -209,3 +209,17 @@ def test_a_pod_the_autoscalers_release_counts_differently_is_shown_with_both_val
                    lines.index(next(l for l in lines if l.startswith("POD ")))]
     assert "100m / 128Mi" in "\n".join(answer) and "pod-level" in "\n".join(answer)
     assert not any("…" in line for line in answer) and max(len(line) for line in answer) <= 100  # wrapped, not cut
+
+
+def test_at_judges_the_dump_as_of_that_time():
+    """A kube-system pod created 10 minutes before NOW blocks at NOW and is past the 1 h timeout two hours later."""
+    later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW + 7200))
+    assert "coredns-1" in {b["name"] for b in verdict("--at", _stamp(0))["blockers"]}
+    assert "coredns-1" not in {b["name"] for b in verdict("--at", later)["blockers"]}
+
+
+def test_at_that_is_not_a_time_is_one_line():
+    result = run("explain", "--at", "yesterday", input=dump())
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == ("node-requests-agent explain: --at 'yesterday' is not an RFC 3339 time "
+                                     "(e.g. 2026-12-05T10:00:00Z)")
