@@ -5,6 +5,8 @@ both consume them, so the two paths cannot disagree.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -100,10 +102,12 @@ def verdict_points(verdict: Verdict) -> Iterator[Point]:
     """The verdict's points: states and reasons always all present (an alert sees a count drop to 0), utilization
     only where known, one per-pod point per blocking pod (a pod that stops blocking has no series at all)."""
     utilization = verdict.utilization
+    # A ratio Go computes as +Inf or NaN (DaemonSet/mirror pods taking all of the allocatable) is no measurement:
+    # no point, as for an unknown one (docs/metrics.md); the state and the problems say what happened.
     for resource in AUTOSCALER_RESOURCES:
-        if (value := getattr(utilization, resource)) is not None:
+        if (value := getattr(utilization, resource)) is not None and math.isfinite(value):
             yield Point(AUTOSCALER_UTILIZATION, {"resource": resource}, value)
-    if utilization.value is not None:
+    if utilization.value is not None and math.isfinite(utilization.value):
         yield Point(AUTOSCALER_NODE_UTILIZATION, {"resource": utilization.resource}, utilization.value)
     yield Point(AUTOSCALER_THRESHOLD, {}, verdict.threshold)
     for state in STATES:

@@ -17,9 +17,12 @@ the upstream files and commits read for each point):
   status and no pod-level resources. Sidecars count from 1.28 on here; in a 1.28 cluster the SidecarContainers
   gate was alpha and off, so no pod there has one.
 
-The NeonVM usage annotation applies as it does for the exported value, for every release: the product's premise
-is that the number that matters is the one neon's patched autoscaler decides with, and a VM's usage is that
-number wherever the annotation is.
+The NeonVM usage annotation (``vm.neon.tech/usage``, ``vm.neon.tech/overcommit``) is read by neon's patched
+autoscaler only (its ``AllPodLister`` hook in ``utils/kubernetes/listers.go``): release "neon" replaces
+``containers[0]``'s requests exactly as that Go code does (:mod:`agent.model.neon_patch`, which differs from the
+exported value's stricter reading in JSON numbers, missing fields, truncation and zero factors), and every upstream
+release uses the pod's own requests, since no upstream release reads the annotation. Where that differs from the
+exported value (which applies the usage), the pod is in the verdict's ``differing`` with why.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from agent.model.autoscaler_settings import NEON
-from agent.model.pod_requests import statuses_repeat_spec
+from agent.model.neon_patch import neon_patch
+from agent.model.pod import PodRecord
+from agent.model.pod_requests import pod_requests, statuses_repeat_spec
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
 from agent.model.valuation import PodValue, evaluate
 
-__all__ = ["AutoscalerRequests", "requests_of_release", "autoscaler_requests"]
+__all__ = ["AutoscalerRequests", "ReleaseValue", "requests_of_release", "autoscaler_requests"]
 
 
 class AutoscalerRequests(NamedTuple):
@@ -79,16 +84,56 @@ def _same_as_exported(value: PodValue, how: AutoscalerRequests) -> bool:
     return statuses_repeat_spec(pod)
 
 
-def autoscaler_requests(value: PodValue, how: AutoscalerRequests) -> tuple[int, int, str]:
-    """(cpu, memory, why) of a pod as ``how`` computes it; why is "" where that is the exported value."""
+class ReleaseValue(NamedTuple):
+    """A pod's requests as one release computes them (nano-units); ``why`` is "" where that is the exported value;
+    ``crash`` names the Go panic the release's autoscaler would hit on this pod ("" if none)."""
+
+    cpu: int
+    memory: int
+    why: str = ""
+    crash: str = ""
+
+
+def _vm_pod(value: PodValue, pod: PodRecord, how: AutoscalerRequests) -> ReleaseValue:
+    """A pod with the VM usage annotation: neon's patch applied as its Go code does, or (upstream) not at all."""
+    if how.release == NEON:
+        patch = neon_patch(pod.usage_annotation, pod.overcommit_annotation, has_containers=bool(pod.containers))
+        if patch.crash:
+            return ReleaseValue(value.cpu, value.memory, f"{how.name}: {patch.crash}", patch.crash)
+        note = patch.note
+    else:
+        patch, note = None, ("does not read vm.neon.tech/usage (only neon's patched autoscaler does): the pod's own "
+                             "requests")
+    mine = pod_requests(pod, how.rules, None if patch is None else patch.requests, how.use_status, how.pod_level,
+                        how.pod_status)
+    if (mine.cpu, mine.memory) == (value.cpu, value.memory):
+        return ReleaseValue(value.cpu, value.memory)
+    return ReleaseValue(mine.cpu, mine.memory,
+                        f"{how.name} ({how.helper}) " + "; ".join([note, *_reasons(value, how)]))
+
+
+def autoscaler_requests(value: PodValue, how: AutoscalerRequests) -> ReleaseValue:
+    """A pod's requests as ``how`` computes them, and why where that is not the exported value."""
+    if value.record is not None and value.record.usage_annotation is not None:
+        return _vm_pod(value, value.record, how)
     if _same_as_exported(value, how):
-        return value.cpu, value.memory, ""
+        return ReleaseValue(value.cpu, value.memory)
     assert value.record is not None
     mine = evaluate(value.record, how.rules, use_status=how.use_status, pod_level=how.pod_level,
                     pod_status=how.pod_status)
     if (mine.cpu, mine.memory) == (value.cpu, value.memory):
-        return value.cpu, value.memory, ""
+        return ReleaseValue(value.cpu, value.memory)
+    reasons = _reasons(value, how)
+    if how.rules != value.rules and how.use_status and not reasons:
+        reasons.append(f"reads resize status with the {how.rules} arithmetic, not the {value.rules}")
+    return ReleaseValue(mine.cpu, mine.memory,
+                        f"{how.name} ({how.helper}) " + "; ".join(reasons or ["computes differently"]))
+
+
+def _reasons(value: PodValue, how: AutoscalerRequests) -> list[str]:
+    """What ``how`` reads differently from the exported value's arithmetic, for people."""
     pod = value.record
+    assert pod is not None
     reasons = []
     if pod.pod_requests is not None and not how.pod_level:
         reasons.append("ignores pod-level spec.resources")
@@ -96,6 +141,4 @@ def autoscaler_requests(value: PodValue, how: AutoscalerRequests) -> tuple[int, 
         reasons.append("ignores in-place-resize status")
     elif how.use_status and not how.pod_status and pod.pod_status is not None:
         reasons.append("ignores the pod's own in-place-resize status (status.resources, status.allocatedResources)")
-    if how.rules != value.rules and how.use_status and not reasons:
-        reasons.append(f"reads resize status with the {how.rules} arithmetic, not the {value.rules}")
-    return mine.cpu, mine.memory, f"{how.name} ({how.helper}) " + "; ".join(reasons or ["computes differently"])
+    return reasons

@@ -83,8 +83,9 @@ class AutoscalerRules(msgspec.Struct, frozen=True, kw_only=True):
                             long_terminating_extra=self.long_terminating_extra, clock=clock, problems=problems)
 
     def underutilized(self, value: float, threshold: float) -> bool:
-        """Whether a node at utilization ``value`` is underutilized against ``threshold``."""
-        return value < threshold or (self.at_or_below and value == threshold)
+        """Whether a node at utilization ``value`` is underutilized against ``threshold``, by the release's own
+        comparison (``!(u > t)`` or ``!(u >= t)``), so a NaN utilization is underutilized in both."""
+        return not (value > threshold if self.at_or_below else value >= threshold)
 
 
 def _rules(release: str) -> AutoscalerRules:

@@ -3,18 +3,23 @@ pod that would block its removal, computed as the cluster-autoscaler's ``simulat
 
 Pure: the exporters, the debug views and ``explain`` all call ``scale_down_verdict`` on a snapshot, so what is
 exported and what is explained cannot disagree. What it cannot see: node-group minimum size, whether the pods fit
-elsewhere, the cloud provider's state, whether a pod's controller object still exists.
+elsewhere, the cloud provider's state, and (unless the input holds controller objects: ``controllers``) whether a
+pod's controller object still exists.
 
 Followed, with the source read (docs/autoscaler.md has the whole account):
 
 * **utilization** (simulator/utilization/info.go): per resource, the sum of the pods' values over allocatable, in
-  milli-units as the autoscaler's ``MilliValue()`` rounds them; pods terminating longer than their grace period
-  plus 30 s left out (strictly after); DaemonSet and mirror pods out of the sum and the allocatable when the
-  ignore flags say so; the larger of cpu and memory (memory on a tie), or on a GPU node the GPU's alone (0 when the
-  node has a GPU label but no GPU allocatable yet). Terminal pods are left out as the autoscaler's pod lister does.
+  milli-units as the autoscaler's ``MilliValue()`` rounds them, divided as float64 the way Go divides; pods
+  terminating longer than their grace period plus 30 s left out (strictly after); DaemonSet and mirror pods out of
+  the sum and the allocatable when the ignore flags say so, so when they request all of it or more the ratio is
+  what Go computes (negative, above 1, or IEEE +Inf/NaN over 0); the larger of cpu and memory by Go's ``cpu > mem``
+  (memory on a tie or a NaN), or on a GPU node the GPU's alone (0 when the node has a GPU label but no GPU
+  allocatable yet). Terminal pods are left out as the autoscaler's pod lister does.
 * **eligibility** (core/scaledown/eligibility): the scale-down-disabled annotation (exactly "true") first; then
   underutilized when below the threshold (the GPU threshold on a GPU node), or at or below it where the release
-  says so (:mod:`agent.model.autoscaler_rules`).
+  says so (:mod:`agent.model.autoscaler_rules`), by the release's own comparison (so a NaN is underutilized).
+* **a pod neon's autoscaler would panic on** (a zero overcommit factor): that autoscaler has no utilization at all
+  (its pod lister crashes it), so the state is ``autoscaler_crash`` and the utilization unknown.
 * **drain rules** (simulator/drainability/rules): the release's chain (:mod:`agent.model.autoscaler_rules`), each
   rule a unit of :mod:`agent.model.drainability`; the first outcome wins.
 * **PDB allowance across the node's pods** (core/scaledown/pdb/basic.go ``CanRemovePods``, used by
@@ -31,6 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import NamedTuple
+
+import math
 
 import msgspec
 
@@ -58,7 +65,8 @@ from agent.model.quantity import QuantityError, div_round_up, parse_quantity
 from agent.model.valuation import PodValue
 
 __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "scale_down_verdict", "STATES", "REASONS",
-           "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE",
+           "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE", "AUTOSCALER_CRASH",
+           "go_ratio_text",
            "NOT_REPLICATED", "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE",
            "NOT_ENOUGH_PDB"]
 
@@ -67,17 +75,22 @@ UNDERUTILIZED = "underutilized"
 NOT_UNDERUTILIZED = "not_underutilized"
 SCALE_DOWN_DISABLED = "scale_down_disabled"
 NO_NODE = "unknown"  # the Node object is not known (not yet read, or deleted)
-# The Node is known but its allocatable gives no utilization: cpu or memory missing or zero, or DaemonSet/mirror
-# pods the ignore flags take out request all of it.
+# The Node is known but its allocatable gives no utilization: cpu or memory missing or zero (the autoscaler's
+# CalculateUtilizationOfResource errors and skips the node).
 ALLOCATABLE_UNUSABLE = "allocatable_unusable"
-STATES = (UNDERUTILIZED, NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, NO_NODE, ALLOCATABLE_UNUSABLE)
+# A pod on the node makes the release's autoscaler panic (neon's patch dividing by a zero overcommit factor): it
+# computes no utilization for any node while the pod exists.
+AUTOSCALER_CRASH = "autoscaler_crash"
+STATES = (UNDERUTILIZED, NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, NO_NODE, ALLOCATABLE_UNUSABLE, AUTOSCALER_CRASH)
 
 _MILLI = 10**6  # nano-units per milli-unit
 
 
 class Utilization(msgspec.Struct, frozen=True, kw_only=True):
     """Per resource, the autoscaler's sum of pod values over allocatable (DaemonSet/mirror pods taken out of both
-    when the settings say so); None where allocatable is unknown or zero."""
+    when the settings say so), exactly the float64 Go computes: negative, above 1, +Inf or NaN where those pods
+    request all of the allocatable or more (renderings spell those with ``go_ratio_text``); None where allocatable
+    is unknown or zero."""
 
     cpu: float | None
     memory: float | None
@@ -154,6 +167,24 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
         return counts
 
 
+def go_ratio_text(ratio: float) -> str:
+    """A ratio that is not a finite number, as Go prints it in a metric (Prometheus' spelling): "+Inf", "-Inf",
+    "NaN"; a finite one as repr."""
+    if math.isnan(ratio):
+        return "NaN"
+    if math.isinf(ratio):
+        return "+Inf" if ratio > 0 else "-Inf"
+    return repr(ratio)
+
+
+def _go_divide(used: int, left: int) -> float:
+    """``float64(used) / float64(left)`` as Go evaluates it: each int rounded to a float64 first, IEEE division
+    (Python's int / int rounds once, and raises on 0)."""
+    if left == 0:
+        return math.nan if used == 0 else math.copysign(math.inf, used)
+    return float(used) / float(left)
+
+
 def _milli(nanos: int) -> int:
     """resource.Quantity.MilliValue(): rounded up to a whole milli-unit."""
     return div_round_up(nanos, _MILLI) if nanos > 0 else -div_round_up(-nanos, _MILLI)
@@ -202,10 +233,12 @@ def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSetting
             elif not long_terminating(pod.facts, clock, rules.long_terminating_extra):
                 used += request
         left = _milli(allocatable) - _milli(taken_out)
+        value = _go_divide(_milli(used), left)
         if left <= 0:
-            problems.append(f"{resource}: DaemonSet/mirror pods request all of the allocatable; utilization unknown")
-            return None
-        return _milli(used) / left
+            problems.append(f"{resource}: DaemonSet/mirror pods request {_milli(taken_out)}m of the allocatable "
+                            f"{_milli(allocatable)}m, so the autoscaler divides {_milli(used)}m by {left}m: "
+                            f"{go_ratio_text(value)}")
+        return value
 
     gpu_resource = node.gpu_resource or (GPU_RESOURCES[0] if node.gpu_label else None)
     if gpu_resource is not None:
@@ -236,11 +269,16 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
         rules = rules_of_release(settings.release)
     live: list[_Pod] = []
     differing: list[AutoscalerValue] = []
+    crash = False
     for value in pods:
         if not value.reported:
             continue  # Succeeded/Failed: the autoscaler's pod lister leaves them out
         facts = value.record.eviction if value.record is not None else EvictionFacts()
-        cpu, memory, why = autoscaler_requests(value, rules.requests)
+        cpu, memory, why, panic = autoscaler_requests(value, rules.requests)
+        if panic:
+            crash = True
+            problems.append(f"{value.namespace}/{value.name}: {panic}: the autoscaler would crash listing its pods, "
+                            "so it has no utilization for any node")
         if why:
             differing.append(AutoscalerValue(uid=value.uid, namespace=value.namespace, name=value.name, cpu=cpu,
                                              memory=memory, scheduler_cpu=value.cpu, scheduler_memory=value.memory,
@@ -252,6 +290,8 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
     clock = Clock(now)
     if node is None:
         utilization, state = Utilization(cpu=None, memory=None), NO_NODE
+    elif crash:
+        utilization, state = Utilization(cpu=None, memory=None), AUTOSCALER_CRASH
     else:
         utilization = _utilization(node, live, settings, rules, clock, problems)
         if node.scale_down_disabled == "true":

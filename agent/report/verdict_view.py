@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import msgspec
 
+import math
+
 from agent.model.scale_down import (
     ALLOCATABLE_UNUSABLE,
+    AUTOSCALER_CRASH,
     NOT_UNDERUTILIZED,
     REASONS,
     SCALE_DOWN_DISABLED,
@@ -22,6 +25,7 @@ from agent.model.scale_down import (
     PdbRisk,
     Utilization,
     Verdict,
+    go_ratio_text,
 )
 from agent.model.units import cores, memory, percent
 
@@ -90,6 +94,8 @@ def ratio_text(ratio: float | None, threshold: float | None = None) -> str:
     side of ``threshold`` (49.6% is not 50%: the comparison is strict before 1.32)."""
     if ratio is None:
         return "-"
+    if not math.isfinite(ratio):
+        return go_ratio_text(ratio)
     if threshold is None or ratio == threshold or percent(ratio) != percent(threshold):
         return percent(ratio)
     for digits in range(1, 7):
@@ -111,6 +117,8 @@ def _differing(d: AutoscalerValue) -> DifferingView:
 
 def _relation(value: float, threshold: float) -> str:
     """The comparison as it came out (from 1.32 a node at its threshold counts as underutilized)."""
+    if math.isnan(value):
+        return "unordered with"  # NaN: neither above nor below (the autoscaler's "not above" then holds)
     return "<" if value < threshold else ">" if value > threshold else "="
 
 
@@ -129,6 +137,9 @@ def _headline(v: Verdict, threshold: str) -> str:
     if v.state == SCALE_DOWN_DISABLED:
         return ("scale-down disabled by the Node's annotation cluster-autoscaler.kubernetes.io/scale-down-disabled=true"
                 + (f" ({which})" if which else ""))
+    if v.state == AUTOSCALER_CRASH:
+        return (f"no utilization: cluster-autoscaler {v.release} would crash on a pod of this node (see the "
+                "problems)")
     if v.state == ALLOCATABLE_UNUSABLE:
         return "allocatable unusable: the Node's allocatable gives no utilization (see the problems)"
     return "unknown: no Node object to judge utilization against"

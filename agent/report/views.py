@@ -6,11 +6,13 @@ reads and what a script reads cannot disagree.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent.model.node_summary import NodeSummary, pod_totals
 from agent.model.quantity import to_bytes, to_float
+from agent.model.scale_down import go_ratio_text
 from agent.model.units import le_label
 from agent.model.valuation import PodValue
 from agent.pipeline.state import NodeSnapshot
@@ -99,6 +101,12 @@ def runtime_report(s: StatsSnapshot, node: NodeSnapshot) -> dict[str, Any]:
     return data
 
 
+def json_ratio(ratio: float | None) -> float | str | None:
+    """A ratio for JSON, which has no Inf or NaN: the number, null when unknown, or Go's value spelled "+Inf",
+    "-Inf" or "NaN" (DaemonSet/mirror pods requesting all of the allocatable leave the autoscaler dividing by 0)."""
+    return go_ratio_text(ratio) if ratio is not None and not math.isfinite(ratio) else ratio
+
+
 def verdict_report(v: VerdictView) -> dict[str, Any]:
     """The cluster-autoscaler's verdict on one node, the schema docs/operations.md documents for ``explain --output
     json`` and ``/debug/node``: ratios as fractions (0.5, not 50), pods in cores and bytes, null where unknown."""
@@ -109,8 +117,8 @@ def verdict_report(v: VerdictView) -> dict[str, Any]:
         "headline": v.headline,
         "scale_down_candidate": v.candidate,
         "removable": v.removable,
-        "utilization": {"cpu": u.cpu, "memory": u.memory, "gpu": u.gpu, "value": u.value,
-                        "resource": u.resource or None},
+        "utilization": {"cpu": json_ratio(u.cpu), "memory": json_ratio(u.memory), "gpu": json_ratio(u.gpu),
+                        "value": json_ratio(u.value), "resource": u.resource or None},
         "threshold": v.threshold,
         "blockers": [{"namespace": b.namespace, "name": b.name, "uid": b.uid, "reason": b.reason, "detail": b.detail}
                      for b in v.blockers],

@@ -422,3 +422,36 @@ def test_a_change_of_eviction_facts_alone_reaches_the_verdict():
     freed = scale_down_verdict(node_name="node", node=n, pods=[second], pdbs=[], settings=AutoscalerSettings(), now=NOW)
     assert [b.reason for b in blocked.blockers] == [NOT_REPLICATED] and not freed.blockers
     assert (second.cpu, second.memory) == (first.cpu, first.memory)
+
+
+# -- DaemonSet/mirror pods at or over the allocatable (simulator/utilization/info.go) -----------
+
+def ds(name, cpu, memory):
+    return pod(name, containers=[container("a", cpu, memory)],
+               owner_references=[{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "controller": True}])
+
+
+def test_daemonset_pods_over_the_allocatable_give_the_ratio_go_computes():
+    """CalculateUtilizationOfResource divides float64(pods) by float64(allocatable - DaemonSet/mirror pods) as it
+    falls: negative below zero, +Inf over zero; the larger by ``cpu > mem`` decides."""
+    app = pod("app", containers=[container("a", "1", "1Gi")], owner_references=rs())
+    args = ["--ignore-daemonsets-utilization=true"]
+    over = verdict([app, ds("ds", "10", "1Gi")], node("node"), args=args, now=NOW)  # 1000m / (8000m - 10000m)
+    assert over.utilization.cpu == -0.5 and over.utilization.resource == "memory"
+    assert over.utilization.value == over.utilization.memory == 1 / 31 and over.state == UNDERUTILIZED
+    assert any("divides 1000m by -2000m: -0.5" in p for p in over.problems)
+    full = verdict([app, ds("ds", "8", "1Gi")], node("node"), args=args, now=NOW)  # 1000m / 0
+    assert full.utilization.cpu == float("inf") and full.utilization.value == float("inf")
+    assert full.utilization.resource == "cpu" and full.state == NOT_UNDERUTILIZED
+
+
+def test_nothing_over_nothing_is_nan_and_underutilized_as_the_autoscaler_compares():
+    """0 / 0 is NaN in Go; ``cpu > mem`` is then false (memory reported) and the eligibility check, !(u > t) from
+    1.32 and !(u >= t) before, counts a NaN as underutilized in every release."""
+    args = ["--ignore-daemonsets-utilization=true"]
+    pods = [ds("ds", "8", "32Gi")]
+    for release in ("1.31", "neon", "1.36"):
+        got = verdict(pods, node("node"), args=args, release=release, now=NOW)
+        u = got.utilization
+        assert u.cpu != u.cpu and u.memory != u.memory and u.value != u.value and u.resource == "memory"
+        assert got.state == UNDERUTILIZED, release
