@@ -9,6 +9,12 @@ The release points, each in one place:
   before 1.32 and in neon's 1.31.1.
 * **the kube-system pod timeout** (``simulator/drainability/rules/system/rule.go``): from 1.33 a kube-system pod older
   than ``--blocking-system-pod-distruption-timeout`` is drainable; before, it blocks however old.
+* **oncompletion** (``simulator/drainability/rules/oncompletion/rule.go``, kubernetes/autoscaler #9355, merged
+  2026-03): a pod annotated safe-to-evict "on-completion" keeps its node until it completes; in 1.36.1's chain,
+  not in 1.31.1's (so not in neon's); 1.37 and 1.38 follow 1.36.
+* **replicacount's StatefulSet group** (``rules/replicacount/rule.go``, #8011, merged 2025-04): from 1.33 only an
+  ``apps`` StatefulSet is looked up (a custom group's is left alone); 1.31.1 (neon's) looks any up by name.
+  Cherry-picked into later patch releases of 1.29 to 1.32, which a minor release here cannot tell apart.
 * **the order of local storage and safe-to-evict "false"**: 1.28 (one function in ``utils/drain/drain.go``, before
   the rules were split out) checked local storage first; from 1.29 ``rules.Default`` puts not-safe-to-evict first.
   So a 1.28 record's rules name drain.go as their upstream file, a later one's their own ``rules/`` file.
@@ -24,13 +30,17 @@ import msgspec
 
 from agent.model.autoscaler_requests import AutoscalerRequests, requests_of_release
 from agent.model.autoscaler_settings import NEON, RELEASES, AutoscalerSettings
+from agent.model.controllers import Controllers
 from agent.model.drainability import (
     DAEMONSET,
     LOCAL_STORAGE_RULE,
     LONG_TERMINATING,
     MIRROR,
     NOT_SAFE_TO_EVICT_RULE,
+    ON_COMPLETION_RULE,
     PDB,
+    REPLICA_COUNT,
+    REPLICA_COUNT_ANY_GROUP,
     REPLICATED,
     SAFE_TO_EVICT,
     SYSTEM,
@@ -40,12 +50,17 @@ from agent.model.drainability import (
 )
 
 __all__ = ["AutoscalerRules", "rules_of_release", "RULES_BY_RELEASE", "AT_OR_BELOW_FROM", "SYSTEM_POD_TIMEOUT_FROM",
-           "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR", "RULES_SPLIT_FROM", "DRAIN_GO"]
+           "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR", "RULES_SPLIT_FROM", "DRAIN_GO",
+           "ON_COMPLETION_FROM", "STATEFULSET_APPS_ONLY_FROM"]
 
 #: The first minor release whose patch releases count a node exactly at its threshold as underutilized.
 AT_OR_BELOW_FROM = 32
 #: The first minor release whose system rule lets a kube-system pod older than the timeout go.
 SYSTEM_POD_TIMEOUT_FROM = 33
+#: The first minor release with the oncompletion rule.
+ON_COMPLETION_FROM = 36
+#: The first minor release whose replicacount rule looks up only an apps StatefulSet.
+STATEFULSET_APPS_ONLY_FROM = 33
 #: The last minor release that checked local storage before safe-to-evict "false".
 LOCAL_STORAGE_FIRST_UNTIL = 28
 #: The first minor release whose drainability rules are files of their own (simulator/drainability/rules/).
@@ -75,12 +90,21 @@ class AutoscalerRules(msgspec.Struct, frozen=True, kw_only=True):
         """The rules that run under ``settings``, in order: a rule whose flag is off is left out (rules.Default)."""
         return tuple(rule for rule in self.drain if rule.enabled_by is None or getattr(settings, rule.enabled_by))
 
-    def context(self, settings: AutoscalerSettings, clock: Clock, problems: list[str]) -> DrainContext:
-        """What the rules read for one verdict."""
+    @property
+    def on_completion(self) -> bool:
+        """Whether safe-to-evict "on-completion" means something to this release (its oncompletion rule)."""
+        return ON_COMPLETION_RULE in self.drain
+
+    def context(self, settings: AutoscalerSettings, clock: Clock, problems: list[str],
+                controllers: Controllers | None = None) -> DrainContext:
+        """What the rules read for one verdict; ``controllers`` None: the controller objects are not known."""
         return DrainContext(custom_controllers=settings.skip_nodes_with_custom_controller_pods,
                             system_pod_timeout=(settings.blocking_system_pod_distruption_timeout
                                                 if self.system_pod_timeout else None),
-                            long_terminating_extra=self.long_terminating_extra, clock=clock, problems=problems)
+                            long_terminating_extra=self.long_terminating_extra, clock=clock, problems=problems,
+                            controllers=controllers,
+                            # --min-replica-count (default 0), once the settings carry it.
+                            min_replica_count=getattr(settings, "min_replica_count", 0))
 
     def underutilized(self, value: float, threshold: float) -> bool:
         """Whether a node at utilization ``value`` is underutilized against ``threshold``, by the release's own
@@ -92,8 +116,10 @@ def _rules(release: str) -> AutoscalerRules:
     minor = NEON_MINOR if release == NEON else int(release.partition(".")[2])
     blocking = ((LOCAL_STORAGE_RULE, NOT_SAFE_TO_EVICT_RULE) if minor <= LOCAL_STORAGE_FIRST_UNTIL
                 else (NOT_SAFE_TO_EVICT_RULE, LOCAL_STORAGE_RULE))
-    drain: tuple[DrainRule, ...] = (MIRROR, LONG_TERMINATING, DAEMONSET, SAFE_TO_EVICT, REPLICATED, SYSTEM, *blocking,
-                                    PDB)
+    replica_count = REPLICA_COUNT if minor >= STATEFULSET_APPS_ONLY_FROM else REPLICA_COUNT_ANY_GROUP
+    on_completion = (ON_COMPLETION_RULE,) if minor >= ON_COMPLETION_FROM else ()
+    drain: tuple[DrainRule, ...] = (MIRROR, LONG_TERMINATING, replica_count, DAEMONSET, SAFE_TO_EVICT, *on_completion,
+                                    REPLICATED, SYSTEM, *blocking, PDB)
     if minor < RULES_SPLIT_FROM:
         drain = tuple(msgspec.structs.replace(rule, upstream=DRAIN_GO) for rule in drain)
     return AutoscalerRules(release=release, minor=minor, requests=requests_of_release(release), drain=drain,

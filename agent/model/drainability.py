@@ -5,9 +5,11 @@ the next rule; the first decision wins (``rules.Rules.Drainable``). Which rules 
 release's (:mod:`agent.model.autoscaler_rules`); the settings then leave some out, as ``rules.Default`` skips a rule
 whose ``--skip-nodes-with-*`` flag is off.
 
-Not run, and why: ``replicacount`` and the controller-existence check of ``replicated`` read the controller objects
-(the agent watches none, so a pod whose controller is gone is not reported); ``terminal`` never sees a pod here,
-since the autoscaler's pod lister, like the verdict, leaves Succeeded and Failed pods out.
+``replicacount`` reads the controller objects (the autoscaler's listers): it runs where the input holds them
+(``explain`` with a dump that has controllers, or ``--live``) and not in the agent's pod, which watches none (the
+verdict then says it cannot see a pod whose controller is gone). Not run: ``terminal``, which never sees a pod
+here, since the autoscaler's pod lister, like the verdict, leaves Succeeded and Failed pods out. No default rule
+returns ``Overrides`` (rules.go's override mechanism), so the first outcome always wins.
 
 Pure: the time a rule compares against comes in through :class:`Clock`.
 """
@@ -19,6 +21,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from agent.model.controllers import Controllers
 from agent.model.pdb import PdbRecord
 from agent.model.pod import EvictionFacts
 
@@ -26,7 +29,8 @@ __all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "blocks", "DrainPod", "Drain
            "long_terminating", "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT",
            "REPLICATED", "SYSTEM", "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
-           "DEFAULT_GRACE"]
+           "DEFAULT_GRACE", "REPLICA_COUNT", "REPLICA_COUNT_ANY_GROUP", "ON_COMPLETION_RULE", "CONTROLLER_NOT_FOUND",
+           "MIN_REPLICAS_REACHED", "ON_COMPLETION", "ON_COMPLETION_VALUE", "parse_group"]
 
 # Why a pod blocks removal: the autoscaler's drainability reasons, snake-cased (bounded: exported as a label value).
 NOT_REPLICATED = "not_replicated"
@@ -35,8 +39,15 @@ KUBE_SYSTEM_PDB_UNKNOWN = "kube_system_pdb_unknown"  # no PDB watch: blocks unle
 NOT_SAFE_TO_EVICT = "not_safe_to_evict"
 LOCAL_STORAGE = "local_storage"
 NOT_ENOUGH_PDB = "not_enough_pdb"
-REASONS = (NOT_REPLICATED, UNMOVABLE_KUBE_SYSTEM, KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE,
-           NOT_ENOUGH_PDB)
+CONTROLLER_NOT_FOUND = "controller_not_found"  # replicacount: the pod's controller object is gone
+MIN_REPLICAS_REACHED = "min_replicas_reached"  # replicacount: spec.replicas below --min-replica-count
+# oncompletion (1.36 on): safe-to-evict "on-completion"; the autoscaler waits for the pod (BlockedByOnCompletionPod).
+ON_COMPLETION = "on_completion"
+# In the order of the rules that give them (rules.Default).
+REASONS = (CONTROLLER_NOT_FOUND, MIN_REPLICAS_REACHED, ON_COMPLETION, NOT_REPLICATED, UNMOVABLE_KUBE_SYSTEM,
+           KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE, NOT_ENOUGH_PDB)
+#: drain.PodSafeToEvictOnCompletionValue.
+ON_COMPLETION_VALUE = "on-completion"
 
 #: apiv1.DefaultTerminationGracePeriodSeconds, for a pod whose spec does not say.
 DEFAULT_GRACE = 30
@@ -109,6 +120,8 @@ class DrainContext(NamedTuple):
     long_terminating_extra: float
     clock: Clock
     problems: list[str]
+    controllers: Controllers | None = None  # the autoscaler's listers; None: not known (replicacount cannot run)
+    min_replica_count: int = 0  # --min-replica-count
 
 
 class DrainRule(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,6 +188,55 @@ def _system(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     return blocks(UNMOVABLE_KUBE_SYSTEM, "kube-system pod not covered by any PodDisruptionBudget")
 
 
+def parse_group(api_version: str) -> str | None:
+    """schema.ParseGroupVersion's group: "" for "v1" or "", None where Go returns an error (more than one "/")."""
+    if not api_version or api_version == "/":
+        return ""
+    if api_version.count("/") > 1:
+        return None
+    return api_version.partition("/")[0] if "/" in api_version else ""
+
+
+def _replica_count(pod: DrainPod, ctx: DrainContext, *, apps_only_statefulsets: bool) -> Outcome | None:
+    """replicacount/rule.go: the controller object looked up by kind in the pod's namespace (the group is read only
+    where the rule reads it)."""
+    listed, controller = ctx.controllers, pod.facts.controller
+    if listed is None or controller is None:
+        return None
+    group = parse_group(controller.api_version)
+    if group is None:
+        return None
+    kind, name = controller.kind, controller.name
+    found = (kind, pod.namespace, name) in listed
+    replicas = listed.get((kind, pod.namespace, name))
+    gone = blocks(CONTROLLER_NOT_FOUND, f"controller {kind}/{name} not found (gone, or not in the input)")
+    too_few = blocks(MIN_REPLICAS_REACHED, f"controller {kind}/{name} has spec.replicas {replicas}, below "
+                                           f"--min-replica-count {ctx.min_replica_count}")
+    if kind == "ReplicationController":
+        if not found:
+            return gone
+        return too_few if replicas is not None and replicas < ctx.min_replica_count else None
+    if is_daemonset_pod(pod.facts):
+        # Only an apps DaemonSet has a lister; a pod annotated daemonset-pod with another owner is left alone.
+        return gone if group == "apps" and kind == "DaemonSet" and not found else None
+    if kind == "Job":
+        return None if found else gone
+    if kind == "ReplicaSet":
+        if not found:
+            return gone
+        return too_few if replicas is not None and replicas < ctx.min_replica_count else None
+    if kind == "StatefulSet" and (group == "apps" or not apps_only_statefulsets):
+        return None if found else gone
+    return None
+
+
+def _on_completion(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    if pod.facts.safe_to_evict == ON_COMPLETION_VALUE:
+        return blocks(ON_COMPLETION, "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"on-completion\": "
+                                     "the autoscaler waits for it to complete before removing the node")
+    return None
+
+
 def _not_safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
     if pod.facts.safe_to_evict == "false":
         return blocks(NOT_SAFE_TO_EVICT, "annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\"")
@@ -226,4 +288,13 @@ NOT_SAFE_TO_EVICT_RULE = DrainRule(name="notsafetoevict", upstream=_UPSTREAM + "
 LOCAL_STORAGE_RULE = DrainRule(name="localstorage", upstream=_UPSTREAM + "localstorage/rule.go",
                                reasons=(LOCAL_STORAGE,), enabled_by="skip_nodes_with_local_storage",
                                check=_local_storage)
+# replicacount before 1.36 looked a StatefulSet up whatever its group; 1.36.1 only for apps (1.31.1 read).
+REPLICA_COUNT_ANY_GROUP = DrainRule(name="replicacount", upstream=_UPSTREAM + "replicacount/rule.go",
+                                    reasons=(CONTROLLER_NOT_FOUND, MIN_REPLICAS_REACHED),
+                                    enabled_by="skip_nodes_with_custom_controller_pods",
+                                    check=lambda pod, ctx: _replica_count(pod, ctx, apps_only_statefulsets=False))
+REPLICA_COUNT = msgspec.structs.replace(REPLICA_COUNT_ANY_GROUP,
+                                        check=lambda pod, ctx: _replica_count(pod, ctx, apps_only_statefulsets=True))
+ON_COMPLETION_RULE = DrainRule(name="oncompletion", upstream=_UPSTREAM + "oncompletion/rule.go",
+                               reasons=(ON_COMPLETION,), check=_on_completion)
 PDB = DrainRule(name="pdb", upstream=_UPSTREAM + "pdb/rule.go", reasons=(NOT_ENOUGH_PDB,), check=_pdb)

@@ -44,8 +44,13 @@ import msgspec
 from agent.model.autoscaler_requests import autoscaler_requests
 from agent.model.autoscaler_rules import AutoscalerRules, rules_of_release
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
+from agent.model.controllers import Controllers
 from agent.model.drainability import (
+    CONTROLLER_NOT_FOUND,
     KUBE_SYSTEM_PDB_UNKNOWN,
+    MIN_REPLICAS_REACHED,
+    ON_COMPLETION,
+    ON_COMPLETION_VALUE,
     LOCAL_STORAGE,
     NOT_ENOUGH_PDB,
     NOT_REPLICATED,
@@ -68,7 +73,7 @@ __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "s
            "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE", "AUTOSCALER_CRASH",
            "go_ratio_text",
            "NOT_REPLICATED", "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE",
-           "NOT_ENOUGH_PDB"]
+           "NOT_ENOUGH_PDB", "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION"]
 
 # The verdict's states (bounded: exported as a label value).
 UNDERUTILIZED = "underutilized"
@@ -139,6 +144,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     blockers: tuple[Blocker, ...] = ()
     # False without the PDB watch: kube-system pods are then KUBE_SYSTEM_PDB_UNKNOWN, never silently free.
     pdbs_known: bool = True
+    # False where no controller object was read (the agent in its pod): a pod whose controller is gone is not seen.
+    controllers_known: bool = False
     release: str = ""
     differing: tuple[AutoscalerValue, ...] = ()
     problems: tuple[str, ...] = ()  # e.g. a malformed safe-to-evict annotation, read as documented
@@ -258,8 +265,10 @@ def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSetting
 
 
 def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequence[PodValue],
-                       pdbs: Sequence[PdbRecord] | None, settings: AutoscalerSettings, now: float) -> Verdict:
-    """The verdict on one node at wall-clock time ``now`` (seconds since the epoch); ``pdbs`` None: not watched."""
+                       pdbs: Sequence[PdbRecord] | None, settings: AutoscalerSettings, now: float,
+                       controllers: Controllers | None = None) -> Verdict:
+    """The verdict on one node at wall-clock time ``now`` (seconds since the epoch); ``pdbs`` None: not watched;
+    ``controllers`` None: no controller object known (the replicacount rule cannot run)."""
     problems: list[str] = []
     try:
         rules = rules_of_release(settings.release)
@@ -306,15 +315,16 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
             problems.append(f"node annotation scale-down-disabled {node.scale_down_disabled[:40]!r} is not \"true\": "
                             "scale-down stays enabled")
     checks = tuple(rule.check for rule in rules.chain(settings))
-    context = rules.context(settings, clock, problems)
+    context = rules.context(settings, clock, problems, controllers)
+    words = ("true", "false", ON_COMPLETION_VALUE) if rules.on_completion else ("true", "false")
     blockers = []
     to_move: dict[tuple[str, str], tuple[PdbRecord, list[str]]] = {}  # PDB -> the node's pods to move it covers
     for pod in live:
         value, facts = pod.value, pod.facts
         safe = facts.safe_to_evict
-        if safe is not None and safe not in ("true", "false"):
-            problems.append(f"{value.namespace}/{value.name}: safe-to-evict {safe[:40]!r} is neither \"true\" nor "
-                            "\"false\": ignored")
+        if safe is not None and safe not in words:
+            problems.append(f"{value.namespace}/{value.name}: safe-to-evict {safe[:40]!r} is not one of "
+                            f"{', '.join(repr(w) for w in words)} (cluster-autoscaler {rules.release}): ignored")
         matching = None if pdbs is None else [p for p in pdbs if selects(p, value.namespace, facts.label_map())]
         drain_pod = DrainPod(value.namespace, value.name, facts, matching)
         outcome = None
@@ -333,5 +343,6 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
                   for pdb, names in sorted(to_move.values(), key=lambda e: (e[0].namespace, e[0].name))
                   if len(names) > pdb.disruptions_allowed)
     return Verdict(node=node_name, state=state, utilization=utilization, threshold=threshold,
-                   blockers=tuple(blockers), pdbs_known=pdbs is not None, release=settings.release,
+                   blockers=tuple(blockers), pdbs_known=pdbs is not None, controllers_known=controllers is not None,
+                   release=settings.release,
                    differing=tuple(differing), problems=tuple(problems), pdb_risks=risks, holds_until=clock.next)

@@ -136,11 +136,12 @@ USED = (F(3), 10 * GI)  # the Usage the snapshot was given
 PHASES = {"Running": 5, "Pending": 2, "Succeeded": 1, "Failed": 1}  # web batch broken-vm vm1-src vm2 | pending vm1-dst
 SOURCES = {"pod_requests": 4, "vm_usage": 3}
 # The cluster-autoscaler's verdict (default settings, release 1.36: no pod here is valued differently from 1.37):
-# utilization is pod_or_vm over allocatable per resource; cpu is the larger, 7.7 of 7.5 cores, so not underutilized
-# against 0.5. Every reported pod blocks as not_replicated: web, batch and pending have no controller; the runner
+# utilization is the pods' own requests over allocatable per resource (no upstream release reads the VM usage
+# annotation, only neon's patched one: what the scheduler counts); cpu is the larger, 4.2 of 7.5 cores, so not
+# underutilized against 0.5. Every reported pod blocks as not_replicated: web, batch and pending have no controller; the runner
 # pods' controllers (VirtualMachine, VirtualMachineMigration for the migration target) are not ones the autoscaler
 # trusts. Terminal pods are not judged.
-UTILIZATION = {"cpu": POD_OR_VM[0] / ALLOCATABLE[0], "memory": F(POD_OR_VM[1]) / ALLOCATABLE[1]}
+UTILIZATION = {"cpu": SCHEDULED[0] / ALLOCATABLE[0], "memory": F(SCHEDULED[1]) / ALLOCATABLE[1]}
 STATE = "not_underutilized"
 BLOCKING = {(ns, name): "not_replicated" for ns, name, *_ in PODS}
 
@@ -183,12 +184,12 @@ def expected_points() -> dict[tuple[str, frozenset], F]:
     out[("node_requests_node_autoscaler_node_utilization", frozenset({("resource", "cpu")}))] = F(UTILIZATION["cpu"])
     out[("node_requests_node_autoscaler_threshold", frozenset())] = F(1, 2)
     for state in ("underutilized", "not_underutilized", "scale_down_disabled", "unknown",
-                  "allocatable_unusable"):
+                  "allocatable_unusable", "autoscaler_crash"):
         out[("node_requests_node_autoscaler_state", frozenset({("state", state)}))] = F(state == STATE)
     out[("node_requests_node_autoscaler_scale_down_candidate", frozenset())] = F(STATE == "underutilized")
     out[("node_requests_node_autoscaler_removable", frozenset())] = F(STATE == "underutilized" and not BLOCKING)
-    reasons = ("not_replicated", "unmovable_kube_system", "kube_system_pdb_unknown", "not_safe_to_evict",
-               "local_storage", "not_enough_pdb")
+    reasons = ("controller_not_found", "min_replicas_reached", "on_completion", "not_replicated",
+               "unmovable_kube_system", "kube_system_pdb_unknown", "not_safe_to_evict", "local_storage", "not_enough_pdb")
     for reason in reasons:
         out[("node_requests_node_autoscaler_blocking_pods", frozenset({("reason", reason)}))] = F(
             sum(r == reason for r in BLOCKING.values()))

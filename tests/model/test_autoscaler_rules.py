@@ -12,10 +12,14 @@ from agent.model.autoscaler_rules import RULES_BY_RELEASE, rules_of_release
 from agent.model.autoscaler_settings import RELEASES, AutoscalerSettings
 from agent.model.drainability import REASONS, Clock
 
-OLD_ORDER = ("mirror", "longterminating", "daemonset", "safetoevict", "replicated", "system", "localstorage",
-             "notsafetoevict", "pdb")
-ORDER = ("mirror", "longterminating", "daemonset", "safetoevict", "replicated", "system", "notsafetoevict",
-         "localstorage", "pdb")
+OLD_ORDER = ("mirror", "longterminating", "replicacount", "daemonset", "safetoevict", "replicated", "system",
+             "localstorage", "notsafetoevict", "pdb")
+ORDER = ("mirror", "longterminating", "replicacount", "daemonset", "safetoevict", "replicated", "system",
+         "notsafetoevict", "localstorage", "pdb")
+# From 1.36 (read in 1.36.1's rules.go; not in 1.31.1's): oncompletion after safetoevict (terminal, between them
+# upstream, never sees a pod here).
+NEW_ORDER = ("mirror", "longterminating", "replicacount", "daemonset", "safetoevict", "oncompletion", "replicated",
+             "system", "notsafetoevict", "localstorage", "pdb")
 
 # release: (minor, chain order, at or below the threshold, kube-system timeout)
 EXPECTED = {
@@ -28,9 +32,9 @@ EXPECTED = {
     "1.33": (33, ORDER, True, True),
     "1.34": (34, ORDER, True, True),
     "1.35": (35, ORDER, True, True),
-    "1.36": (36, ORDER, True, True),
-    "1.37": (37, ORDER, True, True),
-    "1.38": (38, ORDER, True, True),
+    "1.36": (36, NEW_ORDER, True, True),
+    "1.37": (37, NEW_ORDER, True, True),
+    "1.38": (38, NEW_ORDER, True, True),
 }
 
 
@@ -62,10 +66,11 @@ def test_the_system_timeout_reaches_the_rules_only_where_the_release_has_it(rele
 
 def test_the_settings_leave_rules_out_as_rules_default_skips_them():
     rules = rules_of_release("1.36")
-    assert tuple(r.name for r in rules.chain(AutoscalerSettings())) == ORDER
+    assert tuple(r.name for r in rules.chain(AutoscalerSettings())) == NEW_ORDER
     off = AutoscalerSettings(skip_nodes_with_system_pods=False, skip_nodes_with_local_storage=False)
-    assert tuple(r.name for r in rules.chain(off)) == tuple(n for n in ORDER if n not in ("system", "localstorage"))
-    assert tuple(r.name for r in rules.chain(AutoscalerSettings(skip_nodes_with_custom_controller_pods=False))) == ORDER
+    assert tuple(r.name for r in rules.chain(off)) == tuple(n for n in NEW_ORDER if n not in ("system", "localstorage"))
+    custom_off = AutoscalerSettings(skip_nodes_with_custom_controller_pods=False)
+    assert tuple(r.name for r in rules.chain(custom_off)) == tuple(n for n in NEW_ORDER if n != "replicacount")
 
 
 def test_each_rule_names_its_upstream_file_and_reasons():
@@ -81,7 +86,7 @@ def test_each_rule_names_its_upstream_file_and_reasons():
 def test_before_the_rules_were_split_out_each_names_drain_go():
     """1.28 checked every rule in one function of utils/drain/drain.go; 1.29 has rules/ files of their own."""
     assert {rule.upstream for rule in rules_of_release("1.28").drain} == {"cluster-autoscaler/utils/drain/drain.go"}
-    assert [r.name for r in rules_of_release("1.28").drain] == [r.name for r in rules_of_release("1.29").drain][:6] \
+    assert [r.name for r in rules_of_release("1.28").drain] == [r.name for r in rules_of_release("1.29").drain][:7] \
         + ["localstorage", "notsafetoevict", "pdb"]
     assert all(rule.upstream.endswith(f"rules/{rule.name}/rule.go") for rule in rules_of_release("1.29").drain)
 

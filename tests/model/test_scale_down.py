@@ -37,6 +37,9 @@ from agent.model.rules import RULES_1_36
 from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE,
                                     NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS,
                                     SCALE_DOWN_DISABLED, UNDERUTILIZED, UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
+from agent.model.autoscaler_rules import rules_of_release
+from agent.model.controllers import ControllerRecord, controller_index
+from agent.model.drainability import CONTROLLER_NOT_FOUND, MIN_REPLICAS_REACHED, ON_COMPLETION, Clock, DrainPod
 from agent.model.valuation import evaluate
 from testkit.factory import container, node, pod
 
@@ -63,13 +66,13 @@ def both_paths(kind, obj):
     return fast
 
 
-def verdict(pods, node_obj, *, pdbs=(), args=(), release=None, now):
+def verdict(pods, node_obj, *, pdbs=(), args=(), release=None, now, controllers=None):
     values = [evaluate(both_paths(POD, p), RULES_1_36) for p in pods]
     records = None if pdbs is None else [both_paths(PDB, d) for d in pdbs]
     settings = parse_autoscaler_args(args, release=release)
     node_record = None if node_obj is None else both_paths(NODE, node_obj)
     return scale_down_verdict(node_name="node", node=node_record, pods=values, pdbs=records, settings=settings,
-                              now=now)
+                              now=now, controllers=controllers)
 
 
 @pytest.mark.parametrize("case", DRAIN["cases"], ids=lambda c: f"{c['rule']}: {c['upstream']}")
@@ -455,3 +458,76 @@ def test_nothing_over_nothing_is_nan_and_underutilized_as_the_autoscaler_compare
         u = got.utilization
         assert u.cpu != u.cpu and u.memory != u.memory and u.value != u.value and u.resource == "memory"
         assert got.state == UNDERUTILIZED, release
+
+
+# -- controllers that are gone (rules/replicacount), and on-completion pods (rules/oncompletion) ------------
+
+def owned(name, kind, api_version="apps/v1", **kwargs):
+    return pod(name, owner_references=[{"apiVersion": api_version, "kind": kind, "name": "owner",
+                                        "controller": True}], **kwargs)
+
+
+def listed(*keys):
+    """The autoscaler's listers as the input holds them: (kind, namespace, name) -> spec.replicas."""
+    return controller_index(ControllerRecord(kind=k, namespace="default", name=n, replicas=r) for k, n, r in keys)
+
+
+def test_a_pod_whose_controller_is_gone_blocks_before_anything_else_decides():
+    """replicacount runs before daemonset and safetoevict: a ReplicaSet gone blocks even with safe-to-evict "true";
+    its reason is its own (ControllerNotFound), for every kind it has a lister for."""
+    safe = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}
+    pods = [owned("rs-pod", "ReplicaSet", annotations=safe), owned("job-pod", "Job", "batch/v1"),
+            owned("rc-pod", "ReplicationController", "v1"), owned("sts-pod", "StatefulSet"),
+            owned("ds-pod", "DaemonSet")]
+    for release in ("1.31", "neon", "1.36"):
+        got = verdict(pods, node("node"), release=release, now=NOW, controllers=listed())
+        assert [(b.name, b.reason) for b in got.blockers] == [(p["metadata"]["name"], CONTROLLER_NOT_FOUND)
+                                                              for p in pods], release
+        assert got.controllers_known
+        present = listed(("ReplicaSet", "owner", 3), ("Job", "owner", None), ("ReplicationController", "owner", 1),
+                         ("StatefulSet", "owner", 1), ("DaemonSet", "owner", None))
+        assert not verdict(pods, node("node"), release=release, now=NOW, controllers=present).blockers, release
+
+
+def test_without_controllers_the_rule_cannot_run_and_the_verdict_says_it_does_not_know():
+    got = verdict([owned("rs-pod", "ReplicaSet")], node("node"), now=NOW)
+    assert not got.blockers and not got.controllers_known
+    off = verdict([owned("rs-pod", "ReplicaSet")], node("node"), args=["--skip-nodes-with-custom-controller-pods=false"],
+                  now=NOW, controllers=listed())
+    assert not off.blockers  # rules.Default skips replicacount with the flag off
+
+
+def test_what_the_replicacount_rule_leaves_alone():
+    """A daemonset-pod annotation with another owner kind, a DaemonSet of another group, a malformed apiVersion
+    (ParseGroupVersion fails), and from 1.33 a StatefulSet of another group (#8011): not looked up."""
+    ds_annotated = owned("annotated", "ReplicaSet", annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"})
+    other_ds = owned("other-ds", "DaemonSet", "example.com/v1")
+    bad_group = owned("bad", "ReplicaSet", "a/b/c")
+    kruise = owned("kruise", "StatefulSet", "apps.kruise.io/v1beta1")
+    got = verdict([ds_annotated, other_ds, bad_group], node("node"), now=NOW, controllers=listed())
+    assert not got.blockers  # each then passes the replicated rule (a trusted kind, or a DaemonSet pod)
+    assert not verdict([kruise], node("node"), release="1.36", now=NOW, controllers=listed()).blockers
+    assert [b.reason for b in verdict([kruise], node("node"), release="neon", now=NOW,
+                                      controllers=listed()).blockers] == [CONTROLLER_NOT_FOUND]
+
+
+def test_min_replica_count_blocks_a_replicaset_or_replication_controller_below_it():
+    rules = rules_of_release("1.36")
+    context = rules.context(AutoscalerSettings(), Clock(NOW), [], listed(("ReplicaSet", "owner", 1)))._replace(
+        min_replica_count=2)
+    replica_count = next(r for r in rules.drain if r.name == "replicacount")
+    facts = both_paths(POD, owned("rs-pod", "ReplicaSet")).eviction
+    outcome = replica_count.check(DrainPod("default", "rs-pod", facts, []), context)
+    assert outcome.blocks and outcome.reason == MIN_REPLICAS_REACHED
+    assert replica_count.check(DrainPod("default", "rs-pod", facts, []), context._replace(min_replica_count=1)) is None
+
+
+def test_safe_to_evict_on_completion_holds_the_node_from_1_36():
+    """oncompletion (1.36.1's rules.go; not in 1.31.1's): the pod is waited for, so the node is not removed
+    (BlockedByOnCompletionPod); in older releases the value is neither "true" nor "false" and ignored."""
+    p = owned("batch", "Job", "batch/v1", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"})
+    got = verdict([p], node("node"), release="1.36", now=NOW)
+    assert [b.reason for b in got.blockers] == [ON_COMPLETION] and not got.removable and not got.problems
+    for release in ("1.35", "neon"):
+        older = verdict([p], node("node"), release=release, now=NOW)
+        assert not older.blockers and "'on-completion'" in older.problems[0], release
