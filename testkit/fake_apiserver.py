@@ -77,17 +77,28 @@ _SELECTABLE = {
     "pods": ("spec.nodeName", "metadata.name", "metadata.namespace", "status.phase"),
     "nodes": ("metadata.name",),
     "poddisruptionbudgets": ("metadata.name", "metadata.namespace"),
+    **dict.fromkeys(("replicationcontrollers", "jobs", "replicasets", "statefulsets", "daemonsets"),
+                    ("metadata.name", "metadata.namespace")),
 }
 #: Each kind's path, and the kind and apiVersion its List and bookmarks carry.
 _PATHS = {"/api/v1/pods": "pods", "/api/v1/nodes": "nodes",
           "/apis/policy/v1/poddisruptionbudgets": "poddisruptionbudgets"}
 _KINDS = {"pods": ("Pod", "v1"), "nodes": ("Node", "v1"), "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1")}
+#: The controller kinds, served only by a server made with ``controllers=True`` (else 404, as an API server that
+#: refuses them looks to ``explain --live``).
+_CONTROLLER_PATHS = {"/api/v1/replicationcontrollers": "replicationcontrollers", "/apis/batch/v1/jobs": "jobs",
+                     "/apis/apps/v1/replicasets": "replicasets", "/apis/apps/v1/statefulsets": "statefulsets",
+                     "/apis/apps/v1/daemonsets": "daemonsets"}
+_KINDS.update({"replicationcontrollers": ("ReplicationController", "v1"), "jobs": ("Job", "batch/v1"),
+               "replicasets": ("ReplicaSet", "apps/v1"), "statefulsets": ("StatefulSet", "apps/v1"),
+               "daemonsets": ("DaemonSet", "apps/v1")})
 
 
 class FakeApiServer:
     def __init__(self, token: str = "test-token", bookmark_interval: float = 60.0, version: str = "v1.37.2",
                  tls: bool = False) -> None:
         self.token = token
+        self.serve_controllers = False  # True: the five controller kinds are served too (else 404)
         self.tls = tls
         self._pki = None
         self.version = version
@@ -316,7 +327,7 @@ class _Handler(QuietHandler):
                 return self._send_json(code, _status(code, reason, "injected failure"), headers)
             if url.path == "/version":
                 return self._send_json(200, fake.version_info())
-            kind = _PATHS.get(url.path)
+            kind = _PATHS.get(url.path) or (_CONTROLLER_PATHS.get(url.path) if fake.serve_controllers else None)
             if kind is None:
                 return self._send_json(404, _status(404, "NotFound", f"the server could not find the requested resource {url.path}"))
             selector: list[tuple[str, str]] = []

@@ -16,12 +16,13 @@ import msgspec
 
 from agent.decode import records, spec
 from agent.decode.tolerant import fill
+from agent.model.controllers import CONTROLLER_KINDS, ControllerRecord
 from agent.model.fields import DecodeError
 from agent.model.node import NODES, NodeRecord
 from agent.model.pdb import PDBS, PdbRecord
 from agent.model.pod import PODS, PodRecord
 
-__all__ = ["ObjectKind", "POD", "NODE", "PDB", "Skipped", "Unparsable", "loads", "WATCH_OBJECT_EVENTS"]
+__all__ = ["ObjectKind", "POD", "NODE", "PDB", "CONTROLLERS", "Skipped", "Unparsable", "loads", "WATCH_OBJECT_EVENTS"]
 
 R = TypeVar("R")
 _BYTES = (bytes, bytearray, memoryview)
@@ -144,3 +145,13 @@ POD: ObjectKind[PodRecord] = ObjectKind(resource=PODS, struct=spec.Pod, event=sp
 NODE: ObjectKind[NodeRecord] = ObjectKind(resource=NODES, struct=spec.Node, event=spec.NodeEvent,
                                           build=records.node_of)
 PDB: ObjectKind[PdbRecord] = ObjectKind(resource=PDBS, struct=spec.Pdb, event=spec.PdbEvent, build=records.pdb_of)
+
+
+
+def _controller_kind(kind: str) -> ObjectKind[ControllerRecord]:
+    return ObjectKind(resource=kind.lower() + "s", struct=spec.Controller, event=spec.ControllerEvent,
+                      build=lambda d, problems: records.controller_of(d, kind, problems))
+
+
+#: One reader per controller kind the autoscaler's replicacount rule looks up (a LIST's items do not say their kind).
+CONTROLLERS: dict[str, ObjectKind[ControllerRecord]] = {kind: _controller_kind(kind) for kind in CONTROLLER_KINDS}

@@ -11,6 +11,7 @@ import sysconfig
 from datetime import datetime
 from functools import lru_cache
 
+from agent.decode import spec
 from agent.decode.spec import (
     Annotations,
     Condition,
@@ -27,6 +28,7 @@ from agent.decode.spec import (
     Resources,
     Spec,
 )
+from agent.model.controllers import ControllerRecord
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
 from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
@@ -43,7 +45,7 @@ from agent.model.pod import (
 )
 from agent.model.quantity import QuantityError, parse_quantity
 
-__all__ = ["pod_of", "node_of", "pdb_of"]
+__all__ = ["pod_of", "node_of", "pdb_of", "controller_of"]
 
 _EMPTY_SPEC, _EMPTY_STATUS = Spec(), PodStatus()
 
@@ -391,3 +393,18 @@ def pdb_of(d: Pdb, problems: tuple[str, ...] = ()) -> PdbRecord:
     return PdbRecord(uid=uid, namespace=namespace, name=name,
                      resource_version=(meta.resource_version or "") if meta else "", selector=selector,
                      disruptions_allowed=allowed or 0, problems=tuple(found))
+
+
+#: The kinds whose spec.replicas the replicacount rule compares with --min-replica-count.
+_REPLICATED = frozenset({"ReplicationController", "ReplicaSet"})
+
+
+def controller_of(d: spec.Controller, kind: str, problems: tuple[str, ...] = ()) -> ControllerRecord:
+    """The record of one controller object of ``kind``; DecodeError for one with no name (nothing can find it)."""
+    meta = d.metadata
+    name = (meta.name or "") if meta else ""
+    if not name:
+        raise DecodeError(f"{kind} has no metadata.name")
+    replicas = d.spec.replicas if d.spec is not None and kind in _REPLICATED else None
+    return ControllerRecord(kind=kind, namespace=(meta.namespace or "") if meta else "", name=name,
+                            uid=(meta.uid or "") if meta else "", replicas=replicas)

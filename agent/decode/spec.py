@@ -29,7 +29,8 @@ from agent.model.pod import (
     USAGE_ANNOTATION,
 )
 
-__all__ = ["Pod", "Node", "Pdb", "PodEvent", "NodeEvent", "PdbEvent", "Quantities", "Labels"]
+__all__ = ["Pod", "Node", "Pdb", "PodEvent", "NodeEvent", "PdbEvent", "Controller", "ControllerEvent", "Quantities",
+           "Labels"]
 
 #: A resource map as the API server writes it (cpu, memory, pods, hugepages-*, ...): quantity strings.
 Quantities = dict[str, str]
@@ -201,6 +202,18 @@ class Pdb(_S):
     status: PdbStatus | None = None
 
 
+class ControllerSpec(_S):
+    replicas: int | None = None
+
+
+class Controller(_S):
+    """A ReplicationController, Job, ReplicaSet, StatefulSet or DaemonSet: its name, and spec.replicas (the
+    autoscaler's replicacount rule reads no more)."""
+
+    metadata: PdbMeta | None = None
+    spec: ControllerSpec | None = None
+
+
 class PodEvent(_S):
     type: str
     object: Pod
@@ -214,3 +227,8 @@ class NodeEvent(_S):
 class PdbEvent(_S):
     type: str
     object: Pdb
+
+
+class ControllerEvent(_S):
+    type: str
+    object: Controller

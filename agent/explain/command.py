@@ -56,21 +56,21 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess,
             if args.node_file is not None:
                 read = read._replace(nodes=read.nodes + nodes_only(_read(args.node_file, args.node_file),
                                                                    args.node_file))
-        pods, nodes, skipped, pdbs, pdbs_problem = read
+        read_problems = tuple(p for p in (read.pdbs_error, read.controllers_error) if p)
         now = time.time() if args.at is None else _moment(args.at)
         rules, warning = (NEWEST, None) if version is None else rules_for(version)
-        view = explain_view(pods, nodes, rules, args.node, args.sort)
+        view = explain_view(read.pods, read.nodes, rules, args.node, args.sort)
         # The verdict at this moment, or --at's (a kube-system pod stops blocking after the autoscaler's timeout).
-        judged = verdicts(view, pdbs, autoscaler, now, (pdbs_problem,) if pdbs_problem else ())
+        judged = verdicts(view, read.pdbs, autoscaler, now, read_problems, read.controllers)
     except (OSError, UnicodeDecodeError, DumpError, _Failed) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
         return getattr(exc, "code", EXIT_CONFIG)
-    for reason in skipped:
+    for reason in read.skipped:
         print(f"node-requests-agent explain: skipped an object: {reason}", file=sys.stderr)
     if warning:
         print(f"node-requests-agent explain: {warning}", file=sys.stderr)
-    if pdbs_problem:
-        print(f"node-requests-agent explain: {pdbs_problem}", file=sys.stderr)
+    for problem in read_problems:
+        print(f"node-requests-agent explain: {problem}", file=sys.stderr)
     shown = pod_filter(args.namespace, args.source, args.problems)
     if args.output == "json":
         print(explain_json(view, rules, shown, judged))
@@ -90,7 +90,7 @@ def _moment(text: str) -> float:
     except ValueError:
         raise _Failed(f"--at {text[:40]!r} is not an RFC 3339 time (e.g. 2026-12-05T10:00:00Z)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
+        moment = moment.replace(tzinfo=datetime.UTC)
     return moment.timestamp()
 
 
@@ -107,8 +107,8 @@ def _read(path: str, where: str) -> list:
 
 
 def list_live(args: argparse.Namespace, cluster: ClusterAccess, ask_version: bool = False):
-    """One LIST of pods, one of Nodes and one of PDBs through the agent's own source code (``ClusterObjects``); the API
-    server's version if asked."""
+    """One LIST of pods, one of Nodes, one of PDBs and one of each controller kind through the agent's own source code
+    (``ClusterObjects``); the API server's version if asked."""
     from agent.model.rules import VersionError
     from agent.source.cluster_list import list_cluster
     from agent.source.kube import TRANSPORT_ERRORS, ApiError, KubeApi, KubeConfigError, load_configuration

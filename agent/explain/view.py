@@ -17,9 +17,10 @@ from typing import Any
 
 import msgspec
 
-from agent.decode.reader import NODE, PDB, POD, Skipped
+from agent.decode.reader import CONTROLLERS, NODE, PDB, POD, Skipped
 from agent.model.autoscaler_settings import AutoscalerSettings
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
+from agent.model.controllers import ControllerRecord, controller_index
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
@@ -42,7 +43,7 @@ class NothingToExplain(DumpError):
     """The input parsed but holds no pod (or no Node where one was asked for)."""
 
 
-def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool) -> None:
+def _apply(into: dict[Any, Any], keyed: Iterable[tuple[Any, Any]], deleted: bool) -> None:
     for key, record in keyed:
         if deleted:
             into.pop(key, None)
@@ -51,10 +52,13 @@ def _apply(into: dict[str, Any], keyed: Iterable[tuple[str, Any]], deleted: bool
 
 
 def read_dump(documents: Iterable[Any]) -> ClusterObjects:
-    """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped."""
+    """Pods and Nodes the documents describe, watch events applied in order; plus what was skipped. PDBs and
+    controllers count as known once the documents hold one (of any of the five controller kinds: a dump made with
+    ``kubectl get nodes,pods,pdb,rs,jobs,sts,rc,ds -A -o json`` lists them all)."""
     pods: dict[str, PodRecord] = {}
     nodes: dict[str, NodeRecord] = {}
     pdbs: dict[str, PdbRecord] | None = None
+    controllers: dict[tuple[str, str, str], ControllerRecord] | None = None
     skipped: list[Skipped] = []
     for change in changes(documents):
         node_records, bad_nodes = NODE.decode_all(change.nodes)
@@ -67,8 +71,17 @@ def read_dump(documents: Iterable[Any]) -> ClusterObjects:
         if change.pdbs or change.pdbs_only:
             pdbs = {} if pdbs is None else pdbs
             _apply(pdbs, ((p.uid, p) for p in pdb_records), deleted)
+        if change.controllers:
+            controllers = {} if controllers is None else controllers
+            for kind, obj in change.controllers:
+                found = CONTROLLERS[kind].decode(obj)
+                if isinstance(found, Skipped):
+                    skipped.append(found)
+                else:
+                    _apply(controllers, [((found.kind, found.namespace, found.name), found)], deleted)
     return ClusterObjects(list(pods.values()), list(nodes.values()), skipped,
-                          None if pdbs is None else list(pdbs.values()))
+                          None if pdbs is None else list(pdbs.values()),
+                          controllers=None if controllers is None else list(controllers.values()))
 
 
 def nodes_only(documents: list[Any], where: str) -> list[NodeRecord]:
@@ -146,13 +159,16 @@ def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: 
 
 
 def verdicts(view: ClusterView, pdbs: Iterable[PdbRecord] | None, settings: AutoscalerSettings, now: float,
-             problems: tuple[str, ...] = ()) -> dict[str, Verdict]:
-    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` None: not known;
-    ``problems`` (why the PDBs could not be read) are added to each."""
+             problems: tuple[str, ...] = (), controllers: Iterable[ControllerRecord] | None = None
+             ) -> dict[str, Verdict]:
+    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` and
+    ``controllers`` None: not known; ``problems`` (why the PDBs or controllers could not be read) are added to each."""
     known = None if pdbs is None else tuple(pdbs)
+    listers = None if controllers is None else controller_index(controllers)
     out = {}
     for g in view.nodes:
-        v = scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings, now=now)
+        v = scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings, now=now,
+                               controllers=listers)
         out[g.name] = msgspec.structs.replace(v, problems=(*v.problems, *problems)) if problems else v
     return out
 

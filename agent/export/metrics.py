@@ -6,7 +6,6 @@ both consume them, so the two paths cannot disagree.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 

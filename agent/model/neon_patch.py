@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from json.decoder import scanstring
 from typing import NamedTuple
 
 from agent.model.fields import MAX_ANNOTATION, Oversized
@@ -250,7 +249,7 @@ def _struct_fields(text: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
     fields: list[tuple[str, str]] = []
     i = _skip(text, i + 1)
     while text[i] != "}":
-        key, i = scanstring(text, i + 1)
+        key, i = _DECODER.raw_decode(text, i)  # a member's name: a JSON string, escapes decoded
         i = _skip(text, _skip(text, i) + 1)  # past ':'
         _, end = _DECODER.raw_decode(text, i)
         # Exact match first, then Go's case folding, which for these ASCII names matches only ASCII keys.
@@ -263,7 +262,7 @@ def _struct_fields(text: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
     return fields
 
 
-def _decode(text: str, name: str) -> dict[str, GoQuantity | None]:
+def _decode(text: str | Oversized, name: str) -> dict[str, GoQuantity | None]:
     """The struct's fields as decoded: a field absent from the dict was never set; None is a null (a nil pointer,
     or for a value field the zero quantity)."""
     decoded: dict[str, GoQuantity | None] = {}

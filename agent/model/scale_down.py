@@ -34,10 +34,9 @@ timeout); ``Verdict.holds_until`` says up to when it stays exactly what it is, s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
-
-import math
 
 import msgspec
 
@@ -48,13 +47,13 @@ from agent.model.controllers import Controllers
 from agent.model.drainability import (
     CONTROLLER_NOT_FOUND,
     KUBE_SYSTEM_PDB_UNKNOWN,
-    MIN_REPLICAS_REACHED,
-    ON_COMPLETION,
-    ON_COMPLETION_VALUE,
     LOCAL_STORAGE,
+    MIN_REPLICAS_REACHED,
     NOT_ENOUGH_PDB,
     NOT_REPLICATED,
     NOT_SAFE_TO_EVICT,
+    ON_COMPLETION,
+    ON_COMPLETION_VALUE,
     REASONS,
     UNMOVABLE_KUBE_SYSTEM,
     Clock,
@@ -70,8 +69,8 @@ from agent.model.quantity import QuantityError, div_round_up, parse_quantity
 from agent.model.valuation import PodValue
 
 __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "scale_down_verdict", "STATES", "REASONS",
-           "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE", "AUTOSCALER_CRASH",
-           "go_ratio_text",
+           "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE",
+           "AUTOSCALER_CRASH", "go_ratio_text",
            "NOT_REPLICATED", "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE",
            "NOT_ENOUGH_PDB", "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION"]
 

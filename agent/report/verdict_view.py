@@ -9,9 +9,9 @@ disabled), whether or not pods block its removal; *removable* is a candidate no 
 
 from __future__ import annotations
 
-import msgspec
-
 import math
+
+import msgspec
 
 from agent.model.scale_down import (
     ALLOCATABLE_UNUSABLE,
@@ -36,6 +36,8 @@ __all__ = ["VerdictView", "ResourceView", "DifferingView", "verdict_view", "rati
 # the verdict calls removable.
 CANNOT_SEE = ("the node group's minimum size", "whether the pods would fit on other nodes",
               "the cloud provider's state of the node and its group", "whether the pods' controllers still exist")
+# Seen where the input holds the controller objects (explain with such a dump, or --live): the replicacount rule ran.
+_CONTROLLERS_UNSEEN = CANNOT_SEE[3]
 
 
 class ResourceView(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,6 +79,7 @@ class VerdictView(msgspec.Struct, frozen=True, kw_only=True):
     blocking_counts: dict[str, int]  # every reason of REASONS, in its order
     pdbs_known: bool
     pdbs: str  # "known", or "not known: ..." with what that means
+    controllers_known: bool  # the controller objects were read: a pod whose controller is gone is seen
     pdb_risks: tuple[PdbRisk, ...]
     pdb_risk: str  # the one sentence on the risky PDBs; "" when there is none
     differing: tuple[DifferingView, ...]  # by namespace, name and uid
@@ -176,4 +179,5 @@ def verdict_view(v: Verdict) -> VerdictView:
              "not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget covers it",
         pdb_risks=v.pdb_risks, pdb_risk=_pdb_risk(v.pdb_risks),
         differing=tuple(_differing(d) for d in sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))),
-        problems=v.problems)
+        problems=v.problems, controllers_known=v.controllers_known,
+        cannot_see=tuple(c for c in CANNOT_SEE if not (v.controllers_known and c == _CONTROLLERS_UNSEEN)))

@@ -129,6 +129,7 @@ def verdict_report(v: VerdictView) -> dict[str, Any]:
                        "scheduler_memory_bytes": to_bytes(d.scheduler_memory), "why": d.why}
                       for d in (row.value for row in v.differing)],
         "pdbs_known": v.pdbs_known,
+        "controllers_known": v.controllers_known,
         "pdb_risks": [{"namespace": r.namespace, "name": r.name, "disruptions_allowed": r.disruptions_allowed,
                        "pods": r.pods} for r in v.pdb_risks],
         "pdb_risk": v.pdb_risk or None,

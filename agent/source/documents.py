@@ -1,7 +1,8 @@
 """Reading pods, Nodes and PodDisruptionBudgets from files: kubectl dumps, captures of watch streams, YAML.
 
 Accepted, in any mix: a Pod, a PodList or ``kubectl get -o json`` List (``kubectl get nodes,pods,pdb -A -o json``
-holds all three kinds), a PodDisruptionBudget or PodDisruptionBudgetList, and
+holds all three kinds), a PodDisruptionBudget or PodDisruptionBudgetList, the controller objects the autoscaler
+looks pods' owners up in (``kubectl get nodes,pods,pdb,rs,jobs,sts,rc,ds -A -o json``), and
 watch events ``{"type": ..., "object": ...}`` as printed by
 ``kubectl get pods --watch --output-watch-events -o json`` (concatenated,
 pretty-printed JSON values) or as newline-delimited JSON; or the same as
@@ -17,12 +18,13 @@ from typing import Any, NamedTuple
 import yaml
 
 from agent.decode.reader import Skipped
+from agent.model.controllers import CONTROLLER_KINDS, ControllerRecord
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pod import PodRecord
 
 __all__ = ["ClusterObjects", "DumpError", "Change", "LISTED", "changes", "decode_text", "parse_reason",
-           "read_documents", "objects_in", "pods_of", "nodes_of", "pdbs_of", "PDB_KIND"]
+           "read_documents", "objects_in", "pods_of", "nodes_of", "pdbs_of", "controllers_of", "PDB_KIND"]
 
 PDB_KIND = "PodDisruptionBudget"
 
@@ -40,6 +42,10 @@ class ClusterObjects(NamedTuple):
     # not asked for), as for an agent without the PDB watch; the verdict then says so.
     pdbs: list[PdbRecord] | None = None
     pdbs_error: str = ""  # why they could not be listed
+    # None: the controller objects are unknown (a dump holding none of the five kinds, a LIST refused), as for the
+    # agent in its pod; the replicacount rule then does not run and the verdict says it cannot see them.
+    controllers: list[ControllerRecord] | None = None
+    controllers_error: str = ""  # why they could not be listed
 
 
 class DumpError(ValueError):
@@ -164,6 +170,11 @@ def pdbs_of(document: Any) -> list[Any]:
     return _of_kind(document, PDB_KIND)
 
 
+def controllers_of(document: Any) -> list[tuple[str, Any]]:
+    """(kind, object) of each ReplicationController, Job, ReplicaSet, StatefulSet and DaemonSet in one document."""
+    return [(kind, obj) for kind in CONTROLLER_KINDS for obj in _of_kind(document, kind)]
+
+
 class Change(NamedTuple):
     """One document as a change: ``LISTED`` (a List) or a watch event type (a bare object counts as ADDED)."""
 
@@ -175,6 +186,7 @@ class Change(NamedTuple):
     # A List whose objects are all PodDisruptionBudgets (typed PodDisruptionBudgetList, or only PDBs in it): the
     # whole set of PDBs, and nothing about pods or Nodes.
     pdbs_only: bool = False
+    controllers: list[tuple[str, Any]] = []  # (kind, object); never mutated
 
 
 def changes(documents: Iterable[Any]) -> Iterator[Change]:
@@ -190,7 +202,7 @@ def changes(documents: Iterable[Any]) -> Iterator[Change]:
             rv = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
             pods, nodes, pdbs = pods_of(doc), nodes_of(doc), pdbs_of(doc)
             only = _item_kind(doc) == PDB_KIND or bool(pdbs and not pods and not nodes)
-            yield Change(LISTED, pods, nodes, rv, pdbs, only)
+            yield Change(LISTED, pods, nodes, rv, pdbs, only, controllers_of(doc))
             continue
         kind = doc.get("type", "ADDED") if isinstance(doc, dict) and "object" in doc else "ADDED"
-        yield Change(str(kind), pods_of(doc), nodes_of(doc), "", pdbs_of(doc))
+        yield Change(str(kind), pods_of(doc), nodes_of(doc), "", pdbs_of(doc), controllers=controllers_of(doc))

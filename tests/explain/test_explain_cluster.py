@@ -146,9 +146,14 @@ def test_the_bundled_sample_explains_like_the_demo():
     assert result.returncode == 0, result.stderr
     assert "NODE sample-node  12 pods  cpu 75%, memory 64% of allocatable" in result.stdout
     # One node: its whole verdict, every blocker listed.
-    assert "AUTOSCALER  not underutilized: cpu 75% > threshold 50%; 9 pods would also block its removal" in result.stdout
-    assert "  UTILIZATION  cpu 75% (decides), memory 64%; threshold 50%; as cluster-autoscaler 1.36 computes it" \
+    # Upstream 1.36 counts the NeonVM runners by their own requests (it reads no VM usage); neon's autoscaler by it.
+    assert ("AUTOSCALER  underutilized: cpu 33% < threshold 50%, a scale-down candidate, not removable: 9 pods block "
+            "its removal") in result.stdout
+    assert "  UTILIZATION  cpu 33% (decides), memory 13%; threshold 50%; as cluster-autoscaler 1.36 computes it" \
         in result.stdout and "default/debug-shell" in result.stdout and "CANNOT SEE" in result.stdout
+    assert "does not read vm.neon.tech/usage" in result.stdout
+    neon = run("explain", "sample", "--autoscaler-release", "neon")
+    assert "AUTOSCALER  not underutilized: cpu 75% > threshold 50%; 9 pods would also block its removal" in neon.stdout
 
 
 @pytest.mark.parametrize("text,words", [
