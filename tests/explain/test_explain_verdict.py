@@ -90,8 +90,8 @@ def verdict(*args: str, text: str | None = None) -> dict:
 def test_every_kind_of_pod_gets_the_rules_answer_and_the_schema_is_complete():
     v = verdict()
     assert set(v) == {"node", "state", "headline", "scale_down_candidate", "removable", "utilization", "threshold",
-                      "blockers", "blocking_pods", "differing", "pdbs_known", "controllers_known", "pdb_risks", "pdb_risk",
-                      "release",
+                      "blockers", "blocking_pods", "differing", "pdbs_known", "controllers_known", "pdb_risks",
+                      "pdb_risk", "release",
                       "problems", "cannot_see"}
     assert v["pdb_risks"] == [] and v["pdb_risk"] is None  # the one PDB allows 1 and covers the one metrics-server pod
     # Underutilized: a scale-down candidate, as the autoscaler says; blocked, so not removable.
@@ -278,3 +278,48 @@ def test_live_lists_the_controllers_and_agrees_with_the_dump(apiserver, tmp_path
     assert all(apiserver.requests_to(path) for path in ("/apis/apps/v1/replicasets", "/apis/batch/v1/jobs",
                                                         "/api/v1/replicationcontrollers", "/apis/apps/v1/statefulsets",
                                                         "/apis/apps/v1/daemonsets"))
+
+
+# -- the release's own arithmetic through the command: neon's patch, upstream without the usage, Go's ratio ----------
+
+def vm_runner(name: str, usage: str, overcommit: str | None = None) -> dict:
+    annotations = {"vm.neon.tech/usage": usage, **({"vm.neon.tech/overcommit": overcommit} if overcommit else {})}
+    return pod(name, namespace="neon", node="node-a", containers=[container("neonvm-runner", "250m", "256Mi")],
+               annotations=annotations, owner_references=[{"apiVersion": "vm.neon.tech/v1", "kind": "VirtualMachine",
+                                                           "name": name, "controller": True}])
+
+
+def one_node(*pods: dict) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("node-a", "4", "16Gi"), *pods]})
+
+
+def test_neon_counts_the_usage_as_its_go_code_does_and_upstream_not_at_all():
+    text = one_node(vm_runner("numeric", '{"cpu": 0.5, "memory": "1Gi"}'),
+                    vm_runner("truncated", '{"cpu": "2", "memory": "1Gi"}', '{"cpu": "3"}'))
+    neon = verdict("--autoscaler-release", "neon", text=text)
+    rows = {d["name"]: d for d in neon["differing"]}
+    assert rows["numeric"]["cpu_cores"] == 0.5 and rows["numeric"]["scheduler_cpu_cores"] == 0.25
+    assert rows["truncated"]["cpu_cores"] == 0.666 and rows["truncated"]["scheduler_cpu_cores"] == 0.666666667
+    assert neon["utilization"]["cpu"] == pytest.approx((500 + 666) / 4000)
+    upstream = verdict("--autoscaler-release", "1.36", text=text)
+    assert [d["name"] for d in upstream["differing"]] == ["truncated"]  # the exported value applied its usage
+    assert "does not read vm.neon.tech/usage" in upstream["differing"][0]["why"]
+    assert upstream["utilization"]["cpu"] == pytest.approx(500 / 4000)
+
+
+def test_a_zero_overcommit_factor_is_named_as_the_crash_it_is():
+    text = one_node(vm_runner("zero", '{"cpu": "2", "memory": "1Gi"}', '{"cpu": "0"}'))
+    v = verdict("--autoscaler-release", "neon", text=text)
+    assert v["state"] == "autoscaler_crash" and v["utilization"]["value"] is None
+    assert any("neon/zero" in p and "divide by zero" in p for p in v["problems"])
+
+
+def test_daemonset_pods_over_the_allocatable_are_go_s_ratio_in_valid_json():
+    ds = pod("ds", node="node-a", containers=[container("c", "4", "1Gi")],
+             owner_references=[{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "controller": True}])
+    app = pod("app", node="node-a", containers=[container("c", "1", "1Gi")])
+    result = run("explain", "--node", "node-a", "-o", "json", "--ignore-daemonsets-utilization=true",
+                 input=one_node(ds, app))
+    assert result.returncode == 0, result.stderr
+    v = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))["autoscaler"]
+    assert v["utilization"]["cpu"] == "+Inf" == v["utilization"]["value"] and v["state"] == "not_underutilized"

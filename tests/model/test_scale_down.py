@@ -28,18 +28,34 @@ import pytest
 
 from agent.decode.reader import NODE, PDB, POD
 from agent.model.autoscaler_requests import requests_of_release
-from agent.model.autoscaler_settings import (AutoscalerArgError, AutoscalerSettings, parse_autoscaler_args,
-                                             parse_go_duration)
+from agent.model.autoscaler_rules import rules_of_release
+from agent.model.autoscaler_settings import (
+    AutoscalerArgError,
+    AutoscalerSettings,
+    parse_autoscaler_args,
+    parse_go_duration,
+)
+from agent.model.controllers import ControllerRecord, controller_index
+from agent.model.drainability import CONTROLLER_NOT_FOUND, MIN_REPLICAS_REACHED, ON_COMPLETION, Clock, DrainPod
 from agent.model.node import NodeRecord
 from agent.model.pdb import LabelSelector, PdbRecord, Requirement, selects
 from agent.model.quantity import NANO, parse_quantity
 from agent.model.rules import RULES_1_36
-from agent.model.scale_down import (ALLOCATABLE_UNUSABLE, KUBE_SYSTEM_PDB_UNKNOWN, LOCAL_STORAGE, NO_NODE,
-                                    NOT_ENOUGH_PDB, NOT_REPLICATED, NOT_SAFE_TO_EVICT, NOT_UNDERUTILIZED, REASONS,
-                                    SCALE_DOWN_DISABLED, UNDERUTILIZED, UNMOVABLE_KUBE_SYSTEM, scale_down_verdict)
-from agent.model.autoscaler_rules import rules_of_release
-from agent.model.controllers import ControllerRecord, controller_index
-from agent.model.drainability import CONTROLLER_NOT_FOUND, MIN_REPLICAS_REACHED, ON_COMPLETION, Clock, DrainPod
+from agent.model.scale_down import (
+    ALLOCATABLE_UNUSABLE,
+    KUBE_SYSTEM_PDB_UNKNOWN,
+    LOCAL_STORAGE,
+    NO_NODE,
+    NOT_ENOUGH_PDB,
+    NOT_REPLICATED,
+    NOT_SAFE_TO_EVICT,
+    NOT_UNDERUTILIZED,
+    REASONS,
+    SCALE_DOWN_DISABLED,
+    UNDERUTILIZED,
+    UNMOVABLE_KUBE_SYSTEM,
+    scale_down_verdict,
+)
 from agent.model.valuation import evaluate
 from testkit.factory import container, node, pod
 
@@ -492,15 +508,16 @@ def test_a_pod_whose_controller_is_gone_blocks_before_anything_else_decides():
 def test_without_controllers_the_rule_cannot_run_and_the_verdict_says_it_does_not_know():
     got = verdict([owned("rs-pod", "ReplicaSet")], node("node"), now=NOW)
     assert not got.blockers and not got.controllers_known
-    off = verdict([owned("rs-pod", "ReplicaSet")], node("node"), args=["--skip-nodes-with-custom-controller-pods=false"],
-                  now=NOW, controllers=listed())
+    off = verdict([owned("rs-pod", "ReplicaSet")], node("node"),
+                  args=["--skip-nodes-with-custom-controller-pods=false"], now=NOW, controllers=listed())
     assert not off.blockers  # rules.Default skips replicacount with the flag off
 
 
 def test_what_the_replicacount_rule_leaves_alone():
     """A daemonset-pod annotation with another owner kind, a DaemonSet of another group, a malformed apiVersion
     (ParseGroupVersion fails), and from 1.33 a StatefulSet of another group (#8011): not looked up."""
-    ds_annotated = owned("annotated", "ReplicaSet", annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"})
+    ds_annotated = owned("annotated", "ReplicaSet",
+                         annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"})
     other_ds = owned("other-ds", "DaemonSet", "example.com/v1")
     bad_group = owned("bad", "ReplicaSet", "a/b/c")
     kruise = owned("kruise", "StatefulSet", "apps.kruise.io/v1beta1")
@@ -525,7 +542,8 @@ def test_min_replica_count_blocks_a_replicaset_or_replication_controller_below_i
 def test_safe_to_evict_on_completion_holds_the_node_from_1_36():
     """oncompletion (1.36.1's rules.go; not in 1.31.1's): the pod is waited for, so the node is not removed
     (BlockedByOnCompletionPod); in older releases the value is neither "true" nor "false" and ignored."""
-    p = owned("batch", "Job", "batch/v1", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"})
+    p = owned("batch", "Job", "batch/v1",
+              annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "on-completion"})
     got = verdict([p], node("node"), release="1.36", now=NOW)
     assert [b.reason for b in got.blockers] == [ON_COMPLETION] and not got.removable and not got.problems
     for release in ("1.35", "neon"):
