@@ -34,7 +34,7 @@ from agent.model.neon_patch import neon_patch
 from agent.model.pod import PodRecord
 from agent.model.pod_requests import pod_requests, statuses_repeat_spec
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
-from agent.model.valuation import PodValue, evaluate
+from agent.model.valuation import SOURCE_VM_USAGE, PodValue, evaluate
 
 __all__ = ["AutoscalerRequests", "ReleaseValue", "requests_of_release", "autoscaler_requests"]
 
@@ -102,14 +102,16 @@ def _vm_pod(value: PodValue, pod: PodRecord, how: AutoscalerRequests) -> Release
             return ReleaseValue(value.cpu, value.memory, f"{how.name}: {patch.crash}", patch.crash)
         note = patch.note
     else:
+        # No upstream release reads the annotation: said where the exported value applied it.
         patch, note = None, ("does not read vm.neon.tech/usage (only neon's patched autoscaler does): the pod's own "
-                             "requests")
-    mine = pod_requests(pod, how.rules, None if patch is None else patch.requests, how.use_status, how.pod_level,
-                        how.pod_status)
+                             "requests" if value.source == SOURCE_VM_USAGE else "")
+    override = None if patch is None or patch.requests is None else dict(patch.requests)
+    mine = pod_requests(pod, how.rules, override, how.use_status, how.pod_level, how.pod_status)
     if (mine.cpu, mine.memory) == (value.cpu, value.memory):
         return ReleaseValue(value.cpu, value.memory)
+    reasons = [r for r in (note, *_reasons(value, how)) if r]
     return ReleaseValue(mine.cpu, mine.memory,
-                        f"{how.name} ({how.helper}) " + "; ".join([note, *_reasons(value, how)]))
+                        f"{how.name} ({how.helper}) " + "; ".join(reasons or ["computes differently"]))
 
 
 def autoscaler_requests(value: PodValue, how: AutoscalerRequests) -> ReleaseValue:

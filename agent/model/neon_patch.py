@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from functools import lru_cache
+from types import MappingProxyType
 from typing import NamedTuple
 
 from agent.model.fields import MAX_ANNOTATION, Oversized
@@ -287,7 +289,7 @@ class NeonPatch(NamedTuple):
     """What the patch does to one pod: ``requests`` replaces containers[0]'s (None: pod left alone); ``crash`` names
     the Go panic that would stop the autoscaler ("" if none); ``note`` says why, for people."""
 
-    requests: dict[str, int] | None
+    requests: MappingProxyType[str, int] | None
     crash: str
     note: str
 
@@ -298,9 +300,11 @@ def _text(annotation: str | Oversized, name: str) -> str:
     return annotation
 
 
+@lru_cache(maxsize=256)
 def neon_patch(usage: str | Oversized | None, overcommit: str | Oversized | None, *,
                has_containers: bool = True) -> NeonPatch:
-    """updatePodRequestsFromNeonVMAnnotation on a pod with these two annotations (None: absent)."""
+    """updatePodRequestsFromNeonVMAnnotation on a pod with these two annotations (None: absent). Cached: the same
+    annotations come again with every verdict on the VM's node, and a node's VMs share few sizes."""
     if usage is None:
         return NeonPatch(None, "", "")
     try:
@@ -330,4 +334,4 @@ def neon_patch(usage: str | Oversized | None, overcommit: str | Oversized | None
     if not has_containers:
         return NeonPatch(None, "pod has no container: index out of range on containers[0], a Go panic in neon's "
                                "autoscaler", "")
-    return NeonPatch({"cpu": cpu_nanos, "memory": memory_nanos}, "", note)
+    return NeonPatch(MappingProxyType({"cpu": cpu_nanos, "memory": memory_nanos}), "", note)
