@@ -90,7 +90,7 @@ def _moment(text: str) -> float:
     except ValueError:
         raise _Failed(f"--at {text[:40]!r} is not an RFC 3339 time (e.g. 2026-12-05T10:00:00Z)") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
+        moment = moment.replace(tzinfo=datetime.UTC)
     return moment.timestamp()
 
 
