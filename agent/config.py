@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from agent.model.autoscaler_flags import BOOL
 from agent.model.autoscaler_settings import (
     AUTOSCALER_FLAGS,
     DEFAULT_AUTOSCALER,
@@ -216,8 +217,9 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
 
 def _autoscaler_flag(flag: AutoscalerFlag) -> Setting:
     """One of the autoscaler's own flags as a setting: everything but its name's dashes comes from its table row."""
+    alone = "; alone it means true, a value follows = (as in the autoscaler)" if flag.type.kind == BOOL else ""
     return Setting(default=flag.default, flag="--" + flag.name, parse=flag.type.parse, metavar=flag.type.metavar,
-                   shown=flag.type.show(flag.default), help=flag.help)
+                   shown=flag.type.show(flag.default), help=flag.help + alone)
 
 
 # The one table. Keys are Config's fields where a setting has one; the OTLP and cluster-access settings resolve into

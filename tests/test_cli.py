@@ -13,6 +13,7 @@ import yaml
 from testkit.cli import AGENT, run
 from testkit.factory import container, node, pod, resizing_pod, vm_pod
 
+
 def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     result = run("run")
     assert result.returncode == 2

@@ -17,9 +17,19 @@ import pytest
 
 from agent.config import ConfigError, from_sources
 from agent.model.autoscaler_flags import BOOL, CLUSTER_AUTOSCALER, COMPONENT_BASE, KLOG
-from agent.model.autoscaler_settings import (AUTOSCALER_FLAGS, BOOLEAN, DEFAULT_AUTOSCALER, DURATION, FLAG_KINDS, RATIO,
-                                             AutoscalerArgError, AutoscalerSettings, parse_autoscaler_args,
-                                             parse_go_duration, parse_go_float)
+from agent.model.autoscaler_settings import (
+    AUTOSCALER_FLAGS,
+    BOOLEAN,
+    DEFAULT_AUTOSCALER,
+    DURATION,
+    FLAG_KINDS,
+    RATIO,
+    AutoscalerArgError,
+    AutoscalerSettings,
+    parse_autoscaler_args,
+    parse_go_duration,
+    parse_go_float,
+)
 from testkit.cli import run
 from testkit.factory import pod
 
@@ -192,11 +202,12 @@ def test_the_agents_own_flag_wins_over_the_autoscalers_of_the_same_name():
     (["--ignore-daemonsets-utilization=yes"], "--ignore-daemonsets-utilization: 'yes' is not a boolean"),
     (["--balance-similar-node-groups=yes"], "--balance-similar-node-groups: 'yes' is not a boolean"),
     (["--scan-interval=5"], "--scan-interval: '5' is not a Go duration"),
-    (["--blocking-system-pod-distruption-timeout", "90"], "--blocking-system-pod-distruption-timeout: '90' is not a Go"),
+    (["--blocking-system-pod-distruption-timeout", "90"], "--blocking-system-pod-distruption-timeout: '90' is not"),
     (["--max-graceful-termination-sec=ten"], "--max-graceful-termination-sec: 'ten' is not a whole number"),
     (["--scale-down-utilization-threshold=0.5x"], "--scale-down-utilization-threshold: '0.5x' is not a number"),
     (["--scale-down-candidates-pool-ratio=1e400"], "--scale-down-candidates-pool-ratio: '1e400' is out of"),
     (["--nodes"], "--nodes: needs a value"),
+    (["-v"], "-v: needs a value"),
     (["---v=4"], "bad flag syntax: ---v=4"),
 ])
 def test_each_bad_form_is_one_line_naming_the_flag(command, words, named):

@@ -287,25 +287,26 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
     own = own or {}
     words, out, i = list(words), [], 0
 
-    def value_of(name: str, given: str | None) -> str:
+    def value_of(name: str, given: str | None, shown: str = "") -> str:
         nonlocal i
+        shown = shown or f"--{name}"
         if given is not None:
             return given
         if FLAG_KINDS.get(name) == BOOL:
             if i < len(words) and words[i] in _TRUE | _FALSE:
-                raise AutoscalerArgError(f"--{name} alone means true and {words[i]!r} after it is not a flag (a "
-                                         f"boolean takes its value after =: --{name}={words[i]})")
+                raise AutoscalerArgError(f"{shown} alone means true and {words[i]!r} after it is not a flag (a "
+                                         f"boolean takes its value after =: {shown}={words[i]})")
             return "true"
         if i >= len(words):
-            raise AutoscalerArgError(f"--{name}: needs a value")
+            raise AutoscalerArgError(f"{shown}: needs a value")
         i += 1
         return words[i - 1]
 
-    def check(name: str, text: str) -> None:
+    def check(name: str, text: str, shown: str = "") -> None:
         try:
             _CHECKS.get(FLAG_KINDS[name], str)(text)
         except ValueError as exc:
-            raise AutoscalerArgError(f"--{name}: {exc}") from None
+            raise AutoscalerArgError(f"{shown or '--' + name}: {exc}") from None
 
     while i < len(words):
         word = words[i]
@@ -339,7 +340,8 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
                 i += 1
         elif word[1] in _SHORTHANDS:  # pflag's -v=4, -v4, -v 4
             rest = word[2:]
-            check(word[1], value_of(word[1], rest[1:] if rest.startswith("=") else rest or None))
+            shown = f"-{word[1]}"
+            check(word[1], value_of(word[1], rest[1:] if rest.startswith("=") else rest or None, shown), shown)
         else:
             raise _unknown(word, own)
     return out
