@@ -18,7 +18,6 @@ the operator thought.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 
@@ -257,6 +256,8 @@ _CHECKS: dict[str, Callable[[str], object]] = {
 def _unknown(word: str, own: Mapping[str, bool]) -> AutoscalerArgError:
     """An unknown flag, named, with the closest flag of the agent's or the autoscaler's when there is one; a long
     name with one dash is told to take two, as pflag reads only ``-v`` so."""
+    import difflib  # only for this error: not resident in the agent that runs with good flags
+
     name = word.partition("=")[0]
     if not name.startswith("--") and _normalized(name[1:]) in FLAG_KINDS.keys() | {f[2:] for f in own}:
         return AutoscalerArgError(f"unknown flag {name[:60]}: a long flag takes two dashes (-{name[:60]})")
