@@ -328,3 +328,20 @@ def test_the_autoscalers_flags_are_those_its_source_registers():
 ], ids=["klog", "component-base"])
 def test_the_flags_its_libraries_register_are_those_of_their_source(module, paths, table):
     assert go_flags(*_module(module, *paths)) == table
+
+
+@pytest.mark.autoscaler
+@pytest.mark.parametrize("name", ["1.36.1", "neon"])
+def test_every_flag_the_built_autoscaler_lists_is_in_the_table_with_its_kind(name):
+    """The binary itself (``--help``: a boolean is listed without a value type) against FLAG_KINDS: every flag it
+    takes is known, and a boolean alone there. Its ``ginkgo.*`` flags come from a test library it links; no
+    Deployment sets them."""
+    from components.autoscaler import autoscaler_bin
+
+    shown = subprocess.run([str(autoscaler_bin(name) / "cluster-autoscaler"), "--help"], capture_output=True,
+                           text=True, timeout=60)
+    listed = {m[1].replace("_", "-"): m[2] is None
+              for m in re.finditer(r"^\s+(?:-\w, )?--([\w.-]+)(?: (\S+))?\s", shown.stdout + shown.stderr, re.M)
+              if not m[1].startswith("ginkgo.")}
+    assert len(listed) > 100
+    assert {flag: FLAG_KINDS[flag] == BOOL for flag in listed if flag in FLAG_KINDS} == listed
