@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from agent.model.autoscaler_flags import BOOL
 from agent.model.autoscaler_settings import (
     AUTOSCALER_FLAGS,
     DEFAULT_AUTOSCALER,
@@ -200,9 +201,6 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     # The flag's form: "value", "switch" (no value: given, it is True) or "repeated" (the flag repeats, each item
     # parsed on its own and the tuples joined; the variable is comma-separated).
     kind: str = "value"
-    # What the flag alone stands for when its value may be left out: the autoscaler's booleans, as Go's flag
-    # package reads them ("true"); None: the flag takes a value. Go's whole grammar would go here (issue 37).
-    bare: str | None = None
     metavar: str | None = None
     explain_shown: str = ""  # ``explain``'s default where it is not ``run``'s (``shown``)
     choices: tuple[str, ...] | None = None  # listed by ``--help`` and checked by the parser before ``parse`` runs
@@ -219,8 +217,9 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
 
 def _autoscaler_flag(flag: AutoscalerFlag) -> Setting:
     """One of the autoscaler's own flags as a setting: everything but its name's dashes comes from its table row."""
-    return Setting(default=flag.default, flag="--" + flag.name, parse=flag.type.parse, bare=flag.type.bare,
-                   metavar=flag.type.metavar, shown=flag.type.show(flag.default), help=flag.help)
+    alone = "; alone it means true, a value follows = (as in the autoscaler)" if flag.type.kind == BOOL else ""
+    return Setting(default=flag.default, flag="--" + flag.name, parse=flag.type.parse, metavar=flag.type.metavar,
+                   shown=flag.type.show(flag.default), help=flag.help + alone)
 
 
 # The one table. Keys are Config's fields where a setting has one; the OTLP and cluster-access settings resolve into
@@ -340,8 +339,8 @@ SETTINGS: dict[str, Setting[Any]] = {
     "autoscaler_args": Setting(
         default=DEFAULT_AUTOSCALER, env=("NRA_AUTOSCALER_ARGS",), parse=_autoscaler_args,
         shown="the autoscaler's defaults",
-        help="the autoscaler's args as its Deployment has them, space-separated --name=value words (its other "
-             "flags are ignored); the flags below win over it"),
+        help="the autoscaler's args as its Deployment has them, shell-quoted words read as it reads them (its "
+             "other flags are checked and ignored); the flags below win over it"),
     "autoscaler_release": Setting(
         default=DEFAULT_AUTOSCALER.release, flag="--autoscaler-release", env=("NRA_AUTOSCALER_RELEASE",),
         parse=parse_release, metavar="1.MINOR|neon", shown=DEFAULT_AUTOSCALER.release,
