@@ -225,11 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agent.explain.command import explain
 
             try:
-                autoscaler = autoscaler_settings(vars(args), os.environ)
+                notes: list[str] = []
+                autoscaler = autoscaler_settings(vars(args), os.environ, notes)
                 version = kubernetes_version(vars(args), os.environ)
             except ConfigError as exc:
                 print(f"node-requests-agent explain: {exc}", file=sys.stderr)
                 return EXIT_CONFIG
+            for note in notes:
+                print(f"node-requests-agent explain: {note}", file=sys.stderr)
             return _to_a_pipe(lambda: explain(args, cluster_access(args.kubeconfig, args.context, os.environ),
                                               autoscaler=autoscaler, version=version))
         flags = vars(args)

@@ -176,10 +176,17 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _autoscaler_args(text: str) -> AutoscalerSettings:
-    """The autoscaler's args line, shell-quoted as in its Deployment."""
+    """The autoscaler's args line, shell-quoted as in its Deployment. A flag that neither the agent nor the
+    autoscaler release it knows has (a newer autoscaler's) is ignored with a warning, not refused: the args are
+    pasted from a Deployment the agent does not control, and refusing would stop every node's agent."""
     import shlex
 
-    return parse_autoscaler_args(shlex.split(text))  # an unbalanced quote is shlex's ValueError
+    unknown: list[str] = []
+    settings = parse_autoscaler_args(shlex.split(text), unknown=unknown)  # unbalanced quote: shlex's ValueError
+    if unknown:
+        raise _FellBack(f"has flags no known cluster-autoscaler has, ignored: {', '.join(unknown[:5])}"
+                        + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""), settings)
+    return settings
 
 
 class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
@@ -560,10 +567,12 @@ def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str
 AUTOSCALER_FIELDS = {"autoscaler_release": "release", **{flag.field: flag.field for flag in AUTOSCALER_FLAGS}}
 
 
-def autoscaler_settings(args: Mapping[str, object], env: Mapping[str, str]) -> AutoscalerSettings:
+def autoscaler_settings(args: Mapping[str, object], env: Mapping[str, str],
+                        notes: list[str] | None = None) -> AutoscalerSettings:
     """The autoscaler's settings: NRA_AUTOSCALER_ARGS' words, then the release and the flags over them (as a later
-    word wins in the autoscaler's own flag parsing); a bad value is a ConfigError naming where it came from."""
-    from_words: AutoscalerSettings = _typed("autoscaler_args", args, env)
+    word wins in the autoscaler's own flag parsing); a bad value is a ConfigError naming where it came from, a flag
+    no autoscaler has in the variable a warning in ``notes``."""
+    from_words: AutoscalerSettings = _typed("autoscaler_args", args, env, notes)
     given = {field: parsed[0] for name, field in AUTOSCALER_FIELDS.items()
              if (parsed := _parsed(name, args, env)) is not None}
     return msgspec.structs.replace(from_words, **given) if given else from_words
@@ -607,7 +616,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=_debug_address(args, env, once=plain["once"]),
         # Set, MALLOC_ARENA_MAX is glibc's to apply; unset, the agent sets its own limit.
         malloc_arenas=None if _parsed("malloc_arenas", args, env) else _default("malloc_arenas"),
-        autoscaler=autoscaler_settings(args, env),
+        autoscaler=autoscaler_settings(args, env, notes),
         warnings=tuple(notes),
         **plain,
     )

@@ -217,10 +217,22 @@ def test_each_bad_form_is_one_line_naming_the_flag(command, words, named):
     assert named in result.stderr, result.stderr
 
 
-def test_the_variable_refuses_the_same_forms_naming_itself():
-    result = run("run", "--node-name", "n", env={"NRA_AUTOSCALER_ARGS": "--cloud-provider=aws --scan-intervl=5s"})
+def test_the_variable_refuses_a_bad_value_naming_itself():
+    result = run("run", "--node-name", "n", env={"NRA_AUTOSCALER_ARGS": "--cloud-provider=aws --scan-interval=soon"})
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "NRA_AUTOSCALER_ARGS: unknown flag --scan-intervl (did you mean --scan-interval?)" in result.stderr
+    assert "NRA_AUTOSCALER_ARGS: --scan-interval: 'soon'" in result.stderr
+
+
+def test_the_variable_ignores_a_flag_no_autoscaler_has_with_a_warning_and_reads_the_rest():
+    """A newer autoscaler's flag in the pasted Deployment args must not stop every node's agent."""
+    line = "--cloud-provider=aws --scan-intervl=5s --future-flag value --scale-down-utilization-threshold=0.6"
+    config = from_sources(BASE, {"NRA_AUTOSCALER_ARGS": line})
+    assert config.autoscaler.scale_down_utilization_threshold == 0.6
+    assert config.warnings == ("NRA_AUTOSCALER_ARGS has flags no known cluster-autoscaler has, ignored: "
+                               "--scan-intervl, --future-flag",)
+    explained = run("explain", "sample", "-o", "json", env={"NRA_AUTOSCALER_ARGS": line})
+    assert explained.returncode == 0 and json.loads(explained.stdout), explained.stderr
+    assert explained.stderr.strip() == f"node-requests-agent explain: {config.warnings[0]}"
 
 
 # Each case as Go 1.26 answered it (strconv.ParseFloat(s, 64), time.ParseDuration, strconv.ParseBool), run here.

@@ -268,7 +268,8 @@ def _unknown(word: str, own: Mapping[str, bool]) -> AutoscalerArgError:
                               + f": {whose}")
 
 
-def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None) -> list[str]:
+def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None,
+                  unknown: list[str] | None = None) -> list[str]:
     """``words`` read as the autoscaler's flag parser (pflag) reads them, rewritten for a reader of plain words.
 
     The one place of that grammar, for the command line (cli.py hands the result to argparse) and for
@@ -283,7 +284,9 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
     - ``--`` and what follows it, ``-``, and words that are not flags pass as written.
     A flag neither has, a bad value of a dropped flag, a missing value, or a boolean alone followed by a boolean's
     spelling (``--flag false`` is true and a stray word in Go; written ``--flag=false``) is an AutoscalerArgError
-    naming the flag.
+    naming the flag. With ``unknown`` (a list), a flag neither has is appended to it and dropped instead, with the
+    word after it when that is no flag (its value, or so it looks): a newer autoscaler's new flag in a pasted args
+    list must not stop the agent.
     """
     own = own or {}
     words, out, i = list(words), [], 0
@@ -332,6 +335,10 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
                     i += 1
             elif name in FLAG_KINDS:
                 check(name, value_of(name, given if eq else None))
+            elif unknown is not None:
+                unknown.append(option[:60])
+                if not eq and i < len(words) and not words[i].startswith("-"):
+                    i += 1
             else:
                 raise _unknown(word, own)
         elif word[:2] in own:
@@ -356,16 +363,17 @@ def parse_release(text: str) -> str:
     return text
 
 
-def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) -> AutoscalerSettings:
+def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None,
+                          unknown: list[str] | None = None) -> AutoscalerSettings:
     """Settings from the autoscaler's args, read by ``go_flag_words`` (its other flags checked and ignored; a
-    word that is not a flag, a flag it does not have or a known flag with a bad value is an AutoscalerArgError);
-    ``release`` "1.<minor>" or "neon"."""
+    word that is not a flag, a flag it does not have or a known flag with a bad value is an AutoscalerArgError,
+    except that with ``unknown`` a flag it does not have goes there, ignored); ``release`` "1.<minor>" or "neon"."""
     words: list[object] = list(args)  # typed as text, but an environment's list is checked, not trusted
     for word in words:
         if not isinstance(word, str):
             raise AutoscalerArgError(f"autoscaler args: {str(word)[:60]!r} is not a flag (expected --name=value)")
     found: dict[str, object] = {}
-    for word in go_flag_words(words):  # type: ignore[arg-type]  # each checked to be text above
+    for word in go_flag_words(words, unknown=unknown):  # type: ignore[arg-type]  # each checked to be text above
         name, eq, raw = word.partition("=")
         flag = _BY_NAME.get(name[2:]) if name.startswith("--") and eq else None
         if flag is None:
