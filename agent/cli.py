@@ -24,6 +24,7 @@ from agent.config import (
     from_sources,
     kubernetes_version,
 )
+from agent.model.autoscaler_settings import AutoscalerArgError, go_flag_words
 
 if TYPE_CHECKING:
     import argparse
@@ -49,9 +50,6 @@ def _flag_form(setting: Setting) -> dict[str, Any]:
     if setting.kind == "switch":
         return {"action": "store_true"}
     form: dict[str, Any] = {"action": "append"} if setting.kind == "repeated" else {}
-    if setting.bare is not None:
-        # As the autoscaler's own flags: --ignore-daemonsets-utilization alone means true.
-        form.update(nargs="?", const=setting.bare)
     if setting.choices:
         form["choices"] = setting.choices
     if setting.metavar:
@@ -100,14 +98,30 @@ def build_parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
         (docs/configuration.md), not argparse's usage dump before it; the subcommands' parsers are of this class."""
 
         def __init__(self, *args, **kwargs) -> None:
+            self.options: dict[str, bool] = {}  # every option string of this parser: whether it takes a value
+            # No abbreviations: the autoscaler's flag parser takes none, and its flags pass through here.
+            kwargs.setdefault("allow_abbrev", False)
             super().__init__(*args, **kwargs)
-            self.commands: dict[str, argparse.ArgumentParser] = {}  # the subcommands' parsers, by name
+            self.commands: dict[str, OneLineErrors] = {}  # the subcommands' parsers, by name
+
+        def add_argument(self, *args, **kwargs):
+            action = super().add_argument(*args, **kwargs)
+            self.options.update(dict.fromkeys(action.option_strings, action.nargs != 0))
+            return action
 
         def error(self, message: str) -> NoReturn:
             self.exit(EXIT_CONFIG, f"{self.prog}: {message}; see {self.prog} --help\n")
 
         def parse_args(self, args=None, namespace=None):
-            """Flags no parser knows are the command's error (its --help lists its flags), not the program's."""
+            """The command's words read in the autoscaler's flag grammar first (go_flag_words: its flags pasted
+            from its Deployment); then flags no parser knows are the command's error (its --help lists its flags),
+            not the program's."""
+            args = list(sys.argv[1:] if args is None else args)
+            if args and (command := self.commands.get(args[0])) is not None:
+                try:
+                    args[1:] = go_flag_words(args[1:], own=command.options)
+                except AutoscalerArgError as exc:
+                    command.error(str(exc))
             parsed, unknown = self.parse_known_args(args, namespace)
             if unknown:
                 self.commands.get(getattr(parsed, "command", None) or "", self).error(
@@ -211,11 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agent.explain.command import explain
 
             try:
-                autoscaler = autoscaler_settings(vars(args), os.environ)
+                notes: list[str] = []
+                autoscaler = autoscaler_settings(vars(args), os.environ, notes)
                 version = kubernetes_version(vars(args), os.environ)
             except ConfigError as exc:
                 print(f"node-requests-agent explain: {exc}", file=sys.stderr)
                 return EXIT_CONFIG
+            for note in notes:
+                print(f"node-requests-agent explain: {note}", file=sys.stderr)
             return _to_a_pipe(lambda: explain(args, cluster_access(args.kubeconfig, args.context, os.environ),
                                               autoscaler=autoscaler, version=version))
         flags = vars(args)

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from agent.model.autoscaler_flags import BOOL
 from agent.model.autoscaler_settings import (
     AUTOSCALER_FLAGS,
     DEFAULT_AUTOSCALER,
@@ -175,10 +176,17 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _autoscaler_args(text: str) -> AutoscalerSettings:
-    """The autoscaler's args line, shell-quoted as in its Deployment."""
+    """The autoscaler's args line, shell-quoted as in its Deployment. A flag that neither the agent nor the
+    autoscaler release it knows has (a newer autoscaler's) is ignored with a warning, not refused: the args are
+    pasted from a Deployment the agent does not control, and refusing would stop every node's agent."""
     import shlex
 
-    return parse_autoscaler_args(shlex.split(text))  # an unbalanced quote is shlex's ValueError
+    unknown: list[str] = []
+    settings = parse_autoscaler_args(shlex.split(text), unknown=unknown)  # unbalanced quote: shlex's ValueError
+    if unknown:
+        raise _FellBack(f"has flags no known cluster-autoscaler has, ignored: {', '.join(unknown[:5])}"
+                        + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""), settings)
+    return settings
 
 
 class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
@@ -200,9 +208,6 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     # The flag's form: "value", "switch" (no value: given, it is True) or "repeated" (the flag repeats, each item
     # parsed on its own and the tuples joined; the variable is comma-separated).
     kind: str = "value"
-    # What the flag alone stands for when its value may be left out: the autoscaler's booleans, as Go's flag
-    # package reads them ("true"); None: the flag takes a value. Go's whole grammar would go here (issue 37).
-    bare: str | None = None
     metavar: str | None = None
     explain_shown: str = ""  # ``explain``'s default where it is not ``run``'s (``shown``)
     choices: tuple[str, ...] | None = None  # listed by ``--help`` and checked by the parser before ``parse`` runs
@@ -219,8 +224,9 @@ class Setting(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
 
 def _autoscaler_flag(flag: AutoscalerFlag) -> Setting:
     """One of the autoscaler's own flags as a setting: everything but its name's dashes comes from its table row."""
-    return Setting(default=flag.default, flag="--" + flag.name, parse=flag.type.parse, bare=flag.type.bare,
-                   metavar=flag.type.metavar, shown=flag.type.show(flag.default), help=flag.help)
+    alone = "; alone it means true, a value follows = (as in the autoscaler)" if flag.type.kind == BOOL else ""
+    return Setting(default=flag.default, flag="--" + flag.name, parse=flag.type.parse, metavar=flag.type.metavar,
+                   shown=flag.type.show(flag.default), help=flag.help + alone)
 
 
 # The one table. Keys are Config's fields where a setting has one; the OTLP and cluster-access settings resolve into
@@ -340,8 +346,8 @@ SETTINGS: dict[str, Setting[Any]] = {
     "autoscaler_args": Setting(
         default=DEFAULT_AUTOSCALER, env=("NRA_AUTOSCALER_ARGS",), parse=_autoscaler_args,
         shown="the autoscaler's defaults",
-        help="the autoscaler's args as its Deployment has them, space-separated --name=value words (its other "
-             "flags are ignored); the flags below win over it"),
+        help="the autoscaler's args as its Deployment has them, shell-quoted words read as it reads them (its "
+             "other flags are checked and ignored); the flags below win over it"),
     "autoscaler_release": Setting(
         default=DEFAULT_AUTOSCALER.release, flag="--autoscaler-release", env=("NRA_AUTOSCALER_RELEASE",),
         parse=parse_release, metavar="1.MINOR|neon", shown=DEFAULT_AUTOSCALER.release,
@@ -561,10 +567,12 @@ def cluster_access(kubeconfig: str | None, context: str | None, env: Mapping[str
 AUTOSCALER_FIELDS = {"autoscaler_release": "release", **{flag.field: flag.field for flag in AUTOSCALER_FLAGS}}
 
 
-def autoscaler_settings(args: Mapping[str, object], env: Mapping[str, str]) -> AutoscalerSettings:
+def autoscaler_settings(args: Mapping[str, object], env: Mapping[str, str],
+                        notes: list[str] | None = None) -> AutoscalerSettings:
     """The autoscaler's settings: NRA_AUTOSCALER_ARGS' words, then the release and the flags over them (as a later
-    word wins in the autoscaler's own flag parsing); a bad value is a ConfigError naming where it came from."""
-    from_words: AutoscalerSettings = _typed("autoscaler_args", args, env)
+    word wins in the autoscaler's own flag parsing); a bad value is a ConfigError naming where it came from, a flag
+    no autoscaler has in the variable a warning in ``notes``."""
+    from_words: AutoscalerSettings = _typed("autoscaler_args", args, env, notes)
     given = {field: parsed[0] for name, field in AUTOSCALER_FIELDS.items()
              if (parsed := _parsed(name, args, env)) is not None}
     return msgspec.structs.replace(from_words, **given) if given else from_words
@@ -608,7 +616,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=_debug_address(args, env, once=plain["once"]),
         # Set, MALLOC_ARENA_MAX is glibc's to apply; unset, the agent sets its own limit.
         malloc_arenas=None if _parsed("malloc_arenas", args, env) else _default("malloc_arenas"),
-        autoscaler=autoscaler_settings(args, env),
+        autoscaler=autoscaler_settings(args, env, notes),
         warnings=tuple(notes),
         **plain,
     )

@@ -20,6 +20,7 @@ source in components/autoscaler_oracle/), so a changed oracle rebuilds only the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -70,7 +71,8 @@ AUTOSCALERS: dict[str, AutoscalerBuild] = {build.name: build for build in _BUILD
 
 
 def source_folder() -> Path:
-    """``$NRA_AUTOSCALER_SOURCE``, else ``shared/autoscaler`` beside the clone (where the project's machines keep it)."""
+    """``$NRA_AUTOSCALER_SOURCE``, else ``shared/autoscaler`` beside the clone (where the project's machines hold
+    it)."""
     explicit = os.environ.get("NRA_AUTOSCALER_SOURCE")
     folder = Path(explicit) if explicit else Path(__file__).resolve().parents[2] / "shared" / "autoscaler"
     if not folder.is_dir():
@@ -146,7 +148,7 @@ def _both(name: str) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return component_main("components.autoscaler", {name: (lambda n=name: _both(n)) for name in AUTOSCALERS}, argv)
+    return component_main("components.autoscaler", {name: functools.partial(_both, name) for name in AUTOSCALERS}, argv)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from testkit.cli import AGENT, run
-from testkit.factory import container, pod, resizing_pod, vm_pod
+from testkit.factory import container, node, pod, resizing_pod, vm_pod
+
 
 def test_missing_node_name_is_a_clear_error_with_exit_code_2():
     result = run("run")
@@ -119,8 +120,9 @@ def test_a_kubeconfig_that_is_not_one_exits_2_with_one_line_naming_it(tmp_path, 
 
 
 @pytest.mark.parametrize("args,error", [
-    (["run", "--bogus"], "run: unrecognized arguments: --bogus"),
-    (["--bogus"], "run: unrecognized arguments: --bogus"),
+    (["run", "--bogus"], "run: unknown flag --bogus: neither the agent's nor the cluster-autoscaler's"),
+    (["--bogus"], "run: unknown flag --bogus: neither the agent's nor the cluster-autoscaler's"),
+    (["run", "--node-name", "n", "stray"], "run: unrecognized arguments: stray"),
     (["run", "--node-name", "n", "--exporter", "xml"], "run: argument --exporter: invalid choice: 'xml'"),
     (["run", "--node-name"], "run: argument --node-name: expected one argument"),
     (["explain", "--output", "yaml"], "explain: argument --output/-o: invalid choice: 'yaml'"),
@@ -444,3 +446,27 @@ def test_no_flag_is_what_the_parser_returns_when_none_is_given():
                 {"NODE_NAME": "n", "OTEL_METRICS_EXPORTER": "none", "DEBUG_ADDRESS": "off", "LOG_LEVEL": "debug",
                  "OTEL_METRIC_EXPORT_INTERVAL": "2500", "DEBUG_HOSTS": "a,b", "HOST_PROC": "off"}):
         assert from_sources({}, env) == from_sources(parsed, env)
+
+
+def owned(name: str, kind: str, cpu: str) -> dict:
+    return pod(name, containers=[container("main", cpu, "1Gi")],
+               owner_references=[{"apiVersion": "apps/v1", "kind": kind, "name": f"{name}-owner", "uid": f"{name}-uid",
+                                  "controller": True}])
+
+
+def test_a_bare_autoscaler_boolean_takes_no_value_word_so_explain_reads_the_file_after_it(tmp_path):
+    """Issue 37: ``explain --ignore-daemonsets-utilization dump.json`` failed with "'dump.json' is not a boolean": a
+    boolean alone is true in the autoscaler's flag grammar and never takes the next word."""
+    dump_file = tmp_path / "dump.json"
+    dump_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        node("node-a", cpu="4"), owned("ds-pod", "DaemonSet", "1"), owned("web", "ReplicaSet", "1")]}))
+
+    def cpu(*flags: str) -> float:
+        result = run("explain", *flags, "-o", "json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)["autoscaler"]["utilization"]["cpu"]
+
+    assert cpu(str(dump_file)) == 0.5  # 2 of 4 cores
+    assert cpu("--ignore-daemonsets-utilization", str(dump_file)) == 1 / 3  # the DaemonSet's core leaves both
+    assert cpu("--ignore-daemonsets-utilization=true", str(dump_file)) == 1 / 3
+    assert cpu(str(dump_file), "--ignore-daemonsets-utilization=false") == 0.5

@@ -1,27 +1,34 @@
-"""The cluster-autoscaler's settings that decide a node's verdict, in the autoscaler's own flag names.
+"""The cluster-autoscaler's settings that decide a node's verdict, in the autoscaler's own flag names, and its flag
+grammar.
 
-An operator copies them from the autoscaler Deployment's args (``--name=value``), so the agent reads exactly that
-form: as ``run`` and ``explain`` flags, and in ``NRA_AUTOSCALER_ARGS``. ``release`` says which autoscaler release
-computes pod requests (before 1.33 it ignores in-place-resize status and pod-level resources; ``neon`` is neon's
-patched 1.31.1, which also applies ``vm.neon.tech/usage``).
+An operator copies them from the autoscaler Deployment's args, so the agent reads exactly that form: as ``run`` and
+``explain`` flags, and in ``NRA_AUTOSCALER_ARGS``. ``release`` says which autoscaler release computes pod requests
+(before 1.33 it ignores in-place-resize status and pod-level resources; ``neon`` is neon's patched 1.31.1, which also
+applies ``vm.neon.tech/usage``).
 
-The words are read as the autoscaler's own flag parser (pflag over Go's ``flag``) reads them: ``--name=value``,
-``--name value`` (not for a boolean) and, for a boolean, ``--name`` alone (true); one leading dash works too. Booleans
-take Go's ``strconv.ParseBool`` spellings, durations Go's ``time.ParseDuration`` syntax. Flags the verdict does not
-depend on are accepted and ignored, so the whole args list can be pasted; a word that is not a flag is an error, since
-it means the list was not what the operator thought.
+The words are read as the autoscaler reads them, in one place, ``go_flag_words``: its flags are Go ``flag`` flags
+handed to spf13/pflag (``kube_flag.InitFlags``: ``AddGoFlagSet``, names normalized ``_`` to ``-``), so
+``--name=value``, ``--name value`` (not for a boolean: a boolean alone is true and never takes the next word), two
+dashes (one only for the one-letter ``-v``); booleans take Go's ``strconv.ParseBool`` spellings, durations
+``time.ParseDuration``'s syntax, numbers ``strconv.ParseFloat``'s and ``ParseInt``'s. Its flags the verdict does not
+depend on (model.autoscaler_flags, extracted from its source) are accepted, their values checked, and ignored, so the
+whole args list can be pasted; a flag it does not have is an error naming it, since it means the list was not what
+the operator thought.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
+from agent.model.autoscaler_flags import BOOL, CLUSTER_AUTOSCALER, COMPONENT_BASE, FLOAT, INT, KLOG, UINT
+from agent.model.autoscaler_flags import DURATION as DURATION_KIND
+
 __all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "DURATION",
            "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON",
-           "parse_go_duration"]
+           "parse_go_duration", "parse_go_float", "go_flag_words", "FLAG_KINDS"]
 
 
 class AutoscalerArgError(ValueError):
@@ -51,28 +58,93 @@ RELEASES: tuple[str, ...] = (*(f"1.{minor}" for minor in range(28, 39)), NEON)
 # strconv.ParseBool
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-# A flag name as pflag accepts it (letters, digits, dashes, dots, underscores).
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# time.ParseDuration: an optionally signed sequence of decimal numbers, each with a unit.
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Go's literals, ASCII only (Python's \d and float() also take other scripts' digits, and float() spaces): decimal
+# digits with "_" only between digits, as strconv accepts them.
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_GO_FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?")
+_GO_HEX_FLOAT = re.compile(r"[+-]?0[xX]_?(?:[0-9a-fA-F](?:_?[0-9a-fA-F])*)?(?:\.(?:[0-9a-fA-F](?:_?[0-9a-fA-F])*)?)?"
+                           rf"[pP][+-]?{_DIGITS}")
+_GO_INFINITY = re.compile(r"[+-]?(?:inf|infinity)", re.IGNORECASE)
+_GO_INT = re.compile(r"0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|0(?:_?[0-7])*|[1-9](?:_?[0-9])*")
+# time.ParseDuration's units in nanoseconds; it counts in int64 nanoseconds and so does parse_go_duration.
+_UNITS = {"ns": 1, "us": 10**3, "µs": 10**3, "μs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+# One part: a number (its whole digits, a fraction's) and its unit, each possibly empty (checked apart).
+_DURATION_PART = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
+_MAX_NS = 1 << 63
 
 
 def parse_go_duration(text: str) -> float:
-    """Seconds of a Go duration ("1h", "30m", "90s", "1h30m", "1.5h", "0"); ValueError otherwise."""
-    sign, rest = (-1.0, text[1:]) if text[:1] == "-" else (1.0, text[1:] if text[:1] == "+" else text)
+    """Seconds of a Go duration ("1h", "30m", "90s", "1h30m", "1.5h", ".5h", "0", "-1m"), computed as
+    ``time.ParseDuration`` computes it (int64 nanoseconds, a fraction's digits truncated the same way); ValueError
+    where it refuses (a bare number other than 0, an unknown unit, out of range)."""
+    def refused(why: str = "") -> ValueError:
+        return ValueError(f"{text[:40]!r} is not a Go duration (such as 1h, 30m, 90s, 1h30m{why})")
+
+    negative, rest = text[:1] == "-", text[1:] if text[:1] in ("-", "+") else text
     if rest == "0":
         return 0.0
-    total, at = 0.0, 0
-    while at < len(rest):
-        match = _DURATION_PART.match(rest, at)
-        if match is None:
-            raise ValueError(f"not a Go duration (such as 1h, 30m, 90s, 1h30m): {text!r}")
-        total += float(match[1]) * _UNITS[match[2]]
-        at = match.end()
     if not rest:
-        raise ValueError(f"not a Go duration (such as 1h, 30m, 90s, 1h30m): {text!r}")
-    return sign * total
+        raise refused()
+    total, at = 0, 0
+    while at < len(rest):
+        part = _DURATION_PART.match(rest, at)
+        if part is None or not (part[1] or part[2]):  # never None: every piece of the pattern may be empty
+            raise refused()
+        whole, fraction, unit = part[1], part[2], part[3]
+        if not unit:
+            raise refused(": a number needs its unit")
+        if unit not in _UNITS:
+            raise refused(f": no unit {unit!r}")
+        at, scale = part.end(), _UNITS[unit]
+        value = int(whole or "0")
+        if value > _MAX_NS // scale:
+            raise refused(": out of range")
+        value *= scale
+        if fraction:
+            # leadingFraction: digits past what a uint64 holds are dropped; the part is truncated to a nanosecond.
+            digits, divisor = 0, 1.0
+            for c in fraction:
+                if digits > _MAX_NS // 10:
+                    break
+                digits, divisor = digits * 10 + int(c), divisor * 10
+            value += int(float(digits) * (float(scale) / divisor))
+        total += value
+        if total > _MAX_NS:
+            raise refused(": out of range")
+    if not negative and total > _MAX_NS - 1:
+        raise refused(": out of range")
+    return (-total if negative else total) / 1e9
+
+
+def parse_go_float(text: str) -> float:
+    """A number as ``strconv.ParseFloat(text, 64)`` reads it (decimal or hexadecimal, "_" between digits, inf and
+    nan words); ValueError for what it refuses, including a finite number too large for a float64."""
+    if _GO_FLOAT.fullmatch(text):
+        value = float(text)
+    elif _GO_HEX_FLOAT.fullmatch(text):
+        sign, body = ("-", text[1:]) if text[0] == "-" else ("", text.lstrip("+"))
+        value = float.fromhex(sign + body.replace("_", ""))
+    elif _GO_INFINITY.fullmatch(text) or text.lower() == "nan":
+        return float(text)
+    else:
+        raise ValueError(f"{text[:40]!r} is not a number")
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:40]!r} is out of a float64's range")
+    return value
+
+
+def _go_int(text: str, *, signed: bool = True) -> int:
+    """A whole number as ``strconv.ParseInt(text, 0, 64)`` (``ParseUint`` when not ``signed``) reads it: 0x, 0o, 0b
+    and a leading 0 (octal) prefixes, "_" between digits."""
+    sign, body = (text[0], text[1:]) if signed and text[:1] in ("+", "-") else ("", text)
+    if not _GO_INT.fullmatch(body):
+        raise ValueError(f"{text[:40]!r} is not a whole number")
+    digits = body.replace("_", "")
+    value = int(digits, 8) if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit() else int(digits, 0)
+    value = -value if sign == "-" else value
+    if not (-(1 << 63) <= value < 1 << 63 if signed else value < 1 << 64):
+        raise ValueError(f"{text[:40]!r} is out of range")
+    return value
 
 
 def _go_bool(text: str) -> bool:
@@ -84,10 +156,7 @@ def _go_bool(text: str) -> bool:
 
 
 def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text[:40]!r} is not a number") from None
+    value = parse_go_float(text)
     if not 0.0 <= value <= 1.0:  # NaN fails too
         raise ValueError(f"{text[:40]!r} is outside [0, 1]")
     return value
@@ -109,19 +178,19 @@ def _show_duration(seconds: object) -> str:
 
 
 class FlagType(msgspec.Struct, frozen=True, kw_only=True):
-    """How one of the autoscaler's flags is written: its value's parser (the text as Go's flag package reads it; a
-    ValueError says what is wrong without naming the flag), how its default reads, and what the flag alone means."""
+    """How one of the autoscaler's flags is written: its Go kind (model.autoscaler_flags: a BOOL alone is true), its
+    value's parser (the text as Go's flag package reads it, and the range the agent takes; a ValueError says what is
+    wrong without naming the flag), and how its default reads."""
 
+    kind: str
     metavar: str
     parse: Callable[[str], object]
     show: Callable[[object], str] = str
-    # The value of the flag given alone: Go's flag package reads a bare boolean as true; None: a value must follow.
-    bare: str | None = None
 
 
-BOOLEAN = FlagType(metavar="BOOL", parse=_go_bool, show=lambda value: str(value).lower(), bare="true")
-RATIO = FlagType(metavar="RATIO", parse=_ratio)
-DURATION = FlagType(metavar="DURATION", parse=_duration, show=_show_duration)
+BOOLEAN = FlagType(kind=BOOL, metavar="BOOL", parse=_go_bool, show=lambda value: str(value).lower())
+RATIO = FlagType(kind=FLOAT, metavar="RATIO", parse=_ratio)
+DURATION = FlagType(kind=DURATION_KIND, metavar="DURATION", parse=_duration, show=_show_duration)
 
 
 class AutoscalerFlag(msgspec.Struct, frozen=True, kw_only=True):
@@ -168,6 +237,124 @@ AUTOSCALER_FLAGS: tuple[AutoscalerFlag, ...] = (
 _BY_NAME = {flag.name: flag for flag in AUTOSCALER_FLAGS}
 
 
+def _normalized(name: str) -> str:
+    """A flag's name as the autoscaler looks it up: pflag's WordSepNormalizeFunc makes ``log_dir`` ``log-dir``."""
+    return name.replace("_", "-")
+
+
+#: Every flag of the autoscaler's binary, by its normalized name, with its Go kind (model.autoscaler_flags).
+FLAG_KINDS: dict[str, str] = {_normalized(name): kind for table in (KLOG, COMPONENT_BASE, CLUSTER_AUTOSCALER)
+                              for name, kind in table.items()}
+#: pflag gives a one-letter Go flag a one-dash shorthand (``-v=4``, ``-v4``, ``-v 4``); no other takes one dash.
+_SHORTHANDS = {name for name in FLAG_KINDS if len(name) == 1}
+#: How each kind's value is checked, as Go's flag package parses it; TEXT takes anything.
+_CHECKS: dict[str, Callable[[str], object]] = {
+    BOOL: _go_bool, DURATION_KIND: parse_go_duration, FLOAT: parse_go_float, INT: _go_int,
+    UINT: lambda text: _go_int(text, signed=False)}
+
+
+def _unknown(word: str, own: Mapping[str, bool]) -> AutoscalerArgError:
+    """An unknown flag, named, with the closest flag of the agent's or the autoscaler's when there is one; a long
+    name with one dash is told to take two, as pflag reads only ``-v`` so."""
+    import difflib  # only for this error: not resident in the agent that runs with good flags
+
+    name = word.partition("=")[0]
+    if not name.startswith("--") and _normalized(name[1:]) in FLAG_KINDS.keys() | {f[2:] for f in own}:
+        return AutoscalerArgError(f"unknown flag {name[:60]}: a long flag takes two dashes (-{name[:60]})")
+    known = [*(f for f in own if f.startswith("--")), *(f"--{n}" for n in FLAG_KINDS)]
+    close = difflib.get_close_matches("--" + _normalized(name.lstrip("-")), known, n=1)
+    whose = "neither the agent's nor the cluster-autoscaler's" if own else "not one of the cluster-autoscaler's"
+    return AutoscalerArgError(f"unknown flag {name[:60]}" + (f" (did you mean {close[0]}?)" if close else "")
+                              + f": {whose}")
+
+
+def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None,
+                  unknown: list[str] | None = None) -> list[str]:
+    """``words`` read as the autoscaler's flag parser (pflag) reads them, rewritten for a reader of plain words.
+
+    The one place of that grammar, for the command line (cli.py hands the result to argparse) and for
+    NRA_AUTOSCALER_ARGS (parse_autoscaler_args): a rewriting pass rather than a second parser, so argparse keeps the
+    agent's own flags, their help and their errors, and every error stays one line.
+
+    - A flag of the verdict's (AUTOSCALER_FLAGS) becomes one ``--name=value`` word: a boolean alone is ``=true`` and
+      never takes the next word; another kind without "=" takes the next word whatever it is, as pflag does.
+    - ``own``, the agent's own flags (option string: whether it takes a value), pass as written with their value
+      word; they win over the autoscaler's flags of the same name (``--kubeconfig``, ``--namespace``, ``--version``).
+    - The autoscaler's other flags (FLAG_KINDS) are dropped, their value checked as its Go kind.
+    - ``--`` and what follows it, ``-``, and words that are not flags pass as written.
+    A flag neither has, a bad value of a dropped flag, a missing value, or a boolean alone followed by a boolean's
+    spelling (``--flag false`` is true and a stray word in Go; written ``--flag=false``) is an AutoscalerArgError
+    naming the flag. With ``unknown`` (a list), a flag neither has is appended to it and dropped instead, with the
+    word after it when that is no flag (its value, or so it looks): a newer autoscaler's new flag in a pasted args
+    list must not stop the agent.
+    """
+    own = own or {}
+    words, out, i = list(words), [], 0
+
+    def value_of(name: str, given: str | None, shown: str = "") -> str:
+        nonlocal i
+        shown = shown or f"--{name}"
+        if given is not None:
+            return given
+        if FLAG_KINDS.get(name) == BOOL:
+            if i < len(words) and words[i] in _TRUE | _FALSE:
+                raise AutoscalerArgError(f"{shown} alone means true and {words[i]!r} after it is not a flag (a "
+                                         f"boolean takes its value after =: {shown}={words[i]})")
+            return "true"
+        if i >= len(words):
+            raise AutoscalerArgError(f"{shown}: needs a value")
+        i += 1
+        return words[i - 1]
+
+    def check(name: str, text: str, shown: str = "") -> None:
+        try:
+            _CHECKS.get(FLAG_KINDS[name], str)(text)
+        except ValueError as exc:
+            raise AutoscalerArgError(f"{shown or '--' + name}: {exc}") from None
+
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word == "--":
+            out += words[i - 1:]
+            break
+        if not word.startswith("-") or word == "-":
+            out.append(word)
+            continue
+        option, eq, given = word.partition("=")
+        if word.startswith("--"):
+            name = _normalized(option[2:])
+            if not name or name[0] == "-":
+                raise AutoscalerArgError(f"bad flag syntax: {word[:60]}")
+            if name in _BY_NAME:
+                out.append(f"--{name}={value_of(name, given if eq else None)}")
+            elif option in own:
+                out.append(word)
+                if own[option] and not eq and i < len(words):
+                    out.append(words[i])
+                    i += 1
+            elif name in FLAG_KINDS:
+                check(name, value_of(name, given if eq else None))
+            elif unknown is not None:
+                unknown.append(option[:60])
+                if not eq and i < len(words) and not words[i].startswith("-"):
+                    i += 1
+            else:
+                raise _unknown(word, own)
+        elif word[:2] in own:
+            out.append(word)
+            if own[word[:2]] and len(word) == 2 and i < len(words):
+                out.append(words[i])
+                i += 1
+        elif word[1] in _SHORTHANDS:  # pflag's -v=4, -v4, -v 4
+            rest = word[2:]
+            shown = f"-{word[1]}"
+            check(word[1], value_of(word[1], rest[1:] if rest.startswith("=") else rest or None, shown), shown)
+        else:
+            raise _unknown(word, own)
+    return out
+
+
 def parse_release(text: str) -> str:
     """``1.<minor>`` of RELEASES or ``neon``; ValueError otherwise."""
     if text not in RELEASES:
@@ -176,40 +363,25 @@ def parse_release(text: str) -> str:
     return text
 
 
-def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None) -> AutoscalerSettings:
-    """Settings from ``--name=value`` words (the autoscaler's flags; others it has are ignored, a known flag with a
-    bad value is an AutoscalerArgError); ``release`` "1.<minor>" or "neon"."""
+def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None,
+                          unknown: list[str] | None = None) -> AutoscalerSettings:
+    """Settings from the autoscaler's args, read by ``go_flag_words`` (its other flags checked and ignored; a
+    word that is not a flag, a flag it does not have or a known flag with a bad value is an AutoscalerArgError,
+    except that with ``unknown`` a flag it does not have goes there, ignored); ``release`` "1.<minor>" or "neon"."""
     words: list[object] = list(args)  # typed as text, but an environment's list is checked, not trusted
-    found: dict[str, object] = {}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not isinstance(word, str) or not word.startswith("-") or word in ("-", "--"):
+    for word in words:
+        if not isinstance(word, str):
             raise AutoscalerArgError(f"autoscaler args: {str(word)[:60]!r} is not a flag (expected --name=value)")
-        name, eq, raw = word.lstrip("-").partition("=")
-        if _NAME.fullmatch(name) is None:
-            raise AutoscalerArgError(f"autoscaler args: {word[:60]!r} is not a flag (expected --name=value)")
-        flag = _BY_NAME.get(name)
+    found: dict[str, object] = {}
+    for word in go_flag_words(words, unknown=unknown):  # type: ignore[arg-type]  # each checked to be text above
+        name, eq, raw = word.partition("=")
+        flag = _BY_NAME.get(name[2:]) if name.startswith("--") and eq else None
         if flag is None:
-            # Another of the autoscaler's flags: its value, if given apart, is the next word that is not a flag.
-            if not eq and i < len(words) and not str(words[i]).startswith("-"):
-                i += 1
-            continue
-        if not eq:
-            if flag.type.bare is not None:
-                # `--flag` alone is true, as Go's flag package reads a boolean; a value must follow "=" (pflag
-                # would read `--flag false` as true and a stray "false", which here is a word that is not a flag).
-                raw = flag.type.bare
-            elif i >= len(words):
-                raise AutoscalerArgError(f"--{name}: needs a value")
-            else:
-                raw = str(words[i])
-                i += 1
+            raise AutoscalerArgError(f"autoscaler args: {word[:60]!r} is not a flag (expected --name=value)")
         try:
             found[flag.field] = flag.type.parse(raw)
         except ValueError as exc:
-            raise AutoscalerArgError(f"--{name}: {exc}") from None
+            raise AutoscalerArgError(f"--{flag.name}: {exc}") from None
     if release is not None:
         try:
             found["release"] = parse_release(release)

@@ -49,7 +49,7 @@ TOP_LEVEL = {
 # The standard library's computational modules: what a pure function may use.
 PURE_STDLIB = {
     "__future__", "abc", "bisect", "calendar", "collections", "dataclasses", "msgspec", "decimal", "enum", "fractions", "functools",
-    "heapq", "itertools", "json", "math", "operator", "re", "types", "typing", "numbers", "string",
+    "difflib", "heapq", "itertools", "json", "math", "operator", "re", "types", "typing", "numbers", "string",
 }
 
 
