@@ -169,8 +169,8 @@ type nodeAnswer struct {
 	Panic map[string]string `json:"panic,omitempty"`
 }
 
-// number is a float64 printed exactly (Go's shortest round-trip form), NaN and ±Inf as the strings "NaN", "+Inf",
-// "-Inf" (JSON has no such numbers).
+// number is a float64 printed exactly (Go's shortest round-trip form; -0 as -0.0), NaN and ±Inf as the strings "NaN",
+// "+Inf", "-Inf" (JSON has no such numbers).
 type number float64
 
 func (n number) MarshalJSON() ([]byte, error) {
@@ -182,6 +182,8 @@ func (n number) MarshalJSON() ([]byte, error) {
 		return []byte(`"+Inf"`), nil
 	case math.IsInf(f, -1):
 		return []byte(`"-Inf"`), nil
+	case f == 0 && math.Signbit(f):
+		return []byte(`-0.0`), nil // json.Marshal writes "-0", which reads back as the integer 0
 	}
 	return json.Marshal(f)
 }
