@@ -126,7 +126,7 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
     annotations: dict[str, str] = {}
     spec: dict[str, Any] = {"nodeName": node}
     owner = draw(OWNERS)
-    neon = draw(st.integers(0, 4)) == 0
+    neon = draw(st.integers(0, 4)) == 4
     if neon:
         owner = ("vm.neon.tech/v1", "VirtualMachine", True)
         annotations["vm.neon.tech/usage"] = draw(USAGE)
@@ -140,9 +140,9 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
         if controller is not None:
             ref["controller"] = controller
         meta["ownerReferences"] = [ref]
-    if draw(st.integers(0, 5)) == 0:
+    if draw(st.integers(0, 5)) == 5:
         annotations["cluster-autoscaler.kubernetes.io/daemonset-pod"] = draw(st.sampled_from(["true", "false", "True"]))
-    if draw(st.integers(0, 5)) == 0:
+    if draw(st.integers(0, 5)) == 5:
         annotations["kubernetes.io/config.mirror"] = draw(st.sampled_from(["hash", ""]))
     safe = draw(SAFE_TO_EVICT)
     if safe is not None:
@@ -176,7 +176,7 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
     restart = draw(RESTART)
     if restart is not None:
         spec["restartPolicy"] = restart
-    if draw(st.integers(0, 4)) == 0:
+    if draw(st.integers(0, 4)) == 4:
         spec["overhead"] = {"cpu": draw(st.sampled_from(["100m", "250m"])), "memory": "64Mi"}
     status: dict[str, Any] = {}
     phase = draw(PHASES)
@@ -191,7 +191,7 @@ def _node(draw: st.DrawFn, *, name: str) -> tuple[dict[str, Any], bool]:
                    if v is not None}
     allocatable["pods"] = "110"
     meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}"}
-    gpu = draw(st.integers(0, 5)) == 0
+    gpu = draw(st.integers(0, 5)) == 5
     if gpu:
         if draw(st.booleans()):
             meta["labels"] = {GPU_LABEL: draw(st.sampled_from(["nvidia-tesla-t4", ""]))}
@@ -256,7 +256,7 @@ def dumps(draw: st.DrawFn, *, max_nodes: int = 10) -> Generated:
         pods = draw(st.integers(0 if i else 1, 5))  # explain needs a pod in the dump
         items += [draw(_pod(node=f"n{i}", name=f"n{i}-p{j}", gpu=gpu)) for j in range(pods)]
     items += [draw(_pdb(name=f"pdb{k}")) for k in range(draw(st.integers(0, 3)))]
-    if draw(st.integers(0, 3)) == 0:
+    if draw(st.integers(0, 3)) == 3:
         items += draw(_controllers([o for o in items if o["kind"] == "Pod"]))
     flags = tuple(f"--{name}={value}" for name, values in FLAG_VALUES.items()
                   if (value := draw(st.sampled_from(values))) is not None)
