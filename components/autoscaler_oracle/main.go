@@ -5,7 +5,7 @@
 // code; the release-specific calls live in the adapter files (v1_36/, v1_31/) copied beside this one.
 //
 //	nra-autoscaler-oracle --version
-//	nra-autoscaler-oracle [autoscaler flags] --now RFC3339 < dump.json      one JSON answer
+//	nra-autoscaler-oracle [autoscaler flags] --now RFC3339 [dump.json]      one JSON answer (default: stdin)
 //	nra-autoscaler-oracle --lines                                            one request per line, one answer per line
 //
 // A request in line mode is {"dump": <List>, "flags": ["--name=value", ...], "now": "RFC 3339"}.
@@ -39,12 +39,21 @@ func main() {
 	}
 	var now string
 	fs := flag.NewFlagSet("nra-autoscaler-oracle", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&now, "now", "", "the moment to judge at (RFC 3339)")
 	opts := registerFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); err != nil || fs.NArg() > 1 {
+		fmt.Fprintln(os.Stderr, "nra-autoscaler-oracle: usage: nra-autoscaler-oracle [--version | --lines | "+
+			"[autoscaler flags] --now RFC3339 [DUMP.json, default standard input]]", err)
 		os.Exit(2)
 	}
-	dump, err := io.ReadAll(os.Stdin)
+	var dump []byte
+	var err error
+	if fs.NArg() == 1 {
+		dump, err = os.ReadFile(fs.Arg(0))
+	} else {
+		dump, err = io.ReadAll(os.Stdin)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nra-autoscaler-oracle:", err)
 		os.Exit(1)
