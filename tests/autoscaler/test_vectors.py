@@ -150,3 +150,32 @@ def test_found_by_oracle_vectors(oracles: dict[str, AutoscalerOracle], case):
     assert n.utilization is not None and exact(n.utilization.value) == want["value"]
     assert n.utilization.resource == want["resource"]
     assert ("underutilized" if n.underutilized else "not_underutilized") == want["state"]
+
+
+# -- the oracle's own contract -------------------------------------------------------------
+
+def _pod(name: str, **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": name, **metadata},
+            "spec": {"nodeName": "node", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"}}
+
+
+def test_a_zero_overcommit_factor_is_a_panic_of_neons_patch_named_for_its_pod(oracles):
+    vm = _pod("vm", annotations={"vm.neon.tech/usage": '{"cpu": "1", "memory": "1Gi"}',
+                                 "vm.neon.tech/overcommit": '{"cpu": "0"}'})
+    neon = oracles["neon"].ask(listing(PROBE, vm, _pod("other")), now=NEON["now"]).node("node")
+    assert "divide by zero" in neon.panic["default/vm"] and [p.name for p in neon.pods] == ["other"]
+    upstream = oracles["1.36.1"].ask(listing(PROBE, vm), now=NEON["now"]).node("node")
+    assert not upstream.panic and [p.name for p in upstream.pods] == ["vm"]
+
+
+def test_controllers_are_looked_up_only_when_the_dump_holds_some(oracles):
+    """No controller object in the dump: no listers (as the agent in its pod); one, whichever: the ReplicaSet the pod
+    names is looked up and, missing, blocks as ControllerNotFound."""
+    owned = _pod("web", ownerReferences=[{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "gone",
+                                          "uid": "u", "controller": True}])
+    other = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "other", "namespace": "default"}}
+    for build in ORACLE_RELEASES:
+        assert blocked(oracles[build].ask(listing(PROBE, owned), now=NEON["now"]).node("node")) == []
+        with_listers = oracles[build].ask(listing(PROBE, owned, other), now=NEON["now"]).node("node")
+        assert blocked(with_listers) == ["controller_not_found"], build
