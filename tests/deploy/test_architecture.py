@@ -166,7 +166,7 @@ def test_the_benchmarks_call_only_kit_methods_that_exist(tmp_path):
 REPO = PACKAGE.parent
 #: Folders of tests/ that are no room of agent/: the lanes that run real components (pytest markers of the same
 #: name) and the deployment's files (manifests, chart, image, docs, and this map).
-LANES = {"cluster", "collector", "node", "deploy"}
+LANES = {"cluster", "collector", "node", "deploy", "autoscaler"}
 
 
 def imported(path: Path) -> list[tuple[int, str, str | None]]:
