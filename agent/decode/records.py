@@ -100,22 +100,17 @@ def _present(raw: Quantities | None) -> Requests | None:
     return _requests(raw) if raw else None
 
 
-def _is_gpu(resource: str) -> bool:
-    """utils/gpu IsGPUResource: a known vendor's GPU resource, or any nvidia.com/ one."""
-    return resource in GPU_RESOURCES or resource.startswith("nvidia.com/")
-
-
-def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str], ...]:
-    """(kind, resource, quantity) of each GPU request: looked for only in a request map with more than cpu and
-    memory, which few pods have, so most pods cost one pass and no allocation."""
-    out: list[tuple[str, str, str]] | None = None
+def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str, str], ...]:
+    """(kind, container, resource, quantity) of each GPU request: looked for only in a request map with more than
+    cpu and memory, which few pods have, so most pods cost one pass and no allocation."""
+    out: list[tuple[str, str, str, str]] | None = None
     for items, init in ((spec.containers, False), (spec.init_containers, True)):
         for c in items or ():
             raw = c.resources.requests if c.resources is not None else None
             if not raw or len(raw) <= ("cpu" in raw) + ("memory" in raw):
                 continue
             kind = ("sidecar" if c.restart_policy == "Always" else "init") if init else "container"
-            found = [(kind, _shared(r), q) for r, q in raw.items() if _is_gpu(r)]
+            found = [(kind, c.name or "", _shared(r), q) for r, q in raw.items() if r in GPU_RESOURCES]
             if found:
                 out = found if out is None else out + found
     return () if out is None else tuple(out)
@@ -324,19 +319,21 @@ def _node_quantities(raw: Quantities | None) -> dict[str, str]:
     return {k: raw[k] for k in ("cpu", "memory", "pods") if k in raw} if raw else {}
 
 
-def _gpu(allocatable: Quantities | None) -> tuple[str | None, str | None]:
-    """The GPU resource with non-zero allocatable and that quantity (DetectNodeGPUResourceName: known vendors first)."""
-    if not allocatable:
-        return None, None
-    found = [r for r in GPU_RESOURCES if r in allocatable]
-    found += sorted(r for r in allocatable if r.startswith("nvidia.com/") and r not in GPU_RESOURCES)
-    for resource in found:
+def _gpu(allocatable: Quantities | None) -> tuple[tuple[str, str], ...]:
+    """(resource, quantity) of each GPU resource with a non-zero allocatable, in GPU_RESOURCES' order (an unreadable
+    one too: the model reports it)."""
+    found = []
+    for resource in GPU_RESOURCES:
+        text = allocatable.get(resource) if allocatable else None
+        if text is None:
+            continue
         try:
-            if parse_quantity(allocatable[resource]) != 0:
-                return resource, allocatable[resource]
+            nonzero = parse_quantity(text) != 0
         except QuantityError:
-            return resource, allocatable[resource]  # the model reports it unreadable
-    return None, None
+            nonzero = True
+        if nonzero:
+            found.append((resource, text))
+    return tuple(found)
 
 
 def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
@@ -349,13 +346,13 @@ def node_of(n: Node, problems: tuple[str, ...] = ()) -> NodeRecord:
         values = (meta.labels.gke, meta.labels.aws, meta.labels.azure)
         labelled = zip(GPU_LABELS, values, strict=True)
         gpu_label = next((f"{key}={value}" for key, value in labelled if value is not None), None)
-    gpu_resource, gpu_allocatable = _gpu(status.allocatable if status else None)
+    gpu_allocatable = _gpu(status.allocatable if status else None)
     return NodeRecord(name=meta.name, uid=meta.uid or "", resource_version=meta.resource_version or "",
                       capacity=_node_quantities(status.capacity if status else None),
                       allocatable=_node_quantities(status.allocatable if status else None),
                       problems=problems,
                       scale_down_disabled=meta.annotations.scale_down_disabled if meta.annotations else None,
-                      gpu_label=gpu_label, gpu_resource=gpu_resource, gpu_allocatable=gpu_allocatable)
+                      gpu_label=gpu_label, gpu_allocatable=gpu_allocatable)
 
 
 def pdb_of(d: Pdb, problems: tuple[str, ...] = ()) -> PdbRecord:

@@ -92,6 +92,8 @@ class ReleaseValue(NamedTuple):
     memory: int
     why: str = ""
     crash: str = ""
+    # neon's patch replaced containers[0]'s requests with exactly cpu and memory: its other resources (a GPU) are gone.
+    replaced_first: bool = False
 
 
 def _vm_pod(value: PodValue, pod: PodRecord, how: AutoscalerRequests) -> ReleaseValue:
@@ -107,11 +109,13 @@ def _vm_pod(value: PodValue, pod: PodRecord, how: AutoscalerRequests) -> Release
                              "requests" if value.source == SOURCE_VM_USAGE else "")
     override = None if patch is None or patch.requests is None else dict(patch.requests)
     mine = pod_requests(pod, how.rules, override, how.use_status, how.pod_level, how.pod_status)
+    replaced = override is not None and bool(pod.containers)
     if (mine.cpu, mine.memory) == (value.cpu, value.memory):
-        return ReleaseValue(value.cpu, value.memory)
+        return ReleaseValue(value.cpu, value.memory, replaced_first=replaced)
     reasons = [r for r in (note, *_reasons(value, how)) if r]
     return ReleaseValue(mine.cpu, mine.memory,
-                        f"{how.name} ({how.helper}) " + "; ".join(reasons or ["computes differently"]))
+                        f"{how.name} ({how.helper}) " + "; ".join(reasons or ["computes differently"]),
+                        replaced_first=replaced)
 
 
 def autoscaler_requests(value: PodValue, how: AutoscalerRequests) -> ReleaseValue:

@@ -15,6 +15,10 @@ The release points, each in one place:
 * **replicacount's StatefulSet group** (``rules/replicacount/rule.go``, #8011, merged 2025-04): from 1.33 only an
   ``apps`` StatefulSet is looked up (a custom group's is left alone); 1.31.1 (neon's) looks any up by name.
   Cherry-picked into later patch releases of 1.29 to 1.32, which a minor release here cannot tell apart.
+* **which GPU resources make a GPU node** (``utils/gpu/gpu.go``): 1.31.1 (and neon's) reads ``nvidia.com/gpu``
+  alone (``NodeHasGpu``; its ``GpuConfig`` always names it); 1.36.1 the vendor list ``GPUVendorResourceNames``
+  (#8629, merged 2025-11, and #8853), exact names only, the first with a non-zero allocatable (else
+  ``nvidia.com/gpu``). Taken from 1.35 on (its cut follows those merges; **unverified**).
 * **the order of local storage and safe-to-evict "false"**: 1.28 (one function in ``utils/drain/drain.go``, before
   the rules were split out) checked local storage first; from 1.29 ``rules.Default`` puts not-safe-to-evict first.
   So a 1.28 record's rules name drain.go as their upstream file, a later one's their own ``rules/`` file.
@@ -48,15 +52,18 @@ from agent.model.drainability import (
     DrainContext,
     DrainRule,
 )
+from agent.model.node import GPU_RESOURCES
 
 __all__ = ["AutoscalerRules", "rules_of_release", "RULES_BY_RELEASE", "AT_OR_BELOW_FROM", "SYSTEM_POD_TIMEOUT_FROM",
            "LOCAL_STORAGE_FIRST_UNTIL", "LONG_TERMINATING_EXTRA", "NEON_MINOR", "RULES_SPLIT_FROM", "DRAIN_GO",
-           "ON_COMPLETION_FROM", "STATEFULSET_APPS_ONLY_FROM"]
+           "ON_COMPLETION_FROM", "STATEFULSET_APPS_ONLY_FROM", "GPU_VENDORS_FROM"]
 
 #: The first minor release whose patch releases count a node exactly at its threshold as underutilized.
 AT_OR_BELOW_FROM = 32
 #: The first minor release whose system rule lets a kube-system pod older than the timeout go.
 SYSTEM_POD_TIMEOUT_FROM = 33
+#: The first minor release that reads every GPU vendor's resource (before: nvidia.com/gpu alone).
+GPU_VENDORS_FROM = 35
 #: The first minor release with the oncompletion rule.
 ON_COMPLETION_FROM = 36
 #: The first minor release whose replicacount rule looks up only an apps StatefulSet.
@@ -84,6 +91,8 @@ class AutoscalerRules(msgspec.Struct, frozen=True, kw_only=True):
     at_or_below: bool
     # The system rule lets a kube-system pod older than --blocking-system-pod-distruption-timeout go.
     system_pod_timeout: bool
+    # The GPU resources that make a GPU node, in the order the release looks for them.
+    gpu_resources: tuple[str, ...] = GPU_RESOURCES
     long_terminating_extra: float = LONG_TERMINATING_EXTRA
 
     def chain(self, settings: AutoscalerSettings) -> tuple[DrainRule, ...]:
@@ -123,7 +132,8 @@ def _rules(release: str) -> AutoscalerRules:
     if minor < RULES_SPLIT_FROM:
         drain = tuple(msgspec.structs.replace(rule, upstream=DRAIN_GO) for rule in drain)
     return AutoscalerRules(release=release, minor=minor, requests=requests_of_release(release), drain=drain,
-                           at_or_below=minor >= AT_OR_BELOW_FROM, system_pod_timeout=minor >= SYSTEM_POD_TIMEOUT_FROM)
+                           at_or_below=minor >= AT_OR_BELOW_FROM, system_pod_timeout=minor >= SYSTEM_POD_TIMEOUT_FROM,
+                           gpu_resources=GPU_RESOURCES if minor >= GPU_VENDORS_FROM else GPU_RESOURCES[:1])
 
 
 #: Every supported release's rules, built once.

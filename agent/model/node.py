@@ -11,8 +11,9 @@ NODES = "nodes"
 SCALE_DOWN_DISABLED_ANNOTATION = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 # The cloud providers' GPU node labels the cluster-autoscaler reads (GPULabel() of GKE, AWS, Azure).
 GPU_LABELS = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator", "kubernetes.azure.com/accelerator")
-# GPU extended resources, in the order the autoscaler looks for them (utils/gpu GPUVendorResourceNames; any other
-# nvidia.com/* resource counts too).
+# GPU extended resources, in the order the autoscaler looks for them (1.36.1's utils/gpu GPUVendorResourceNames,
+# exact names: a MIG resource such as nvidia.com/mig-1g.5gb is none; which of them a release reads is the release's:
+# agent.model.autoscaler_rules).
 GPU_RESOURCES = ("nvidia.com/gpu", "habana.ai/gaudi", "gpu.intel.com/xe", "amd.com/gpu", "microsoft.com/directx")
 
 
@@ -28,6 +29,6 @@ class NodeRecord(NamedTuple):
     scale_down_disabled: str | None = None
     # The first GPU label of GPU_LABELS the node carries, and its value.
     gpu_label: str | None = None
-    # The GPU resource with non-zero allocatable (the autoscaler's DetectNodeGPUResourceName), and that quantity.
-    gpu_resource: str | None = None
-    gpu_allocatable: str | None = None
+    # (resource, quantity) of each GPU resource of GPU_RESOURCES with a non-zero (or unreadable) allocatable, in that
+    # order: the release picks among them (NodeHasGpu, DetectNodeGPUResourceName).
+    gpu_allocatable: tuple[tuple[str, str], ...] = ()

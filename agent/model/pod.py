@@ -114,8 +114,9 @@ class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     deleted: float | None = None
     # spec.terminationGracePeriodSeconds (the autoscaler's IsPodLongTerminating reads it; None: the default, 30 s).
     termination_grace: int | None = None
-    # GPU requests, per container that has one: (container kind "container"/"init"/"sidecar", resource, quantity).
-    gpu: tuple[tuple[str, str, str], ...] = ()
+    # GPU requests, per container that has one: (container kind "container"/"init"/"sidecar", container name,
+    # resource, quantity). The name tells the first app container's apart: neon's patch replaces its requests.
+    gpu: tuple[tuple[str, str, str, str], ...] = ()
 
     def label(self, key: str) -> str | None:
         return self.label_map().get(key)

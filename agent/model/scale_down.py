@@ -61,7 +61,7 @@ from agent.model.drainability import (
     is_daemonset_pod,
     long_terminating,
 )
-from agent.model.node import GPU_RESOURCES, NodeRecord
+from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord, selects
 from agent.model.pod import EvictionFacts
 from agent.model.pod_requests import aggregate
@@ -206,15 +206,27 @@ def _quantity(text: str | None, what: str, problems: list[str]) -> int | None:
         return None
 
 
-def _gpu_request(facts: EvictionFacts, resource: str, problems: list[str], where: str) -> int:
-    """The pod's request of ``resource`` (KEP-753 over its containers), nano-units."""
+def _gpu_request(facts: EvictionFacts, resource: str, problems: list[str], where: str, replaced: str | None) -> int:
+    """The pod's request of ``resource`` (KEP-753 over its containers), nano-units; ``replaced``: the name of the app
+    container whose requests neon's patch replaced with cpu and memory alone (its GPU request no longer counts)."""
     if not facts.gpu:
         return 0
     items = []
-    for kind, name, text in facts.gpu:
+    for kind, container, name, text in facts.gpu:
+        if kind == "container" and container == replaced:
+            continue
         value = _quantity(text, f"{where}: {name} request", problems) if name == resource else None
         items.append((kind, {"gpu": value} if value is not None else None))
     return aggregate(items).get("gpu", 0)
+
+
+def _gpu_resource(node: NodeRecord, rules: AutoscalerRules) -> str | None:
+    """The GPU resource a GPU node is judged by, None for another node (utils/gpu GetNodeGPUFromCloudProvider): a GPU
+    label, or a non-zero allocatable of a resource the release reads; the first such resource, else nvidia.com/gpu."""
+    found = next((r for r, _ in node.gpu_allocatable if r in rules.gpu_resources), None)
+    if found is None and node.gpu_label is None:
+        return None
+    return found or rules.gpu_resources[0]
 
 
 class _Pod(NamedTuple):
@@ -222,6 +234,7 @@ class _Pod(NamedTuple):
     facts: EvictionFacts
     cpu: int
     memory: int
+    replaced: str | None  # the app container whose requests neon's patch replaced
 
 
 def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSettings, rules: AutoscalerRules,
@@ -246,10 +259,11 @@ def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSetting
                             f"{go_ratio_text(value)}")
         return value
 
-    gpu_resource = node.gpu_resource or (GPU_RESOURCES[0] if node.gpu_label else None)
+    gpu_resource = _gpu_resource(node, rules)
     if gpu_resource is not None:
-        gpu = ratio(gpu_resource, node.gpu_allocatable,
-                    lambda p: _gpu_request(p.facts, gpu_resource, problems, f"{p.value.namespace}/{p.value.name}"))
+        gpu = ratio(gpu_resource, dict(node.gpu_allocatable).get(gpu_resource),
+                    lambda p: _gpu_request(p.facts, gpu_resource, problems, f"{p.value.namespace}/{p.value.name}",
+                                           p.replaced))
         # No GPU allocatable yet (driver not ready): the autoscaler counts the node as 0 used.
         gpu = 0.0 if gpu is None else gpu
         return Utilization(cpu=None, memory=None, gpu=gpu, value=gpu, resource=gpu_resource)
@@ -282,7 +296,7 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
         if not value.reported:
             continue  # Succeeded/Failed: the autoscaler's pod lister leaves them out
         facts = value.record.eviction if value.record is not None else EvictionFacts()
-        cpu, memory, why, panic = autoscaler_requests(value, rules.requests)
+        cpu, memory, why, panic, replaced_first = autoscaler_requests(value, rules.requests)
         if panic:
             crash = True
             problems.append(f"{value.namespace}/{value.name}: {panic}: the autoscaler would crash listing its pods, "
@@ -291,8 +305,9 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
             differing.append(AutoscalerValue(uid=value.uid, namespace=value.namespace, name=value.name, cpu=cpu,
                                              memory=memory, scheduler_cpu=value.cpu, scheduler_memory=value.memory,
                                              why=why))
-        live.append(_Pod(value, facts, cpu, memory))
-    gpu_node = node is not None and (node.gpu_label is not None or node.gpu_resource is not None)
+        first = value.record.containers[0].name if replaced_first and value.record is not None else None
+        live.append(_Pod(value, facts, cpu, memory, first))
+    gpu_node = node is not None and _gpu_resource(node, rules) is not None
     threshold = (settings.scale_down_gpu_utilization_threshold if gpu_node
                  else settings.scale_down_utilization_threshold)
     clock = Clock(now)

@@ -24,10 +24,11 @@ EMPTY_PDBS = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudgetList", "ite
 
 @pytest.mark.parametrize("case", FOUND["cases"], ids=lambda c: f"{c['release']}: {c['name']}")
 def test_the_agent_computes_what_the_autoscaler_does(case):
-    pods, nodes, _, pdbs, _ = pods_dump([case["dump"], EMPTY_PDBS])
+    read = pods_dump([case["dump"], EMPTY_PDBS])
     now = float(calendar.timegm(time.strptime(FOUND["now"], "%Y-%m-%dT%H:%M:%SZ")))
     settings = parse_autoscaler_args(case["args"], release=case["release"])
-    got = verdicts(explain_view(pods, nodes, NEWEST), pdbs, settings, now)[case["node"]]
+    got = verdicts(explain_view(read.pods, read.nodes, NEWEST), read.pdbs, settings, now,
+                   controllers=read.controllers)[case["node"]]
     want = case["expect"]
     assert (got.state, got.threshold, got.utilization.value, got.utilization.resource) == \
         (want["state"], want["threshold"], want["value"], want["resource"])

@@ -423,7 +423,7 @@ def test_gpu_requests_sum_with_the_kep_753_formula():
     n["status"]["allocatable"]["nvidia.com/gpu"] = "4"
     got = verdict([gpu_pod], n, now=NOW)
     assert got.utilization.gpu == Fraction(3, 4) and got.utilization.resource == "nvidia.com/gpu"
-    assert NodeRecord._fields[-4:] == ("scale_down_disabled", "gpu_label", "gpu_resource", "gpu_allocatable")
+    assert NodeRecord._fields[-3:] == ("scale_down_disabled", "gpu_label", "gpu_allocatable")
     assert got.utilization.cpu is None and NANO
 
 
