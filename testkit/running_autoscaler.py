@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from testkit.cluster import Cluster, free_ports, parse_prometheus_text
+from testkit.cluster import ApiError, Cluster, free_ports, parse_prometheus_text
 from testkit.http import http_get
 from testkit.waiting import wait_until
 
@@ -231,8 +231,8 @@ class RunningAutoscaler:
         while not self._stopping.wait(interval):
             try:
                 self.samples.append(self.sample())
-            except (OSError, AssertionError):
-                continue  # a read while the machine is busy; the next one counts
+            except (OSError, AssertionError, ApiError):
+                continue  # a read that failed while the machine is busy; the next one counts
 
     def kill(self) -> None:
         """SIGKILL, never SIGTERM: on a graceful exit the kwok provider deletes every node of its groups."""
