@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -74,10 +74,12 @@ DRAIN_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
 # klog's header ("I1205 07:30:00.123456   12345 file.go:151] "), then the message.
 _KLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] (?P<msg>.*)$")
 _BLOCKED = re.compile(r"^[Nn]ode (?P<node>\S+) cannot be removed: (?P<why>.*)$")
-_ABOVE = re.compile(r"^Node (?P<node>\S+) unremovable: (?P<why>\S+ requested \([\d.e+]+% of allocatable\) is above "
-                    r"the scale-down utilization threshold)$")
+_ABOVE = re.compile(r"^Node (?P<node>\S+) unremovable: (?P<why>\S+ requested \((?P<percent>[\d.e+-]+)% of "
+                    r"allocatable\) is above the scale-down utilization threshold)$")
 _DISABLED = re.compile(r"^Skipping (?P<node>\S+) from delete consideration - the node is marked as no scale down$")
-_REMOVING = re.compile(r'^Scale-down: removing (?:empty node "(?P<empty>[^"]+)"|node (?P<node>\S+), (?P<why>.*))$')
+# utilization.Info printed with %v: its last field is the node's utilization.
+_REMOVING = re.compile(r'^Scale-down: removing (?:empty node "(?P<empty>[^"]+)"|node (?P<node>\S+), '
+                       r'(?P<why>utilization: \{[^}]* (?P<utilization>[\d.e+-]+)\}.*))$')
 _UNNEEDED = re.compile(r"^(?P<node>\S+) is unneeded since (?P<since>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
                        r"(?P<zone>[+-]\d{4}) ")
 
@@ -97,8 +99,9 @@ class LogLine:
 
 @dataclass(frozen=True, kw_only=True)
 class Said:
-    """What the autoscaler last said about one node: ``action`` "removed" or "kept", ``reason`` the agent's word for
-    it (a drain reason, ``not_underutilized``, ``scale_down_disabled``, or ``removed``), ``detail`` its own words."""
+    """What the autoscaler said about one node: ``action`` "removed" or "kept", ``reason`` the agent's word for it (a
+    drain reason, ``not_underutilized``, ``scale_down_disabled``, or ``removed``), ``detail`` its own words, and the
+    node's utilization where its words give one (every distinct value a run of the same statement gave)."""
 
     node: str
     action: str
@@ -106,6 +109,7 @@ class Said:
     detail: str
     at: float
     pod: str = ""
+    utilization: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -279,7 +283,8 @@ class RunningAutoscaler:
             if told and told[-1].action == "removed":
                 continue
             if told and (told[-1].action, told[-1].reason) == (said.action, said.reason):
-                told[-1] = said
+                seen = told[-1].utilization
+                told[-1] = replace(said, utilization=seen + tuple(u for u in said.utilization if u not in seen))
             else:
                 told.append(said)
         return found
@@ -301,8 +306,8 @@ class RunningAutoscaler:
 def _said(line: LogLine) -> Said | None:
     message = line.message
     if match := _REMOVING.match(message):
-        return Said(node=match["empty"] or match["node"], action="removed", reason="removed",
-                    detail=message, at=line.at)
+        return Said(node=match["empty"] or match["node"], action="removed", reason="removed", detail=message,
+                    at=line.at, utilization=(float(match["utilization"]),) if match["utilization"] else ())
     if match := _BLOCKED.match(message):
         why = match["why"]
         for pattern, reason in DRAIN_REASONS:
@@ -311,7 +316,8 @@ def _said(line: LogLine) -> Said | None:
                             pod=found["pod"])
         return Said(node=match["node"], action="kept", reason="other", detail=why, at=line.at)
     if match := _ABOVE.match(message):
-        return Said(node=match["node"], action="kept", reason="not_underutilized", detail=match["why"], at=line.at)
+        return Said(node=match["node"], action="kept", reason="not_underutilized", detail=match["why"], at=line.at,
+                    utilization=(float(match["percent"]) / 100,))
     if match := _DISABLED.match(message):
         return Said(node=match["node"], action="kept", reason="scale_down_disabled",
                     detail="marked as no scale down", at=line.at)

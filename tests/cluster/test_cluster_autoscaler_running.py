@@ -10,12 +10,12 @@ is low (removed), one the reverse (kept). The runner pods are owned by a Replica
 custom controller, which blocks unless --skip-nodes-with-custom-controller-pods=false, and the scenario is about the
 usage alone.
 
-Node by node, the autoscaler's word (its log at --v=4: the node removed, or why it is kept) is compared with the
-agent's series in Prometheus at the same moment; for a removed node, the agent's series over the whole time the
-autoscaler counted it unneeded; and the autoscaler's counts (``cluster_autoscaler_unneeded_nodes_count``,
-``unremovable_nodes_count{reason}``, its status ConfigMap's scale-down candidates and registered nodes) with the agent's verdicts counted
-the same way. Both releases run one after the other in one control plane, every scenario of a release in one
-autoscaler run.
+Node by node, the autoscaler's word (its log at --v=4: the node removed, or why it is kept, with the utilization
+where it gives one) is compared with the agent's series in Prometheus at the same moment; for a removed node, the
+agent's series over the whole time the autoscaler counted it unneeded; and the autoscaler's counts
+(``cluster_autoscaler_unneeded_nodes_count``, ``unremovable_nodes_count{reason}``, its status ConfigMap's scale-down
+candidates and registered nodes) with the agent's verdicts counted the same way. Both releases run one after the
+other in one control plane, every scenario of a release in one autoscaler run.
 """
 
 from __future__ import annotations
@@ -329,9 +329,15 @@ def compare(autoscaler: RunningAutoscaler, prom: Prometheus, scenarios: list[Sce
             else:
                 seen = agent_verdicts(prom, names, said.at)[n]
                 what = f"kept: {said.reason}"
+            if said.utilization:
+                what += f" at {', '.join(f'{u:.4g}' for u in said.utilization)}"
             ok = agrees(said, seen)
             if not ok:
                 problems.append(f"{n}: the autoscaler said {said.detail!r} ({what}); the agent: {seen}")
+            # Its utilization where its words give one: the agent's must be among the values it gave (it may give
+            # more: after a drain it counts the evicted pods on the node it expects them to land on).
+            if said.utilization and not any(seen.utilization == pytest.approx(u, rel=1e-5) for u in said.utilization):
+                problems.append(f"{n}: the autoscaler's utilization {said.utilization}, the agent's {seen.utilization}")
             rows.append((n, s.what, what, said.detail[:72], str(seen), "yes" if ok else "NO"))
     removals = [removed for _, removed in windows.values()]
     for n, (since, removed) in windows.items():
