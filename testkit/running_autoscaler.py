@@ -80,6 +80,7 @@ _DISABLED = re.compile(r"^Skipping (?P<node>\S+) from delete consideration - the
 # utilization.Info printed with %v: its last field is the node's utilization.
 _REMOVING = re.compile(r'^Scale-down: removing (?:empty node "(?P<empty>[^"]+)"|node (?P<node>\S+), '
                        r'(?P<why>utilization: \{[^}]* (?P<utilization>[\d.e+-]+)\}.*))$')
+_UNDER = re.compile(r"^Node (?P<node>\S+) - \S+ requested is (?P<percent>[\d.e+-]+)% of allocatable$")
 _UNNEEDED = re.compile(r"^(?P<node>\S+) is unneeded since (?P<since>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
                        r"(?P<zone>[+-]\d{4}) ")
 
@@ -101,13 +102,15 @@ class LogLine:
 class Said:
     """What the autoscaler said about one node: ``action`` "removed" or "kept", ``reason`` the agent's word for it (a
     drain reason, ``not_underutilized``, ``scale_down_disabled``, or ``removed``), ``detail`` its own words, and the
-    node's utilization where its words give one (every distinct value a run of the same statement gave)."""
+    node's utilization where its words give one (every distinct value a run of the same statement gave); ``at`` its
+    last line, ``first`` the first line of the run."""
 
     node: str
     action: str
     reason: str
     detail: str
     at: float
+    first: float = 0.0
     pod: str = ""
     utilization: tuple[float, ...] = ()
 
@@ -284,9 +287,10 @@ class RunningAutoscaler:
                 continue
             if told and (told[-1].action, told[-1].reason) == (said.action, said.reason):
                 seen = told[-1].utilization
-                told[-1] = replace(said, utilization=seen + tuple(u for u in said.utilization if u not in seen))
+                told[-1] = replace(said, first=told[-1].first,
+                                   utilization=seen + tuple(u for u in said.utilization if u not in seen))
             else:
-                told.append(said)
+                told.append(replace(said, first=said.at))
         return found
 
     def unneeded_since(self, node: str, before: float) -> float | None:
@@ -298,6 +302,17 @@ class RunningAutoscaler:
             if line.at <= before and match and match["node"] == node:
                 since = _go_time(match["since"], match["zone"])
         return since
+
+    def utilizations(self, node: str, start: float, end: float) -> tuple[float, ...]:
+        """The distinct utilizations it gave ``node`` between ``start`` and ``end`` where it found the node at or below
+        the threshold (``Node X - cpu requested is 12.5% of allocatable``, --v=4, for the first nodes of a loop)."""
+        found: list[float] = []
+        for line in list(self.lines):
+            match = _UNDER.match(line.message)
+            if start <= line.at <= end and match and match["node"] == node:
+                value = float(match["percent"]) / 100
+                found += [] if value in found else [value]
+        return tuple(found)
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(line.text for line in self.lines[-lines:])

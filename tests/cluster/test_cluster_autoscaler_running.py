@@ -26,7 +26,7 @@ import shlex
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ from testkit.agent_process import AgentProcess, otlp_env
 from testkit.cluster import ApiError, Cluster
 from testkit.collector import Collector, Prometheus
 from testkit.kwok import Kwok
-from testkit.running_autoscaler import RunningAutoscaler, Said, Sample
+from testkit.running_autoscaler import DRAIN_REASONS, RunningAutoscaler, Said, Sample
 from testkit.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.collector, pytest.mark.autoscaler]
@@ -249,6 +249,10 @@ CLASSES = {"BlockedByPod": "blocked", "NotUnderutilized": "not_underutilized",
            "ScaleDownDisabledAnnotation": "scale_down_disabled"}
 
 
+#: The agent's reasons for a blocked node, as the autoscaler's drain rules give them.
+DRAIN_REASONS_NAMED = {reason for _, reason in DRAIN_REASONS}
+
+
 def agent_class(v: AgentSaid) -> str:
     if v.state == "underutilized" and v.candidate == 1:
         return "unneeded" if v.removable == 1 else "blocked"
@@ -329,6 +333,8 @@ def compare(autoscaler: RunningAutoscaler, prom: Prometheus, scenarios: list[Sce
             else:
                 seen = agent_verdicts(prom, names, said.at)[n]
                 what = f"kept: {said.reason}"
+                if said.reason in DRAIN_REASONS_NAMED:  # the loop judged its utilization before its pods
+                    said = replace(said, utilization=autoscaler.utilizations(n, said.first - 1, said.at))
             if said.utilization:
                 what += f" at {', '.join(f'{u:.4g}' for u in said.utilization)}"
             ok = agrees(said, seen)
