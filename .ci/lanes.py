@@ -2,7 +2,8 @@
 
 A lane is one pytest session over a marker group. The `node` tests run in a lane of their own: they mostly wait
 on a real kubelet (its token rotation alone holds them 8 minutes), and they must stay one session, as a second node
-session would remove the pod network namespaces the first made. Everything else is the other lane. Each lane has
+session would remove the pod network namespaces the first made; the `autoscaler` tests join them there. Everything
+else is the other lane. Each lane has
 its own basetemp and JUnit XML; the first lane's output goes to the console as it runs, the others' follow it when
 it ends. The last lines are the combined figures: the 40 slowest tests of every lane (setup, call and teardown
 together), then ``N passed, N failed, N skipped`` alone on the last line (errors count as failed). The exit
@@ -30,8 +31,10 @@ class Lane:
     marker: str
 
 
-# The first lane runs in the foreground (its output live); the others beside it.
-LANES = (Lane(name="rest", marker="not node"), Lane(name="node", marker="node"))
+# The first lane runs in the foreground (its output live); the others beside it. The autoscaler's tests (its own
+# code on generated nodes, the running autoscaler) ride with the node lane, which mostly waits on the kubelet.
+LANES = (Lane(name="rest", marker="not node and not autoscaler"),
+         Lane(name="node+autoscaler", marker="node or autoscaler"))
 
 
 @dataclass(frozen=True, kw_only=True)
