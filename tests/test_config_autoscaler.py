@@ -20,6 +20,7 @@ from agent.model.autoscaler_flags import BOOL, CLUSTER_AUTOSCALER, COMPONENT_BAS
 from agent.model.autoscaler_settings import (
     AUTOSCALER_FLAGS,
     BOOLEAN,
+    COUNT,
     DEFAULT_AUTOSCALER,
     DURATION,
     FLAG_KINDS,
@@ -68,7 +69,7 @@ def test_a_flag_wins_over_the_same_word_in_the_variable_and_a_bare_boolean_is_tr
 
 # A value other than the default, as an operator writes it, and what it means, for each type of the table.
 OTHER = {BOOLEAN: lambda default: ("false", False) if default else ("true", True), RATIO: lambda _: ("0.25", 0.25),
-         DURATION: lambda _: ("1m30s", 90.0)}
+         DURATION: lambda _: ("1m30s", 90.0), COUNT: lambda _: ("0x10", 16)}
 
 
 @pytest.mark.parametrize("flag", AUTOSCALER_FLAGS, ids=lambda flag: flag.name)

@@ -113,7 +113,7 @@ class AutoscalerRules(msgspec.Struct, frozen=True, kw_only=True):
                             long_terminating_extra=self.long_terminating_extra, clock=clock, problems=problems,
                             controllers=controllers,
                             # --min-replica-count (default 0), once the settings carry it.
-                            min_replica_count=getattr(settings, "min_replica_count", 0))
+                            min_replica_count=settings.min_replica_count)
 
     def underutilized(self, value: float, threshold: float) -> bool:
         """Whether a node at utilization ``value`` is underutilized against ``threshold``, by the release's own

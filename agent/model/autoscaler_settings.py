@@ -26,9 +26,9 @@ import msgspec
 from agent.model.autoscaler_flags import BOOL, CLUSTER_AUTOSCALER, COMPONENT_BASE, FLOAT, INT, KLOG, UINT
 from agent.model.autoscaler_flags import DURATION as DURATION_KIND
 
-__all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "DURATION",
-           "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES", "NEON",
-           "parse_go_duration", "parse_go_float", "go_flag_words", "FLAG_KINDS"]
+__all__ = ["AutoscalerSettings", "AutoscalerArgError", "AutoscalerFlag", "AUTOSCALER_FLAGS", "BOOLEAN", "COUNT",
+           "DURATION", "RATIO", "DEFAULT_AUTOSCALER", "FlagType", "parse_autoscaler_args", "parse_release", "RELEASES",
+           "NEON", "parse_go_duration", "parse_go_float", "go_flag_words", "FLAG_KINDS"]
 
 
 class AutoscalerArgError(ValueError):
@@ -46,6 +46,8 @@ class AutoscalerSettings(msgspec.Struct, frozen=True, kw_only=True):
     skip_nodes_with_custom_controller_pods: bool = True
     # The autoscaler spells it "distruption"; seconds.
     blocking_system_pod_distruption_timeout: float = 3600.0
+    # A pod whose ReplicaSet/ReplicationController wants fewer replicas blocks (where controllers are known).
+    min_replica_count: int = 0
 
 
 DEFAULT_AUTOSCALER = AutoscalerSettings()
@@ -191,6 +193,7 @@ class FlagType(msgspec.Struct, frozen=True, kw_only=True):
 BOOLEAN = FlagType(kind=BOOL, metavar="BOOL", parse=_go_bool, show=lambda value: str(value).lower())
 RATIO = FlagType(kind=FLOAT, metavar="RATIO", parse=_ratio)
 DURATION = FlagType(kind=DURATION_KIND, metavar="DURATION", parse=_duration, show=_show_duration)
+COUNT = FlagType(kind=INT, metavar="N", parse=_go_int)  # Go's int flag: any whole number, negatives too
 
 
 class AutoscalerFlag(msgspec.Struct, frozen=True, kw_only=True):
@@ -233,6 +236,10 @@ AUTOSCALER_FLAGS: tuple[AutoscalerFlag, ...] = (
     AutoscalerFlag(field="blocking_system_pod_distruption_timeout", type=DURATION,
                    help="the autoscaler's (its spelling): a kube-system pod older than this stops blocking (1.33 and "
                         "later)"),
+    AutoscalerFlag(field="min_replica_count", type=COUNT,
+                   help="the autoscaler's: a pod whose ReplicaSet or ReplicationController wants fewer replicas "
+                        "blocks removal (only where the controllers are known: explain with them in the dump or "
+                        "--live)"),
 )
 _BY_NAME = {flag.name: flag for flag in AUTOSCALER_FLAGS}
 
