@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import msgspec
+
 from agent import __version__
 from agent.config import (
     AUTOSCALER_FIELDS,
@@ -117,12 +119,14 @@ def build_parser(prog: str = "node-requests-agent") -> argparse.ArgumentParser:
             from its Deployment); then flags no parser knows are the command's error (its --help lists its flags),
             not the program's."""
             args = list(sys.argv[1:] if args is None else args)
+            notes: list[str] = []
             if args and (command := self.commands.get(args[0])) is not None:
                 try:
-                    args[1:] = go_flag_words(args[1:], own=command.options)
+                    args[1:] = go_flag_words(args[1:], own=command.options, notes=notes)
                 except AutoscalerArgError as exc:
                     command.error(str(exc))
             parsed, unknown = self.parse_known_args(args, namespace)
+            parsed.flag_notes = notes  # warnings about flags read but not applied: the command prints or logs them
             if unknown:
                 self.commands.get(getattr(parsed, "command", None) or "", self).error(
                     f"unrecognized arguments: {' '.join(unknown)}")
@@ -225,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agent.explain.command import explain
 
             try:
-                notes: list[str] = []
+                notes: list[str] = list(args.flag_notes)
                 autoscaler = autoscaler_settings(vars(args), os.environ, notes)
                 version = kubernetes_version(vars(args), os.environ)
             except ConfigError as exc:
@@ -238,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = vars(args)
     try:
         config = from_sources(flags, os.environ)
+        if isinstance(flag_notes := flags.get("flag_notes"), list) and flag_notes:
+            config = msgspec.structs.replace(config, warnings=(*map(str, flag_notes), *config.warnings))
     except ConfigError as exc:
         print(f"node-requests-agent: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -176,16 +176,16 @@ def _attributes(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def _autoscaler_args(text: str) -> AutoscalerSettings:
-    """The autoscaler's args line, shell-quoted as in its Deployment. A flag that neither the agent nor the
-    autoscaler release it knows has (a newer autoscaler's) is ignored with a warning, not refused: the args are
-    pasted from a Deployment the agent does not control, and refusing would stop every node's agent."""
+    """The autoscaler's args line, shell-quoted as in its Deployment, read leniently: what the autoscaler itself
+    would accept (a flag of a newer autoscaler, a boolean alone followed by ``false``, a stray word) is read as it
+    reads it, with a warning, not refused: the args are pasted from a Deployment the agent does not control, and
+    refusing would stop the agent on every node."""
     import shlex
 
-    unknown: list[str] = []
-    settings = parse_autoscaler_args(shlex.split(text), unknown=unknown)  # unbalanced quote: shlex's ValueError
-    if unknown:
-        raise _FellBack(f"has flags no known cluster-autoscaler has, ignored: {', '.join(unknown[:5])}"
-                        + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""), settings)
+    notes: list[str] = []
+    settings = parse_autoscaler_args(shlex.split(text), notes=notes)  # unbalanced quote: shlex's ValueError
+    if notes:
+        raise _FellBack("; ".join(notes[:5]) + (f"; and {len(notes) - 5} more" if len(notes) > 5 else ""), settings)
     return settings
 
 

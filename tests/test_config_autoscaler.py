@@ -224,16 +224,43 @@ def test_the_variable_refuses_a_bad_value_naming_itself():
     assert "NRA_AUTOSCALER_ARGS: --scan-interval: 'soon'" in result.stderr
 
 
-def test_the_variable_ignores_a_flag_no_autoscaler_has_with_a_warning_and_reads_the_rest():
-    """A newer autoscaler's flag in the pasted Deployment args must not stop every node's agent."""
-    line = "--cloud-provider=aws --scan-intervl=5s --future-flag value --scale-down-utilization-threshold=0.6"
+def test_the_variable_reads_what_the_autoscaler_would_accept_as_it_reads_it_with_a_warning():
+    """A newer autoscaler's flag, a boolean alone followed by "false" (true to pflag, the word a stray positional
+    one) and a stray word: the autoscaler starts with them, so the agent must not stop on every node either."""
+    line = ("--cloud-provider=aws --scan-intervl=5s --future-flag value --ignore-daemonsets-utilization false "
+            "--scale-down-utilization-threshold=0.6 stray")
     config = from_sources(BASE, {"NRA_AUTOSCALER_ARGS": line})
     assert config.autoscaler.scale_down_utilization_threshold == 0.6
-    assert config.warnings == ("NRA_AUTOSCALER_ARGS has flags no known cluster-autoscaler has, ignored: "
-                               "--scan-intervl, --future-flag",)
+    assert config.autoscaler.ignore_daemonsets_utilization is True
+    (warning,) = config.warnings
+    assert warning.startswith("NRA_AUTOSCALER_ARGS --scan-intervl: no cluster-autoscaler the agent knows has this "
+                              "flag; ignored; --future-flag: no cluster-autoscaler"), warning
+    assert "--ignore-daemonsets-utilization alone means true and 'false' after it is not a flag" in warning
+    assert "read as true, as the autoscaler reads it" in warning and "'stray' is not a flag; ignored" in warning
     explained = run("explain", "sample", "-o", "json", env={"NRA_AUTOSCALER_ARGS": line})
     assert explained.returncode == 0 and json.loads(explained.stdout), explained.stderr
-    assert explained.stderr.strip() == f"node-requests-agent explain: {config.warnings[0]}"
+    assert explained.stderr.strip() == f"node-requests-agent explain: {warning}"
+
+
+@pytest.mark.parametrize("where", ["flag", "variable"])
+def test_feature_gates_are_named_as_not_applied(where):
+    """--feature-gates changes which requests the autoscaler counts (PodLevelResources): never silently ignored."""
+    gates = "--feature-gates=PodLevelResources=false"
+    if where == "flag":
+        result = run("explain", "sample", "-o", "json", gates)
+    else:
+        result = run("explain", "sample", "-o", "json", env={"NRA_AUTOSCALER_ARGS": gates})
+    assert result.returncode == 0, result.stderr
+    assert "--feature-gates=PodLevelResources=false is not applied: the verdict assumes the release's default " \
+           "feature gates" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_logs_the_flags_it_does_not_apply():
+    config_line = run("run", "--node-name", "n", "--replay", "sample", "--once", "--exporter", "table",
+                      "--feature-gates=PodLevelResources=false")
+    assert config_line.returncode == 0, config_line.stderr
+    assert "--feature-gates=PodLevelResources=false is not applied" in config_line.stderr
 
 
 # Each case as Go 1.26 answered it (strconv.ParseFloat(s, 64), time.ParseDuration, strconv.ParseBool), run here.

@@ -275,8 +275,14 @@ def _unknown(word: str, own: Mapping[str, bool]) -> AutoscalerArgError:
                               + f": {whose}")
 
 
-def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None,
-                  unknown: list[str] | None = None) -> list[str]:
+#: The autoscaler's flags the agent reads no value of, but whose value changes what the verdict would compute: named
+#: in a warning when given, so an ignored flag is never silently ignored.
+_NOT_APPLIED = {"feature-gates": "the verdict assumes the release's default feature gates (PodLevelResources and "
+                                 "InPlacePodVerticalScaling change which requests the autoscaler counts)"}
+
+
+def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None, notes: list[str] | None = None,
+                  lenient: bool = False) -> list[str]:
     """``words`` read as the autoscaler's flag parser (pflag) reads them, rewritten for a reader of plain words.
 
     The one place of that grammar, for the command line (cli.py hands the result to argparse) and for
@@ -291,10 +297,14 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
     - ``--`` and what follows it, ``-``, and words that are not flags pass as written.
     A flag neither has, a bad value of a dropped flag, a missing value, or a boolean alone followed by a boolean's
     spelling (``--flag false`` is true and a stray word in Go; written ``--flag=false``) is an AutoscalerArgError
-    naming the flag. With ``unknown`` (a list), a flag neither has is appended to it and dropped instead, with the
-    word after it when that is no flag (its value, or so it looks): a newer autoscaler's new flag in a pasted args
-    list must not stop the agent.
+    naming the flag. A flag of _NOT_APPLIED's is dropped with a warning in ``notes``. ``lenient`` (for the args
+    list pasted from a Deployment, which the agent does not control and must not stop on) reads what the autoscaler
+    itself would accept as it would, with a warning in ``notes`` instead of an error: a flag neither has is dropped
+    with the word after it when that is no flag (a newer autoscaler's flag and its value, or so it looks), and a
+    boolean alone followed by ``false`` is true, the word ignored (pflag leaves it a positional word the autoscaler
+    never reads).
     """
+    notes = [] if notes is None else notes
     own = own or {}
     words, out, i = list(words), [], 0
 
@@ -305,8 +315,12 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
             return given
         if FLAG_KINDS.get(name) == BOOL:
             if i < len(words) and words[i] in _TRUE | _FALSE:
-                raise AutoscalerArgError(f"{shown} alone means true and {words[i]!r} after it is not a flag (a "
-                                         f"boolean takes its value after =: {shown}={words[i]})")
+                message = (f"{shown} alone means true and {words[i]!r} after it is not a flag (a boolean takes its "
+                           f"value after =: {shown}={words[i]})")
+                if not lenient:
+                    raise AutoscalerArgError(message)
+                notes.append(message + ": read as true, as the autoscaler reads it")
+                i += 1
             return "true"
         if i >= len(words):
             raise AutoscalerArgError(f"{shown}: needs a value")
@@ -341,9 +355,11 @@ def go_flag_words(words: Iterable[str], *, own: Mapping[str, bool] | None = None
                     out.append(words[i])
                     i += 1
             elif name in FLAG_KINDS:
-                check(name, value_of(name, given if eq else None))
-            elif unknown is not None:
-                unknown.append(option[:60])
+                check(name, value := value_of(name, given if eq else None))
+                if name in _NOT_APPLIED and value:
+                    notes.append(f"--{name}={value[:60]} is not applied: {_NOT_APPLIED[name]}")
+            elif lenient:
+                notes.append(f"{option[:60]}: no cluster-autoscaler the agent knows has this flag; ignored")
                 if not eq and i < len(words) and not words[i].startswith("-"):
                     i += 1
             else:
@@ -371,18 +387,23 @@ def parse_release(text: str) -> str:
 
 
 def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None,
-                          unknown: list[str] | None = None) -> AutoscalerSettings:
+                          notes: list[str] | None = None) -> AutoscalerSettings:
     """Settings from the autoscaler's args, read by ``go_flag_words`` (its other flags checked and ignored; a
-    word that is not a flag, a flag it does not have or a known flag with a bad value is an AutoscalerArgError,
-    except that with ``unknown`` a flag it does not have goes there, ignored); ``release`` "1.<minor>" or "neon"."""
+    word that is not a flag, a flag it does not have or a known flag with a bad value is an AutoscalerArgError);
+    with ``notes`` (a list) read leniently, as the autoscaler reads them, what it would accept going there as a
+    warning; ``release`` "1.<minor>" or "neon"."""
     words: list[object] = list(args)  # typed as text, but an environment's list is checked, not trusted
     for word in words:
         if not isinstance(word, str):
             raise AutoscalerArgError(f"autoscaler args: {str(word)[:60]!r} is not a flag (expected --name=value)")
     found: dict[str, object] = {}
-    for word in go_flag_words(words, unknown=unknown):  # type: ignore[arg-type]  # each checked to be text above
+    lenient = notes is not None
+    for word in go_flag_words(words, notes=notes, lenient=lenient):  # type: ignore[arg-type]  # checked: text
         name, eq, raw = word.partition("=")
         flag = _BY_NAME.get(name[2:]) if name.startswith("--") and eq else None
+        if flag is None and lenient and notes is not None:  # a positional word: pflag keeps it, the autoscaler
+            notes.append(f"{word[:60]!r} is not a flag; ignored, as the autoscaler ignores it")  # never reads it
+            continue
         if flag is None:
             raise AutoscalerArgError(f"autoscaler args: {word[:60]!r} is not a flag (expected --name=value)")
         try:
