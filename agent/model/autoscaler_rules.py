@@ -112,7 +112,7 @@ class AutoscalerRules(msgspec.Struct, frozen=True, kw_only=True):
                                                 if self.system_pod_timeout else None),
                             long_terminating_extra=self.long_terminating_extra, clock=clock, problems=problems,
                             controllers=controllers,
-                            # --min-replica-count (default 0), once the settings carry it.
+                            # --min-replica-count (default 0)
                             min_replica_count=settings.min_replica_count)
 
     def underutilized(self, value: float, threshold: float) -> bool:

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import yaml
 
-from agent.model.scale_down import NOT_UNDERUTILIZED, REASONS, STATES, UNDERUTILIZED
+from agent.model.scale_down import AUTOSCALER_CRASH, NOT_UNDERUTILIZED, REASONS, STATES, UNDERUTILIZED
 from testkit.shipped_queries import RULES
 
 pytestmark = pytest.mark.collector  # promtool comes with the Prometheus 3 build (components.gotools)
@@ -195,3 +195,28 @@ def test_points_the_collector_drops_for_a_node_alert_after_ten_minutes(tmp_path)
     }]
     result = _run(tmp_path, tests)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_pod_the_autoscaler_would_crash_on_fires_after_a_minute_and_resolves_when_it_goes(tmp_path):
+    """crashing: autoscaler_crash from 5 min to 15 min (the pod with the zero factor deleted then); fine: never."""
+    summary = ("{node} holds a pod whose vm.neon.tech/overcommit has a factor of 0: neon's cluster-autoscaler divides "
+               "by zero on it and stops scaling the cluster (explain --live --node {node} names the pod)")
+    crash = [{"series": f'node_requests_node_autoscaler_state{{k8s_node_name="crashing",state="{s}"}}',
+              "values": "1x20 0x40 1x100" if s == UNDERUTILIZED else
+                        ("0x20 1x40 0x100" if s == AUTOSCALER_CRASH else "0x160")} for s in STATES]
+    alert = "NodeAutoscalerWouldCrash"
+    firing = [{"exp_labels": {"severity": "critical", "k8s_node_name": "crashing"},
+               "exp_annotations": {"summary": summary.format(node="crashing")}}]
+    tests = [{
+        "interval": STEP,
+        "input_series": [*crash, *_state("fine", UNDERUTILIZED)],
+        "alert_rule_test": [
+            {"eval_time": "4m", "alertname": alert, "exp_alerts": []},
+            {"eval_time": "7m", "alertname": alert, "exp_alerts": firing},
+            {"eval_time": "14m", "alertname": alert, "exp_alerts": firing},
+            {"eval_time": "17m", "alertname": alert, "exp_alerts": []},
+        ],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
