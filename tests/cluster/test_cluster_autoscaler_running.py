@@ -4,14 +4,15 @@ On the suite's control plane, one node group of KWOK nodes is managed by the rea
 provider; testkit/running_autoscaler.py), and on each node the real agent runs as a process with the autoscaler's own
 args list (NRA_AUTOSCALER_ARGS, pasted whole) reporting OTLP to the real Collector, which Prometheus 3 scrapes. One
 node per scenario: an underutilized node nothing blocks (removed), one node held by each blocking reason the agent
-models, one disabled by annotation, one above the threshold, and a PDB whose allowance goes from 0 to 1 (kept, then
-removed); with neon's patched autoscaler also two NeonVM runner nodes, one whose requests are high but whose VM usage
+models, one disabled by annotation, one above the threshold, one at exactly the threshold (1.36.1 removes it, neon's
+1.31.1 keeps it: "at or below" against "below"), and a PDB whose allowance goes from 0 to 1 (kept, then removed); with neon's patched autoscaler also two NeonVM runner nodes, one whose requests are high but whose VM usage
 is low (removed), one the reverse (kept). The runner pods are owned by a ReplicaSet here: a VirtualMachine owner is a
 custom controller, which blocks unless --skip-nodes-with-custom-controller-pods=false, and the scenario is about the
 usage alone.
 
-Node by node, the autoscaler's word (its log at --v=4: the node removed, or why it is kept, with the utilization
-where it gives one) is compared with the agent's series in Prometheus at the same moment; for a removed node, the
+Node by node, the autoscaler's word (its log at --v=4: the node removed, or why it is kept) is compared with the
+agent's series in Prometheus at the same moment; every utilization its log gives, line by line, with the agent's at
+that line's time (more only while other nodes drain, by exactly their pods' requests); for a removed node, the
 agent's series over the whole time the autoscaler counted it unneeded; and the autoscaler's counts
 (``cluster_autoscaler_unneeded_nodes_count``, ``unremovable_nodes_count{reason}``, its status ConfigMap's scale-down
 candidates and registered nodes) with the agent's verdicts counted the same way. Both releases run one after the
