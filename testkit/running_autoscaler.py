@@ -74,13 +74,13 @@ DRAIN_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
 # klog's header ("I1205 07:30:00.123456   12345 file.go:151] "), then the message.
 _KLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] (?P<msg>.*)$")
 _BLOCKED = re.compile(r"^[Nn]ode (?P<node>\S+) cannot be removed: (?P<why>.*)$")
-_ABOVE = re.compile(r"^Node (?P<node>\S+) unremovable: (?P<why>\S+ requested \((?P<percent>[\d.e+-]+)% of "
+_ABOVE = re.compile(r"^Node (?P<node>\S+) unremovable: (?P<why>(?P<resource>\S+) requested \((?P<percent>[\d.e+-]+)% of "
                     r"allocatable\) is above the scale-down utilization threshold)$")
 _DISABLED = re.compile(r"^Skipping (?P<node>\S+) from delete consideration - the node is marked as no scale down$")
-# utilization.Info printed with %v: its last field is the node's utilization.
+# utilization.Info printed with %v: its last two fields are the resource that gave the node's utilization, and it.
 _REMOVING = re.compile(r'^Scale-down: removing (?:empty node "(?P<empty>[^"]+)"|node (?P<node>\S+), '
-                       r'(?P<why>utilization: \{[^}]* (?P<utilization>[\d.e+-]+)\}.*))$')
-_UNDER = re.compile(r"^Node (?P<node>\S+) - \S+ requested is (?P<percent>[\d.e+-]+)% of allocatable$")
+                       r'(?P<why>utilization: \{[^}]* (?P<resource>\S+) (?P<utilization>[\d.e+-]+)\}.*))$')
+_UNDER = re.compile(r"^Node (?P<node>\S+) - (?P<resource>\S+) requested is (?P<percent>[\d.e+-]+)% of allocatable$")
 _UNNEEDED = re.compile(r"^(?P<node>\S+) is unneeded since (?P<since>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) "
                        r"(?P<zone>[+-]\d{4}) ")
 
@@ -102,8 +102,8 @@ class LogLine:
 class Said:
     """What the autoscaler said about one node: ``action`` "removed" or "kept", ``reason`` the agent's word for it (a
     drain reason, ``not_underutilized``, ``scale_down_disabled``, or ``removed``), ``detail`` its own words, and the
-    node's utilization where its words give one (every distinct value a run of the same statement gave); ``at`` its
-    last line, ``first`` the first line of the run."""
+    node's utilization where its words give one; ``at`` its last line (the one it was read from), ``first`` the first
+    line of the run."""
 
     node: str
     action: str
@@ -112,7 +112,7 @@ class Said:
     at: float
     first: float = 0.0
     pod: str = ""
-    utilization: tuple[float, ...] = ()
+    utilization: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,9 +286,7 @@ class RunningAutoscaler:
             if told and told[-1].action == "removed":
                 continue
             if told and (told[-1].action, told[-1].reason) == (said.action, said.reason):
-                seen = told[-1].utilization
-                told[-1] = replace(said, first=told[-1].first,
-                                   utilization=seen + tuple(u for u in said.utilization if u not in seen))
+                told[-1] = replace(said, first=told[-1].first)
             else:
                 told.append(replace(said, first=said.at))
         return found
@@ -303,16 +301,19 @@ class RunningAutoscaler:
                 since = _go_time(match["since"], match["zone"])
         return since
 
-    def utilizations(self, node: str, start: float, end: float) -> tuple[float, ...]:
-        """The distinct utilizations it gave ``node`` between ``start`` and ``end`` where it found the node at or below
-        the threshold (``Node X - cpu requested is 12.5% of allocatable``, --v=4, for the first nodes of a loop)."""
-        found: list[float] = []
+    def utilization_lines(self, node: str) -> list[tuple[float, str, float]]:
+        """Every (time read, resource, utilization) its log gave ``node``, line by line: at or below the threshold
+        (``Node X - cpu requested is 12.5% of allocatable``, for the first nodes of a loop), above it, and on removal
+        (its utilization.Info)."""
+        found = []
         for line in list(self.lines):
-            match = _UNDER.match(line.message)
-            if start <= line.at <= end and match and match["node"] == node:
-                value = float(match["percent"]) / 100
-                found += [] if value in found else [value]
-        return tuple(found)
+            message = line.message
+            match = _UNDER.match(message) or _ABOVE.match(message)
+            if match and match["node"] == node:
+                found.append((line.at, match["resource"], float(match["percent"]) / 100))
+            elif (match := _REMOVING.match(message)) and match["node"] == node and match["utilization"]:
+                found.append((line.at, match["resource"], float(match["utilization"])))
+        return found
 
     def tail(self, lines: int = 40) -> str:
         return "\n".join(line.text for line in self.lines[-lines:])
@@ -322,7 +323,7 @@ def _said(line: LogLine) -> Said | None:
     message = line.message
     if match := _REMOVING.match(message):
         return Said(node=match["empty"] or match["node"], action="removed", reason="removed", detail=message,
-                    at=line.at, utilization=(float(match["utilization"]),) if match["utilization"] else ())
+                    at=line.at, utilization=float(match["utilization"]) if match["utilization"] else None)
     if match := _BLOCKED.match(message):
         why = match["why"]
         for pattern, reason in DRAIN_REASONS:
@@ -332,7 +333,7 @@ def _said(line: LogLine) -> Said | None:
         return Said(node=match["node"], action="kept", reason="other", detail=why, at=line.at)
     if match := _ABOVE.match(message):
         return Said(node=match["node"], action="kept", reason="not_underutilized", detail=match["why"], at=line.at,
-                    utilization=(float(match["percent"]) / 100,))
+                    utilization=float(match["percent"]) / 100)
     if match := _DISABLED.match(message):
         return Said(node=match["node"], action="kept", reason="scale_down_disabled",
                     detail="marked as no scale down", at=line.at)
