@@ -100,7 +100,8 @@ def compare(release: str, n: NodeJudgement, v: dict[str, Any] | None) -> list[Di
         out.append(d("threshold", n.threshold, v["threshold"]))
     if expected_state(n) != v["state"]:
         out.append(d("state", expected_state(n), v["state"]))
-    blocked = {p.uid: AGENT_REASONS.get(p.reason, p.reason) for p in n.pods if p.blocks}
+    blocked = {p.uid: AGENT_REASONS.get(p.blocking_reason, p.blocking_reason) for p in n.pods
+               if p.blocks}
     agent_blocked = {b["uid"]: b["reason"] for b in v["blockers"]}
     for uid in sorted(blocked.keys() | agent_blocked.keys()):
         if blocked.get(uid) != agent_blocked.get(uid):
