@@ -33,7 +33,8 @@ ORACLE_RELEASES = {"1.36.1": "1.36", "neon": "neon"}
 AGENT_REASONS = {"NotReplicated": "not_replicated", "UnmovableKubeSystemPod": "unmovable_kube_system",
                  "NotSafeToEvictAnnotation": "not_safe_to_evict", "LocalStorageRequested": "local_storage",
                  "NotEnoughPdb": "not_enough_pdb", "ControllerNotFound": "controller_not_found",
-                 "MinReplicasReached": "min_replicas_reached", "UnexpectedError": "unexpected_error"}
+                 "MinReplicasReached": "min_replicas_reached", "UnexpectedError": "unexpected_error",
+                 "BlockedByOnCompletionPod": "on_completion"}
 
 _SPECIAL = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
 
@@ -80,7 +81,14 @@ class PodJudgement(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def blocks(self) -> bool:
-        return self.outcome == "BlockDrain"
+        """Whether the pod keeps the node: BlockDrain, or WaitForCompletion (1.36's oncompletion rule: the planner
+        then keeps the node as BlockedByOnCompletionPod, core/scaledown/planner/planner.go)."""
+        return self.outcome in ("BlockDrain", "WaitForCompletion")
+
+    @property
+    def blocking_reason(self) -> str:
+        """drain.BlockingPodReason's name, or the planner's BlockedByOnCompletionPod for WaitForCompletion."""
+        return "BlockedByOnCompletionPod" if self.outcome == "WaitForCompletion" else self.reason
 
 
 class NodeJudgement(msgspec.Struct, frozen=True, kw_only=True):

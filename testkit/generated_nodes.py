@@ -1,13 +1,18 @@
 """Hypothesis strategies for whole nodes as the autoscaler meets them: a Node, its pods, the PDBs over them.
 
 What varies is what the cluster-autoscaler's verdict reads (shared/KNOWLEDGE.md §6): every owner kind (none,
-non-controller owner references, custom kinds, DaemonSet), volumes, the safe-to-evict annotations (valid and odd
-values), mirror and DaemonSet pods (by owner and by annotation), kube-system pods of every age around the
-system-pod timeout, deletion times and grace periods around the long-terminating cut, every phase and restart policy,
-init containers and sidecars, overhead, PDBs (every allowance, every kind of selector), GPU nodes (label and extended
-resource), allocatables small enough that DaemonSet and mirror pods reach or pass them, the autoscaler's flags, and
-NeonVM runner pods with every shape of annotation. Each value is drawn from a small set around the boundaries, so
-shrinking lands on a readable case.
+non-controller owner references, custom kinds, DaemonSet, StatefulSets and DaemonSets of other groups, a group
+version Go cannot parse), controller objects with spec.replicas absent, 0 or more (present, gone, or in another
+namespace than the pod) against every --min-replica-count, volumes, the safe-to-evict annotations (valid and odd
+values, "on-completion"), mirror and DaemonSet pods (by owner and by annotation), kube-system pods of every age
+around the system-pod timeout (or none), deletion times around the long-terminating cut with
+terminationGracePeriodSeconds absent, 0, large or past what Go's time.Duration holds, every phase (empty too) with
+every restart policy, init containers and sidecars, overhead, PDBs (every allowance, negative too, every kind of
+selector, one selecting nothing, several over one pod, any namespace), GPU nodes (label and extended resource, none
+or 0 allocatable), other extended resources, quantities with odd spellings (exponents, 0.5Gi, micro units, bare
+decimals), allocatables small enough that DaemonSet and mirror pods reach or pass them, the autoscaler's flags, and
+NeonVM runner pods with every shape of annotation (JSON numbers, missing fields, odd spellings). Each value is
+drawn from a small set around the boundaries, so shrinking lands on a readable case.
 
 ``dumps()`` draws a ``Generated``: one kubectl-style List of several nodes (with their pods, PDBs and, sometimes,
 controller objects), the autoscaler's flags and the moment to judge at.
@@ -39,6 +44,7 @@ FLAG_VALUES: dict[str, tuple[str | None, ...]] = {
     "skip-nodes-with-local-storage": (None, "true", "false"),
     "skip-nodes-with-custom-controller-pods": (None, "true", "false"),
     "blocking-system-pod-distruption-timeout": (None, "0s", "30m", "1h", "2h"),
+    "min-replica-count": (None, "0", "1", "2", "5", "-1"),
 }
 
 
@@ -69,53 +75,77 @@ def _ago(seconds: float) -> str:
 
 
 def _mostly(common: list[Any], rare: list[Any], one_in: int = 4) -> st.SearchStrategy[Any]:
-    """A value of ``common``, or one of ``rare`` one time in ``one_in`` (shrinking towards the common ones)."""
-    return st.integers(0, one_in - 1).flatmap(
-        lambda i: st.sampled_from(rare) if i == one_in - 1 else st.sampled_from(common))
+    """A value of ``common``, or one of ``rare`` about one time in ``one_in`` (shrinking towards the first common
+    one). One draw from one weighted table: a flatmap costs a new strategy per draw, most of the generator's time."""
+    copies = max(1, round((one_in - 1) * len(rare) / len(common)))
+    return st.sampled_from(tuple(common * copies + rare))
 
 
-CPU = st.sampled_from([None, "0", "100m", "250m", "500m", "1", "1500m", "2", "3", "0.1", "100001m"])
-MEMORY = st.sampled_from([None, "0", "64Mi", "500M", "1Gi", "1500Mi", "2Gi", "3Gi", "0.5Gi", "1Ki"])
+# Odd spellings the API server accepts now and then: exponents (small and large), fractions of binary suffixes,
+# micro units, bare decimals. None so large that a node's sum in milli-units (or neon's usage times 1000) passes
+# int64: Go's MilliValue() then wraps or gives 0, and no node holds petabytes (see the module's docstring).
+ODD_QUANTITIES = ["1e3", "1E-3", "0.5Gi", "1000000u", "1.5", "1e9", "2e-1", "12345678901234567n", "1.0000001"]
+CPU = _mostly([None, "0", "100m", "250m", "500m", "1", "1500m", "2", "3", "0.1", "100001m"], ODD_QUANTITIES, 6)
+MEMORY = _mostly([None, "0", "64Mi", "500M", "1Gi", "1500Mi", "2Gi", "3Gi", "0.5Gi", "1Ki"],
+                 ODD_QUANTITIES + ["1e10", "1Ti", "3.3e9", "0.25Ti"], 6)
 # Small enough that DaemonSet and mirror pods reach or pass them; missing or zero now and then (no utilization).
-ALLOCATABLE_CPU = _mostly(["4", "2", "1", "3", "500m", "100m"], [None, "0"], one_in=8)
-ALLOCATABLE_MEMORY = _mostly(["4Gi", "2Gi", "1Gi", "3G", "256Mi"], [None, "0"], one_in=8)
+ALLOCATABLE_CPU = _mostly(["4", "2", "1", "3", "500m", "100m"], [None, "0", "1e3", "1.5", "3500000u", "2E0"], one_in=8)
+ALLOCATABLE_MEMORY = _mostly(["4Gi", "2Gi", "1Gi", "3G", "256Mi"],
+                             [None, "0", "0.5Gi", "4e9", "3.5Gi", "1e12", "1073741824000m"], one_in=8)
+# Extended resources that are not GPUs (the utilization reads cpu and memory; a GPU node only its GPU resource).
+EXTENDED = st.sampled_from(("example.com/foo", "hugepages-2Mi", "ephemeral-storage", "nvidia.com/gpu-memory"))
 
-OWNERS = st.sampled_from([
+OWNERS = st.sampled_from((
     None,
     ("apps/v1", "ReplicaSet", True), ("batch/v1", "Job", True), ("apps/v1", "StatefulSet", True),
     ("v1", "ReplicationController", True), ("apps/v1", "DaemonSet", True),
     ("apps/v1", "ReplicaSet", False), ("apps/v1", "ReplicaSet", None),  # not a controller reference
     ("vm.neon.tech/v1", "VirtualMachine", True), ("example.com/v1", "Widget", True), ("v1", "Node", True),
     ("extensions/v1beta1", "ReplicaSet", True),
-])
+    # The replicacount rule reads the group only for StatefulSets (1.36) and DaemonSets; a group version Go cannot
+    # parse makes it step aside.
+    ("example.com/v1", "StatefulSet", True), ("example.com/v1", "DaemonSet", True), ("apps/v1beta2", "DaemonSet", True),
+    ("batch/v1beta1", "Job", True), ("a/b/c", "ReplicaSet", True), ("apps.kruise.io/v1beta1", "StatefulSet", True),
+))
 VOLUMES = st.sampled_from([
     {"hostPath": {"path": "/var/log"}}, {"emptyDir": {}}, {"emptyDir": {"medium": "Memory"}},
     {"emptyDir": {"medium": ""}}, {"emptyDir": {"sizeLimit": "1Gi"}}, {"configMap": {"name": "c"}},
     {"projected": {"sources": []}}, {"persistentVolumeClaim": {"claimName": "data"}}, {"secret": {"secretName": "s"}},
 ])
-SAFE_TO_EVICT = st.sampled_from([None, "true", "false", "True", "maybe", ""])
-USAGE = st.sampled_from([
+SAFE_TO_EVICT = st.sampled_from((None, "true", "false", "True", "maybe", "", "on-completion", "On-Completion"))
+USAGE = st.sampled_from((
     '{"cpu": "1", "memory": "2Gi"}', '{"cpu": "250m", "memory": "1Gi"}', '{"cpu": 0.5, "memory": "1Gi"}',
     '{"cpu": "2", "memory": 1073741824}', '{"cpu": "1"}', '{"memory": "1Gi"}', "{}", "not json", "null",
     '{"cpu": "x", "memory": "1Gi"}', '{"cpu": "3", "memory": "3Gi"}',
-])
-OVERCOMMIT = st.sampled_from([
+    '{"cpu": "1e3", "memory": "0.5Gi"}', '{"cpu": "1000000u", "memory": "1e9"}', '{"cpu": 1e3, "memory": 5e8}',
+    '{"cpu": "1.5", "memory": "1Ti"}', '{"cpu": 0.0005, "memory": 1.5}', '{"cpu": "2e-1", "memory": "3.5Gi"}',
+    '{"cpu": "1e6", "memory": "1"}', '{"cpu": -1, "memory": "1Gi"}',
+))
+OVERCOMMIT = st.sampled_from((
     None, '{"cpu": "2", "memory": "1"}', '{"cpu": "3"}', '{"memory": "1.5"}', '"nope"', '{"cpu": "0"}',
     '{"cpu": "2", "memory": "0"}', '{"cpu": "1.5", "memory": "2"}', "{}",
-])
-AGES = st.sampled_from([None, 0, 1799, 1800, 1801, 3599, 3600, 3601, 7199, 7200, 7201, 86400])
-DELETED = _mostly([None], [0, 29, 30, 31, 59, 60, 61, 90, 3600])
-GRACE = st.sampled_from([None, 0, 10, 30, 60])
-PHASES = _mostly(["Running", None, "Pending"], ["Succeeded", "Failed", "Unknown"])
-RESTART = st.sampled_from([None, "Always", "OnFailure", "Never"])
-NAMESPACES = st.sampled_from(["default", "kube-system", "apps"])
-APPS = st.sampled_from([None, "a", "b"])
+    '{"cpu": "1e0", "memory": "0.5"}', '{"cpu": "1000m", "memory": "2e0"}', '{"cpu": 3, "memory": 1.5}',
+    '{"cpu": "1000000u", "memory": "7"}', '{"cpu": "0.001"}',
+))
+AGES = st.sampled_from((None, 0, 1799, 1800, 1801, 3599, 3600, 3601, 7199, 7200, 7201, 86400))
+# Seconds ago; negative: ahead (the API server sets deletionTimestamp to the deletion time plus the grace period).
+DELETED = _mostly([None], [0, 29, 30, 31, 59, 60, 61, 90, 3600, -30, -3600])
+GRACE = st.sampled_from((None, 0, 10, 30, 60))
+# spec.terminationGracePeriodSeconds (what IsPodLongTerminating reads): zero, around the cut, a year, and past what
+# Go's time.Duration holds in nanoseconds (about 292 years).
+TERMINATION_GRACE = _mostly([None], [0, 1, 30, 60, 3600, 31536000, 9223372036, 10**10, 2**62], one_in=3)
+PHASES = _mostly(["Running", None, "Pending"], ["Succeeded", "Failed", "Unknown", ""], one_in=3)
+RESTART = st.sampled_from((None, "Always", "OnFailure", "Never"))
+NAMESPACES = st.sampled_from(("default", "kube-system", "apps"))
+APPS = st.sampled_from((None, "a", "b"))
 
 
 def _requests(draw: st.DrawFn, gpu: bool) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", draw(CPU)), ("memory", draw(MEMORY))) if v is not None}
     if gpu and draw(st.booleans()):
-        requests[draw(st.sampled_from(["nvidia.com/gpu", "amd.com/gpu"]))] = draw(st.sampled_from(["0", "1", "2"]))
+        requests[draw(st.sampled_from(("nvidia.com/gpu", "amd.com/gpu")))] = draw(st.sampled_from(("0", "1", "2")))
+    if draw(st.integers(0, 7)) == 7:
+        requests[draw(EXTENDED)] = draw(st.sampled_from(("1", "2", "1Gi")))
     return {"requests": requests} if requests else {}
 
 
@@ -147,17 +177,20 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
         if controller is not None:
             ref["controller"] = controller
         meta["ownerReferences"] = [ref]
+        if draw(st.integers(0, 7)) == 7:  # another owner first, never a controller (the API server allows one)
+            meta["ownerReferences"].insert(0, {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other",
+                                               "uid": "uid-other", "controller": False})
     if draw(st.integers(0, 5)) == 5:
-        annotations["cluster-autoscaler.kubernetes.io/daemonset-pod"] = draw(st.sampled_from(["true", "false", "True"]))
+        annotations["cluster-autoscaler.kubernetes.io/daemonset-pod"] = draw(st.sampled_from(("true", "false", "True")))
     if draw(st.integers(0, 5)) == 5:
-        annotations["kubernetes.io/config.mirror"] = draw(st.sampled_from(["hash", ""]))
+        annotations["kubernetes.io/config.mirror"] = draw(st.sampled_from(("hash", "")))
     safe = draw(SAFE_TO_EVICT)
     if safe is not None:
         annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] = safe
     volumes = [dict(draw(VOLUMES), name=f"v{i}") for i in range(draw(st.integers(0, 2)))]
     if volumes:
         spec["volumes"] = volumes
-    local = draw(st.sampled_from([None, "v0", "v0,v1", "v1, v0", "nope", ""]))
+    local = draw(st.sampled_from((None, "v0", "v0,v1", "v1, v0", "nope", "")))
     if local is not None:
         annotations["cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"] = local
     app = draw(APPS)
@@ -172,6 +205,9 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
         grace = draw(GRACE)
         if grace is not None:
             meta["deletionGracePeriodSeconds"] = grace
+    termination_grace = draw(TERMINATION_GRACE)
+    if termination_grace is not None:
+        spec["terminationGracePeriodSeconds"] = termination_grace
     if annotations:
         meta["annotations"] = annotations
     first = "neonvm-runner" if neon else "main"
@@ -184,7 +220,7 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
     if restart is not None:
         spec["restartPolicy"] = restart
     if draw(st.integers(0, 4)) == 4:
-        spec["overhead"] = {"cpu": draw(st.sampled_from(["100m", "250m"])), "memory": "64Mi"}
+        spec["overhead"] = {"cpu": draw(st.sampled_from(("100m", "250m"))), "memory": "64Mi"}
     status: dict[str, Any] = {}
     phase = draw(PHASES)
     if phase is not None:
@@ -201,11 +237,13 @@ def _node(draw: st.DrawFn, *, name: str) -> tuple[dict[str, Any], bool]:
     gpu = draw(st.integers(0, 5)) == 5
     if gpu:
         if draw(st.booleans()):
-            meta["labels"] = {GPU_LABEL: draw(st.sampled_from(["nvidia-tesla-t4", ""]))}
+            meta["labels"] = {GPU_LABEL: draw(st.sampled_from(("nvidia-tesla-t4", "")))}
         if draw(st.booleans()):
-            resource = draw(st.sampled_from(["nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-1g.5gb"]))
-            allocatable[resource] = draw(st.sampled_from(["0", "1", "4"]))
-    disabled = draw(st.sampled_from([None, None, "true", "false", "True", "yes"]))
+            resource = draw(st.sampled_from(("nvidia.com/gpu", "amd.com/gpu", "nvidia.com/mig-1g.5gb")))
+            allocatable[resource] = draw(st.sampled_from(("0", "1", "4", "1e0", "0.5")))
+    if draw(st.integers(0, 7)) == 7:
+        allocatable[draw(EXTENDED)] = draw(st.sampled_from(("0", "4", "1Gi")))
+    disabled = draw(st.sampled_from((None, None, "true", "false", "True", "yes")))
     if disabled is not None:
         meta["annotations"] = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": disabled}
     node = {"apiVersion": "v1", "kind": "Node", "metadata": meta,
@@ -219,6 +257,11 @@ SELECTORS = st.sampled_from([
     {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a"]}]},
     {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
     {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]},
+    {"matchLabels": {"app": "nothing"}},  # selects no pod
+    {"matchExpressions": [{"key": "app", "operator": "In", "values": ["zzz"]}]},
+    {"matchLabels": {"app": "a"}, "matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]},
+    {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["a", "b"]},
+                          {"key": "app", "operator": "Exists"}]},
 ])
 
 
@@ -228,7 +271,7 @@ def _pdb(draw: st.DrawFn, *, name: str) -> dict[str, Any]:
     selector = draw(SELECTORS)
     if selector is not None:
         spec["selector"] = selector
-    allowed = draw(st.sampled_from([None, 0, 1, 2]))
+    allowed = draw(st.sampled_from((None, 0, 1, 2, -1)))
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": name, "namespace": draw(NAMESPACES), "uid": f"uid-{name}"}, "spec": spec,
             "status": {} if allowed is None else {"disruptionsAllowed": allowed}}
@@ -236,24 +279,38 @@ def _pdb(draw: st.DrawFn, *, name: str) -> dict[str, Any]:
 
 _CONTROLLER_KINDS = {"ReplicaSet": "apps/v1", "Job": "batch/v1", "StatefulSet": "apps/v1",
                      "ReplicationController": "v1", "DaemonSet": "apps/v1"}
+# spec.replicas as drawn (None: absent); the rule compares it with --min-replica-count for ReplicaSets and
+# ReplicationControllers only.
+# Where a controller object is: mostly in its pod's namespace (None), sometimes in another one.
+ELSEWHERE = _mostly([None], ["default", "kube-system", "apps", "elsewhere"])
+REPLICAS = st.sampled_from((None, 0, 1, 2, 3, 5, 7))
 
 
 @st.composite
 def _controllers(draw: st.DrawFn, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Some of the controller objects the pods' references name (the others are gone)."""
+    """Some of the controller objects the pods' references name (the others are gone), some of them in another
+    namespace than the pod's (gone for the rule, which looks in the pod's)."""
     named = sorted({(p["metadata"]["namespace"], r["kind"], r["name"]) for p in pods
                     for r in p["metadata"].get("ownerReferences", ()) if r["kind"] in _CONTROLLER_KINDS})
-    kept = [n for n in named if draw(st.booleans())]
+    kept = sorted({(draw(ELSEWHERE) or ns, kind, name) for ns, kind, name in named if draw(st.integers(0, 3))})
     if not kept:  # a dump holding a controller object, whichever
         kept = [("default", "ReplicaSet", "unrelated")]
-    return [{"apiVersion": _CONTROLLER_KINDS[kind], "kind": kind,
-             "metadata": {"name": name, "namespace": ns, "uid": f"uid-{kind}"},
-             "spec": {"replicas": 2} if kind != "DaemonSet" else {}} for ns, kind, name in kept]
+    out = []
+    for ns, kind, name in kept:
+        spec: dict[str, Any] = {}
+        replicas = draw(REPLICAS)
+        if kind != "DaemonSet" and kind != "Job" and replicas is not None:
+            spec["replicas"] = replicas
+        elif kind == "Job" and replicas is not None:
+            spec["parallelism"] = replicas
+        out.append({"apiVersion": _CONTROLLER_KINDS[kind], "kind": kind,
+                    "metadata": {"name": name, "namespace": ns, "uid": f"uid-{kind}-{ns}-{name}"}, "spec": spec})
+    return out
 
 
 @st.composite
 def dumps(draw: st.DrawFn, *, max_nodes: int = 10) -> Generated:
-    """A List of 1..``max_nodes`` nodes with their pods and the PDBs over them (controllers in one dump of four), and
+    """A List of 1..``max_nodes`` nodes with their pods and the PDBs over them (controllers in one dump of two), and
     a flag combination."""
     items: list[dict[str, Any]] = []
     n_nodes = draw(st.integers(1, max_nodes))
@@ -262,8 +319,8 @@ def dumps(draw: st.DrawFn, *, max_nodes: int = 10) -> Generated:
         items.append(node)
         pods = draw(st.integers(0 if i else 1, 5))  # explain needs a pod in the dump
         items += [draw(_pod(node=f"n{i}", name=f"n{i}-p{j}", gpu=gpu)) for j in range(pods)]
-    items += [draw(_pdb(name=f"pdb{k}")) for k in range(draw(st.integers(0, 3)))]
-    if draw(st.integers(0, 3)) == 3:
+    items += [draw(_pdb(name=f"pdb{k}")) for k in range(draw(st.integers(0, 4)))]
+    if draw(st.booleans()):
         items += draw(_controllers([o for o in items if o["kind"] == "Pod"]))
     flags = tuple(f"--{name}={value}" for name, values in FLAG_VALUES.items()
                   if (value := draw(st.sampled_from(values))) is not None)

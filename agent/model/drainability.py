@@ -135,12 +135,19 @@ class DrainRule(msgspec.Struct, frozen=True, kw_only=True):
     check: Callable[[DrainPod, DrainContext], Outcome | None]
 
 
+def _go_seconds(seconds: int) -> float:
+    """``time.Duration(seconds) * time.Second`` in seconds, as Go computes it: int64 nanoseconds, wrapping past
+    about 292 years (a grace period of 10^10 s is some 267 years in the past)."""
+    nanos = (seconds * 1_000_000_000 + 2**63) % 2**64 - 2**63
+    return nanos / 1e9
+
+
 def long_terminating(facts: EvictionFacts, clock: Clock, extra: float) -> bool:
     """drain.IsPodLongTerminating: deleted, and grace period plus ``extra`` strictly passed."""
     if facts.deleted is None:
         return False
     grace = DEFAULT_GRACE if facts.termination_grace is None else facts.termination_grace
-    return clock.passed(facts.deleted + grace + extra)
+    return clock.passed(facts.deleted + _go_seconds(grace) + extra)
 
 
 def is_daemonset_pod(facts: EvictionFacts) -> bool:

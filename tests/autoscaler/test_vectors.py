@@ -56,7 +56,7 @@ def on_node(node: dict[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, 
 
 
 def blocked(n: NodeJudgement) -> list[str]:
-    return [AGENT_REASONS[p.reason] for p in n.pods if p.blocks]
+    return [AGENT_REASONS[p.blocking_reason] for p in n.pods if p.blocks]
 
 
 # A label value as the API server validates it (k8s.io/apimachinery IsValidLabelValue).

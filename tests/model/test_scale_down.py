@@ -288,6 +288,21 @@ def test_long_terminating_cutoff_is_strict():
     assert verdict([p], node("node"), now=NOW + 0.001).utilization.cpu == 0
 
 
+def test_a_grace_period_past_what_go_s_duration_holds_wraps_as_the_autoscaler_computes_it():
+    """IsPodLongTerminating multiplies time.Duration(grace) by time.Second in int64 nanoseconds: 10^10 s wraps to
+    about -267 years, so a pod deleted just now is already long-terminating (left out, never blocks); 9223372036 s
+    (the largest that fits) is 292 years ahead (found by the differential test, 1.36.1 and neon)."""
+    def going(grace):
+        p = pod("going", containers=[container("a", "3", "1Gi")])
+        p["metadata"]["deletionTimestamp"] = "2026-12-01T12:00:00Z"
+        p["spec"]["terminationGracePeriodSeconds"] = grace
+        return p
+    wrapped = verdict([going(10**10)], node("node"), now=NOW)
+    assert wrapped.utilization.cpu == 0 and not wrapped.blockers
+    fits = verdict([going(9223372036)], node("node"), now=NOW)
+    assert fits.utilization.cpu == 0.375 and [b.reason for b in fits.blockers] == ["not_replicated"]
+
+
 def test_the_verdict_says_until_when_it_holds():
     """holds_until is the earliest threshold still ahead (a grace period, a kube-system pod's timeout): the verdict
     is the same at every moment up to it and differs just after; None when time alone never changes it."""
