@@ -19,6 +19,8 @@ import time
 import pytest
 import yaml
 
+from agent.model.scale_down import STATES, UNDERUTILIZED
+
 from testkit.agent_process import AgentProcess, otlp_env
 from testkit.cli import run
 from testkit.collector import SHIPPED_CONFIG, Collector, Prometheus
@@ -362,8 +364,7 @@ def test_the_autoscalers_verdict_reaches_prometheus_as_the_agent_and_explain_jud
         assert deciding["metric"]["resource"] == "cpu" and value(deciding) == pytest.approx(0.85 / 8, rel=1e-12)
         assert value(prom.query(f"node_requests_node_autoscaler_threshold{{{here}}}")[0]) == judged["threshold"] == 0.5
         states = {r["metric"]["state"]: value(r) for r in prom.query(f"node_requests_node_autoscaler_state{{{here}}}")}
-        assert states == {"underutilized": 1, "not_underutilized": 0, "scale_down_disabled": 0, "unknown": 0,
-                          "allocatable_unusable": 0}
+        assert states == {state: int(state == UNDERUTILIZED) for state in STATES}  # every state, always
         # Underutilized, so a scale-down candidate; blocked, so not removable.
         assert judged["scale_down_candidate"] is True and judged["removable"] is False
         assert value(prom.query(f"node_requests_node_autoscaler_scale_down_candidate{{{here}}}")[0]) == 1
