@@ -401,8 +401,8 @@ def parse_autoscaler_args(args: Iterable[str], *, release: str | None = None,
     for word in go_flag_words(words, notes=notes, lenient=lenient):  # type: ignore[arg-type]  # checked: text
         name, eq, raw = word.partition("=")
         flag = _BY_NAME.get(name[2:]) if name.startswith("--") and eq else None
-        if flag is None and lenient and notes is not None:  # a positional word: pflag keeps it, the autoscaler
-            notes.append(f"{word[:60]!r} is not a flag; ignored, as the autoscaler ignores it")  # never reads it
+        if flag is None and notes is not None:  # a positional word: pflag keeps it, the autoscaler never reads it
+            notes.append(f"{word[:60]!r} is not a flag; ignored, as the autoscaler ignores it")
             continue
         if flag is None:
             raise AutoscalerArgError(f"autoscaler args: {word[:60]!r} is not a flag (expected --name=value)")
