@@ -28,6 +28,7 @@ from agent.decode.spec import (
     Resources,
     Spec,
 )
+from agent.model.container_bound import bound_containers
 from agent.model.controllers import ControllerRecord
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
@@ -290,6 +291,9 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         uid = f"{namespace}/{name}"
     found: list[str] = []
     eviction = _eviction(meta, annotations, spec, found)
+    kept = bound_containers(_containers(spec.containers, init=False), _containers(spec.init_containers, init=True),
+                            _statuses(status))
+    found.extend(kept.problems)
     if found:
         problems = (*problems, *found)
     return PodRecord(
@@ -299,11 +303,11 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         node_name=_shared(spec.node_name or ""),
         phase=_shared(status.phase or ""),
         resource_version=resource_version,
-        containers=_containers(spec.containers, init=False),
-        init_containers=_containers(spec.init_containers, init=True),
+        containers=kept.containers,
+        init_containers=kept.init_containers,
         pod_requests=_pod_level_requests(spec),
         overhead=_requests(spec.overhead),
-        statuses=_statuses(status),
+        statuses=kept.statuses,
         pod_status=_pod_status(status),
         resize_infeasible=_resize_infeasible(status.conditions),
         usage_annotation=_annotation(annotations.usage) if annotations is not None else None,

@@ -1,0 +1,124 @@
+"""A pod's containers kept in bounded form: the first MAX_CONTAINERS of each list in full, the rest as sums.
+
+The API server admits a pod with 10,000 containers (issue 38, item 4); kept
+one record per container (and one status and one explanation line each) it
+cost the agent about 2 MiB, and every view of it more. What the request
+arithmetic needs of the containers past the bound is only their totals, so
+they are folded into one line per kind, with values that give the pod's
+requests exactly whenever no in-place resize is in flight for them:
+
+- app containers past the bound: one line, the per-resource **sum** (app
+  containers are summed, in any order);
+- init containers past the bound: one line, the KEP-753 **peak** of that tail
+  (``aggregate`` over it), then one sidecar line, the **sum** of its sidecars.
+  With S0 the sidecars before the tail, the formula then gives max(S0 + peak,
+  S0 + sidecars) = what the containers one by one give;
+- their statuses: folded the same way, each container contributing its status
+  value or, lacking one, its spec (the fallbacks Kubernetes uses when no resize
+  is Infeasible). During a resize of containers past the bound the folded
+  line counts as one container: documented in docs/requests.md.
+
+The first app container is always kept (neon's patch replaces its requests).
+Folded names cannot be container names (those are DNS labels), so no status
+meets a folded line by accident. The record says what was folded in its
+problems, so no view shows a truncated pod without saying so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from agent.model.fields import Requests
+from agent.model.pod import ContainerRequests, StatusRequests
+from agent.model.pod_requests import Resources, aggregate, parse_requests
+from agent.model.problems import Problem
+
+__all__ = ["MAX_CONTAINERS", "BoundedContainers", "bound_containers"]
+
+#: Containers of each list (app, init) kept one by one. Honest pods hold a handful (a NeonVM runner one, a busy
+#: mesh-injected pod under ten); 32 keeps every one of them exact line by line and a record's containers under
+#: ~10 KiB whatever a tenant writes.
+MAX_CONTAINERS = 32
+
+class BoundedContainers(NamedTuple):
+    """What ``PodRecord`` keeps of the containers, and what folding said (for the record's problems)."""
+
+    containers: tuple[ContainerRequests, ...]
+    init_containers: tuple[ContainerRequests, ...]
+    statuses: tuple[StatusRequests, ...]
+    problems: tuple[str, ...]
+
+
+def _text(values: Resources) -> Requests:
+    """Nano-units as a quantity string ("1500000000n" is 1.5): exact, and parsed back to the same number."""
+    return {resource: f"{value}n" for resource, value in values.items()}
+
+
+def _kind(c: ContainerRequests, init: bool) -> str:
+    return ("sidecar" if c.restartable else "init") if init else "container"
+
+
+def _fold(name: str, items: list[ContainerRequests], init: bool, restartable: bool,
+          statuses: Mapping[str, StatusRequests], problems: list[Problem]) -> tuple[ContainerRequests,
+                                                                                   StatusRequests | None]:
+    """One line for ``items`` (aggregate over them as the pod's order gives) and its folded status, if any had one."""
+    specs = [parse_requests(c.requests, c.name, problems) for c in items]
+    kinds = [_kind(c, init) for c in items]
+
+    def total(values: Iterable[Mapping[str, int] | None]) -> Requests:
+        return _text(aggregate(zip(kinds, values, strict=True)))
+
+    line = ContainerRequests(name, total(specs), restartable)
+    own = [statuses.get(c.name) for c in items]
+    if all(s is None for s in own):
+        return line, None
+    allocated = [spec if s is None or s.allocated is None else parse_requests(s.allocated, c.name, problems)
+                 for c, s, spec in zip(items, own, specs, strict=True)]
+    actual = [mine if s is None or s.requests is None else parse_requests(s.requests, c.name, problems)
+              for c, s, mine in zip(items, own, allocated, strict=True)]
+    has_resources = any(s is not None and s.resources for s in own)
+    has_allocated = any(s is not None and s.allocated is not None for s in own)
+    status = StatusRequests(name, total(allocated) if has_allocated else None, has_resources,
+                            total(actual) if has_resources else None)
+    return line, status
+
+
+def bound_containers(containers: tuple[ContainerRequests, ...], init_containers: tuple[ContainerRequests, ...],
+                     statuses: tuple[StatusRequests, ...]) -> BoundedContainers:
+    """The pod's containers and statuses with at most MAX_CONTAINERS (+1 folded) app lines and MAX_CONTAINERS
+    (+2 folded) init lines; unchanged (the same tuples) when both lists are within the bound."""
+    if len(containers) <= MAX_CONTAINERS and len(init_containers) <= MAX_CONTAINERS:
+        return BoundedContainers(containers, init_containers, statuses, ())
+    by_name = {s.name: s for s in statuses}  # as the request arithmetic looks them up: the last of a name wins
+    problems: list[Problem] = []
+    folded_names: set[str] = set()
+    folded_statuses: list[StatusRequests] = []
+    said: list[str] = []
+
+    def fold(name: str, items: list[ContainerRequests], init: bool, restartable: bool) -> ContainerRequests:
+        line, status = _fold(name, items, init, restartable, by_name, problems)
+        folded_names.update(c.name for c in items)
+        if status is not None:
+            folded_statuses.append(status)
+        return line
+
+    if len(containers) > MAX_CONTAINERS:
+        tail = list(containers[MAX_CONTAINERS:])
+        containers = (*containers[:MAX_CONTAINERS], fold(f"({len(tail):,} more containers: sum)", tail, False, False))
+        said.append(f"{len(tail) + MAX_CONTAINERS:,} containers")
+    if len(init_containers) > MAX_CONTAINERS:
+        tail = list(init_containers[MAX_CONTAINERS:])
+        regular = [c for c in tail if not c.restartable]
+        sidecars = [c for c in tail if c.restartable]
+        lines = []
+        if regular:  # the tail's peak, sidecars before each init container included
+            lines.append(fold(f"({len(tail):,} more init containers: peak)", tail, True, False))
+        if sidecars:
+            lines.append(fold(f"({len(sidecars):,} more sidecars: sum)", sidecars, True, True))
+        init_containers = (*init_containers[:MAX_CONTAINERS], *lines)
+        said.append(f"{len(tail) + MAX_CONTAINERS:,} init containers")
+    kept = tuple(s for s in statuses if s.name not in folded_names)
+    notes = (f"{' and '.join(said)}: past the first {MAX_CONTAINERS} of each list the rest are kept as sums, "
+             "one line per kind (per-container detail dropped)", *(str(p) for p in problems))
+    return BoundedContainers(containers, init_containers, (*kept, *folded_statuses), notes)

@@ -1,0 +1,130 @@
+"""A pod with thousands of containers (issue 38, item 4): the API server admits 10,000; the agent keeps at most
+MAX_CONTAINERS of each list one by one and the rest as sums, and the pod's requests stay exact.
+
+The exact value is computed from a record built with every container (PodRecord's public constructor, as decoding
+would have built it before the bound), under every release's rules, so the folding is checked against the arithmetic
+itself rather than against numbers written here.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+
+import pytest
+
+from agent.decode.reader import POD
+from agent.model.container_bound import MAX_CONTAINERS, bound_containers
+from agent.model.pod import ContainerRequests, StatusRequests
+from agent.model.pod_requests import pod_requests
+from agent.model.rules import RULES_1_36, RULES_1_37
+from agent.model.valuation import evaluate
+from testkit.factory import container, pod, vm_pod
+
+MANY = 10_000
+#: What a record of a pod with 10,000 containers and 10,000 init containers may weigh pickled (a 10,000-container
+#: record kept one by one weighs over 600 KiB).
+RECORD_BOUND = 24 * 1024
+
+
+def many(n: int, prefix: str = "c", seed: int = 1) -> list[dict]:
+    rng = random.Random(seed)
+    return [container(f"{prefix}{i}", f"{rng.randint(1, 900)}m", f"{rng.randint(1, 512)}Mi") for i in range(n)]
+
+
+def mixed_init(n: int, seed: int = 2) -> list[dict]:
+    """Init containers and sidecars interleaved, so the tail's order matters."""
+    rng = random.Random(seed)
+    return [container(f"i{i}", f"{rng.randint(1, 4000)}m", f"{rng.randint(1, 4096)}Mi",
+                      restart_policy="Always" if rng.random() < 0.3 else None) for i in range(n)]
+
+
+def whole(record, raw: dict):
+    """The record with every container kept one by one: what the arithmetic gives without the bound."""
+    def requests(c: dict) -> dict:
+        return dict(c.get("resources", {}).get("requests", {}))
+
+    spec = raw["spec"]
+    app = tuple(ContainerRequests(c["name"], requests(c)) for c in spec["containers"])
+    init = tuple(ContainerRequests(c["name"], requests(c), c.get("restartPolicy") == "Always")
+                 for c in spec.get("initContainers", ()))
+    statuses = tuple(StatusRequests(s["name"], s.get("allocatedResources") or None, "resources" in s,
+                                    (s.get("resources") or {}).get("requests") or None)
+                     for s in raw["status"].get("containerStatuses", ()))
+    return record._replace(containers=app, init_containers=init, statuses=statuses, problems=())
+
+
+def records(p: dict):
+    data = json.dumps(p).encode()
+    yield POD.record(data)
+    yield POD.tolerant(json.loads(data))
+
+
+@pytest.mark.parametrize("shape", ["containers", "init", "both"])
+def test_ten_thousand_containers_are_kept_bounded_and_exact(shape):
+    app = many(MANY) if shape != "init" else many(3)
+    init = mixed_init(MANY) if shape != "containers" else []
+    p = pod("wide", containers=app, init_containers=init)
+    for record in records(p):
+        assert len(record.containers) <= MAX_CONTAINERS + 1
+        assert len(record.init_containers) <= MAX_CONTAINERS + 2
+        assert len(pickle.dumps(record)) < RECORD_BOUND
+        assert any("per-container detail dropped" in x for x in record.problems)  # the truncation is said
+        full = whole(record, p)
+        for rules in (RULES_1_36, RULES_1_37):
+            bounded, exact = pod_requests(record, rules), pod_requests(full, rules)
+            assert (bounded.cpu, bounded.memory, bounded.spec_cpu, bounded.spec_memory) == (
+                exact.cpu, exact.memory, exact.spec_cpu, exact.spec_memory)
+            value = evaluate(record, rules)
+            assert value.reported and (value.cpu, value.memory) == (exact.cpu, exact.memory)
+            assert len(value.contributions) <= 2 * MAX_CONTAINERS + 4
+
+
+def test_statuses_that_repeat_the_spec_are_folded_too():
+    """A running pod: the kubelet reports every container's allocatedResources and resources."""
+    app = many(MANY)
+    statuses = [{"name": c["name"], "allocatedResources": c["resources"]["requests"],
+                 "resources": {"requests": c["resources"]["requests"]}} for c in app]
+    p = pod("running", containers=app, container_statuses=statuses)
+    record = POD.record(json.dumps(p).encode())
+    assert len(record.statuses) == MAX_CONTAINERS + 1
+    full = whole(record, p)
+    for rules in (RULES_1_36, RULES_1_37):
+        got, exact = pod_requests(record, rules), pod_requests(full, rules)
+        assert (got.cpu, got.memory) == (exact.cpu, exact.memory)
+
+
+def test_a_resize_past_the_bound_still_counts_the_pod():
+    """Statuses that differ from the spec past the bound: folded as one container, the pod still counted, at least
+    its spec and at most what every status one by one gives (docs/requests.md says how it is read)."""
+    app = many(MAX_CONTAINERS + 50)
+    statuses = [{"name": c["name"], "allocatedResources": {"cpu": "1", "memory": "1Gi"},
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}} for c in app[MAX_CONTAINERS:]]
+    p = pod("resizing", containers=app, container_statuses=statuses)
+    record = POD.record(json.dumps(p).encode())
+    full = whole(record, p)
+    for rules in (RULES_1_36, RULES_1_37):
+        got, exact = pod_requests(record, rules), pod_requests(full, rules)
+        assert exact.spec_cpu <= got.cpu <= exact.cpu and exact.spec_memory <= got.memory <= exact.memory
+        assert got.cpu > exact.spec_cpu
+
+
+def test_the_first_container_stays_for_neons_patch():
+    p = vm_pod("vm", "vm", "2", "4Gi")
+    p["spec"]["containers"] = [p["spec"]["containers"][0], *many(MANY)]
+    record = POD.record(json.dumps(p).encode())
+    assert record.containers[0].name == p["spec"]["containers"][0]["name"]
+    full = whole(record, p)
+    got, exact = evaluate(record, RULES_1_37), evaluate(full, RULES_1_37)
+    assert got.source == exact.source and (got.cpu, got.memory) == (exact.cpu, exact.memory)
+
+
+def test_within_the_bound_nothing_changes():
+    app, init = many(MAX_CONTAINERS), mixed_init(MAX_CONTAINERS)
+    record = POD.record(json.dumps(pod("p", containers=app, init_containers=init)).encode())
+    assert [c.name for c in record.containers] == [c["name"] for c in app]
+    assert [c.name for c in record.init_containers] == [c["name"] for c in init]
+    assert record.problems == ()
+    kept = bound_containers(record.containers, record.init_containers, record.statuses)
+    assert kept.containers is record.containers and kept.problems == ()
