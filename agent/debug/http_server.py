@@ -34,7 +34,7 @@ from itertools import chain
 
 import msgspec
 
-__all__ = ["MAX_PER_PEER", "HttpServer", "Request", "Response", "listen_socket"]
+__all__ = ["MAX_PER_PEER", "BadRequest", "HttpServer", "Request", "RequestHead", "Response", "listen_socket"]
 
 log = logging.getLogger(__name__)
 
@@ -99,45 +99,77 @@ def listen_socket(host: str, port: int, backlog: int = 1024) -> socket.socket:
     return sock
 
 
-class _BadRequest(Exception):
+class BadRequest(Exception):
+    """A request head that will never be whole or valid: its status (400, 414, 431) and why."""
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
-def _parse_head(buf: bytes | bytearray) -> tuple[str, str, str | None] | None:
-    """(method, target, Host) once ``buf`` holds a whole request head, None while it does not; _BadRequest if it
-    never will."""
-    end = buf.find(b"\n")
-    if end < 0:
-        if len(buf) > MAX_REQUEST_LINE:
-            raise _BadRequest(414, "request line too long")
-        return None
-    if end + 1 > MAX_REQUEST_LINE:
-        raise _BadRequest(414, "request line too long")
-    parts = bytes(buf[:end + 1]).decode("latin-1").split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise _BadRequest(400, "malformed request line")
-    pos, total, count, host = end + 1, 0, 0, None
-    while True:
-        end = buf.find(b"\n", pos)
-        if end < 0:
-            if total + len(buf) - pos > MAX_HEADER_BYTES:
-                raise _BadRequest(431, "header too large")
+class RequestHead:
+    """A request head read as it arrives: each received byte is looked at once and each line parsed once.
+
+    Re-parsing the whole partial head on every chunk made a head trickled a byte at a time cost its size squared
+    (a 95-line head, issue 38): here a chunk costs its own length, whatever came before it. The limits are checked
+    as bytes arrive, so a head that can never fit is refused before it is whole.
+    """
+
+    __slots__ = ("_buf", "_line", "_scanned", "_request", "_total", "_count", "_host")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._line = 0  # where the line being received starts
+        self._scanned = 0  # how far ``_buf`` has been searched for a line end
+        self._request: list[str] | None = None  # the request line's three words, once read
+        self._total = 0  # header bytes in whole lines
+        self._count = 0  # header lines
+        self._host: str | None = None
+
+    def feed(self, data: bytes) -> tuple[str, str, str | None] | None:
+        """(method, target, Host) once the head is whole, None while it is not; BadRequest if it never will be."""
+        buf = self._buf
+        buf += data
+        while True:
+            end = buf.find(b"\n", self._scanned)
+            if end < 0:
+                self._scanned = len(buf)
+                self._check_partial(len(buf) - self._line)
+                return None
+            line = bytes(buf[self._line:end + 1])
+            self._scanned = self._line = end + 1
+            head = self._take(line)
+            if head is not None:
+                return head
+
+    def _check_partial(self, length: int) -> None:
+        if self._request is None:
+            if length > MAX_REQUEST_LINE:
+                raise BadRequest(414, "request line too long")
+        elif self._total + length > MAX_HEADER_BYTES:
+            raise BadRequest(431, "header too large")
+
+    def _take(self, line: bytes) -> tuple[str, str, str | None] | None:
+        if self._request is None:
+            if len(line) > MAX_REQUEST_LINE:
+                raise BadRequest(414, "request line too long")
+            parts = line.decode("latin-1").split()
+            if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+                raise BadRequest(400, "malformed request line")
+            self._request = parts
             return None
-        line = buf[pos:end + 1]
         if line in (b"\r\n", b"\n"):
-            return parts[0], parts[1], host
-        name, sep, value = bytes(line).partition(b":")
+            return self._request[0], self._request[1], self._host
+        name, sep, value = line.partition(b":")
         if sep and name.strip().lower() == b"host":
-            if host is not None:
-                raise _BadRequest(400, "more than one Host header")
-            host = value.strip().decode("latin-1")
-        total += len(line)
-        count += 1
-        if total > MAX_HEADER_BYTES or count > MAX_HEADERS:
-            raise _BadRequest(431, "too many or too large headers")
-        pos = end + 1
+            if self._host is not None:
+                raise BadRequest(400, "more than one Host header")
+            self._host = value.strip().decode("latin-1")
+        self._total += len(line)
+        self._count += 1
+        if self._total > MAX_HEADER_BYTES or self._count > MAX_HEADERS:
+            raise BadRequest(431, "too many or too large headers")
+        return None
 
 
 def _encode(r: Response, head: bool = False) -> bytes:
@@ -156,7 +188,7 @@ class _Connection(msgspec.Struct, eq=False):
     deadline: float  # for the whole head while reading, for the whole answer while writing
     peer: str = ""
     local: str = ""
-    buf: bytearray = msgspec.field(default_factory=bytearray)
+    head: RequestHead = msgspec.field(default_factory=RequestHead)
     out: memoryview | None = None  # the answer still to send
     head_only: bool = False
     # Accepted beyond max_clients (no idle one to close): a probe is answered, a view 503 if still full.
@@ -362,10 +394,9 @@ class HttpServer:
             return
         if conn.draining:
             return
-        conn.buf += data
         try:
-            head = _parse_head(conn.buf)
-        except _BadRequest as exc:
+            head = conn.head.feed(data)
+        except BadRequest as exc:
             self._answer(conn, _error(exc.status, str(exc)))
             return
         if head is not None:

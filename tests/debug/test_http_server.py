@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from agent.debug.http_server import HttpServer, Response, listen_socket
+from agent.debug.http_server import BadRequest, HttpServer, RequestHead, Response, listen_socket
 from testkit.waiting import wait_until
 
 BIG = b"x" * (20 << 20)  # far more than the socket buffers hold: a client that does not read blocks the answer
@@ -431,3 +431,83 @@ def test_malformed_oversized_and_stalled_heads_get_4xx(serve):
     started = time.monotonic()
     assert parse(exchange(port, b"GET /healthz HTTP/1.1\r\nX-Never: done"))[0] == 408
     assert time.monotonic() - started < 1.0
+
+
+def trickle(port: int, head: bytes, pause: float) -> tuple[float, bytes]:
+    """Send ``head`` one byte per segment (Nagle off), ``pause`` seconds apart; the server's CPU seconds meanwhile and
+    its answer."""
+    with connect(port, timeout=30) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        before = server_cpu()
+        for i in range(len(head)):
+            s.send(head[i:i + 1])
+            time.sleep(pause)
+        answer = read_all(s)
+        return server_cpu() - before, answer
+
+
+def padded_head(lines: int, size: int) -> bytes:
+    """A GET /healthz head of ``size`` bytes in ``lines`` header lines (the Host first)."""
+    start, end = b"GET /healthz HTTP/1.1\r\nHost: x\r\n", b"\r\n"
+    width = (size - len(start) - len(end)) // (lines - 1)
+    pad = [b"X-Pad-%03d: " % i + b"a" * (width - 13) + b"\r\n" for i in range(lines - 1)]
+    pad[-1] = b"a" * (size - len(start) - len(end) - sum(map(len, pad))) + pad[-1]
+    return start + b"".join(pad) + end
+
+
+def test_a_head_trickled_a_byte_at_a_time_costs_its_length_not_its_lines_times_its_length(serve):
+    """Issue 38: the whole partial head was parsed again on every chunk, so a head of ~100 lines trickled a byte at a
+    time cost each received byte a pass over every line before it. The same bytes as one long header line are the
+    control: with each byte looked at once both cost the same, while probes on other connections answer at once."""
+    port = serve(head_deadline=60.0).port
+    many = padded_head(99, 30_000)
+    one = padded_head(2, 30_000)
+    assert len(many) == len(one) <= 32_768 and many.count(b"\n") == 101
+    probes: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            began = time.monotonic()
+            assert get(port, "/healthz")[0] == 200
+            probes.append(time.monotonic() - began)
+            time.sleep(0.05)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        cost_one, answer_one = trickle(port, one, 0.00005)
+        cost_many, answer_many = trickle(port, many, 0.00005)
+    finally:
+        done.set()
+        prober.join()
+    assert parse(answer_one)[0] == parse(answer_many)[0] == 200
+    assert cost_many < 1.5 * cost_one + 0.2, (cost_many, cost_one)
+    assert probes and max(probes) < 1.0, max(probes)
+
+
+@pytest.mark.parametrize("head, expected", [
+    (b"GET /a?b HTTP/1.1\r\nHost: h:1\r\nX: y\r\n\r\nbody", ("GET", "/a?b", "h:1")),
+    (b"HEAD / HTTP/1.0\n\n", ("HEAD", "/", None)),
+])
+def test_a_request_head_reads_the_same_whole_or_a_byte_at_a_time(head, expected):
+    whole = RequestHead().feed(head)
+    reader, got = RequestHead(), None
+    for i in range(len(head)):
+        got = got or reader.feed(head[i:i + 1])
+    assert whole == got == expected
+
+
+@pytest.mark.parametrize("head, status", [
+    (b"GET /" + b"a" * 9000, 414),  # refused before the line ends
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * 33000, 431),
+    (b"GET / HTTP/1.1\r\n" + b"X: y\r\n" * 101, 431),
+    (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n", 400),
+    (b"BREW\r\n", 400),
+])
+def test_a_request_head_that_can_never_be_valid_is_refused_as_it_arrives(head, status):
+    reader = RequestHead()
+    with pytest.raises(BadRequest) as refused:
+        for i in range(0, len(head), 7):
+            reader.feed(head[i:i + 7])
+    assert refused.value.status == status
