@@ -17,10 +17,12 @@ annotations other than the two NeonVM ones the value is computed from.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import logging
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,7 +35,7 @@ from agent.report.views import pods_report, runtime_report, summary_report, verd
 from agent.telemetry.health import HealthLimits, liveness, readiness
 from agent.telemetry.stats import StatsReader
 
-__all__ = ["DebugServer", "is_loopback", "host_allowed"]
+__all__ = ["DebugServer", "PAGE_BYTES", "PAGE_PODS", "continue_token", "is_loopback", "host_allowed", "page_query"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,49 @@ def host_allowed(host: str, local: str, names: Iterable[str] = ()) -> bool:
         return True
     address = _address(name)
     return address is not None and (address.is_loopback or address == _address(local))
+
+
+#: The most pods one /debug/pods page lists (the default), and the most JSON it holds: a page past either ends
+#: early and says where the next begins. An honest pod's report is under 1 KB, so an honest node is one page.
+PAGE_PODS = 500
+PAGE_BYTES = 1 << 20
+_MAX_TOKEN = 4096
+
+
+def continue_token(pod: dict[str, Any]) -> str:
+    """Where the page after ``pod`` (a pod_report) begins: its sort key, opaque to clients."""
+    key = json.dumps([pod["namespace"], pod["name"], pod["uid"]], separators=(",", ":"))
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+
+
+def page_query(query: str) -> tuple[tuple[str, str, str] | None, int]:
+    """(after, limit) of ``?limit=N&continue=TOKEN``; ValueError with a one-line reason for anything else."""
+    try:
+        fields = urllib.parse.parse_qs(query, strict_parsing=bool(query), max_num_fields=4)
+    except ValueError:
+        raise ValueError("query must be limit=N and/or continue=TOKEN") from None
+    unknown = set(fields) - {"limit", "continue"}
+    if unknown or any(len(v) > 1 for v in fields.values()):
+        raise ValueError("query must be limit=N and/or continue=TOKEN, each at most once")
+    limit = PAGE_PODS
+    if "limit" in fields:
+        text = fields["limit"][0]
+        if not (text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= PAGE_PODS):
+            raise ValueError(f"limit must be a whole number from 1 to {PAGE_PODS}")
+        limit = int(text)
+    after = None
+    if "continue" in fields:
+        token = fields["continue"][0]
+        try:
+            if len(token) > _MAX_TOKEN:
+                raise ValueError
+            key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            if not (isinstance(key, list) and len(key) == 3 and all(isinstance(k, str) for k in key)):
+                raise ValueError
+        except ValueError:
+            raise ValueError("continue must be a token a previous page gave") from None
+        after = (key[0], key[1], key[2])
+    return after, limit
 
 
 class DebugServer:
@@ -150,7 +195,7 @@ class DebugServer:
             probe = readiness(self.ready_conditions(self.state.snapshot()), self.stats.snapshot(), self.limits)
             return self._json(200 if probe.ok else 503, {"ok": probe.ok, "checks": probe.checks})
         if path == "/debug/pods":
-            return self._json(200, {"node": self.state.node_name, **pods_report(self.state.snapshot().pods)})
+            return self._pods(query)
         if path == "/debug/node":
             node = self.state.snapshot()
             verdict = verdict_report(verdict_view(node.verdict(self.wall())))
@@ -167,6 +212,18 @@ class DebugServer:
         return self._json(404, {"error": f"no such path {path!r}",
                                 "paths": ["/", "/healthz", "/readyz", "/metrics", "/debug/pods", "/debug/node",
                                           "/debug/runtime"]})
+
+    def _pods(self, query: str) -> tuple[int, str, bytes]:
+        """One page of /debug/pods: its memory bounded whatever the pods hold (PAGE_PODS pods, PAGE_BYTES of JSON);
+        ``continue`` resumes after the page's last pod, ``remaining`` says how many follow."""
+        try:
+            after, limit = page_query(query)
+        except ValueError as exc:
+            return self._json(400, {"error": str(exc)})
+        page = pods_report(self.state.snapshot().pods, after, limit, PAGE_BYTES)
+        more = page["remaining"] > 0 and page["pods"]
+        token = continue_token(page["pods"][-1]) if more else None
+        return self._json(200, {"node": self.state.node_name, **page, "continue": token})
 
     @staticmethod
     def _json(status: int, body: Any) -> tuple[int, str, bytes]:

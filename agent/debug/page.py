@@ -25,10 +25,11 @@ from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
 from agent.model.units import cores, memory, percent
 from agent.pipeline.state import NodeSnapshot
 from agent.report.verdict_view import VerdictView, verdict_view
+from agent.report.views import shown_problems
 from agent.telemetry.health import ProbeResult
 from agent.telemetry.stats import StatsSnapshot
 
-__all__ = ["render_page", "verdict_section", "refresh_seconds", "REFRESH_SECONDS", "REFRESH_RANGE"]
+__all__ = ["render_page", "verdict_section", "refresh_seconds", "PAGE_ROWS", "REFRESH_SECONDS", "REFRESH_RANGE"]
 
 REFRESH_SECONDS = 5
 REFRESH_RANGE = (1, 3600)  # seconds: faster would be a reload loop against the agent, slower is "paused"
@@ -117,22 +118,29 @@ def refresh_seconds(query: str) -> int:
     return REFRESH_SECONDS
 
 
+#: Pod rows the page shows at most, the largest by CPU first (more than a node's max-pods: an honest node shows all).
+PAGE_ROWS = 500
+
+
 def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: ProbeResult, ready: ProbeResult, now: float,
                 refresh: int = REFRESH_SECONDS) -> str:
     """The whole page; ``now`` is the Unix time it is rendered at (shown as "updated", and when the autoscaler's
     verdict is judged), ``refresh`` the seconds between reloads (already clamped by ``refresh_seconds``)."""
     pods = sorted((p for p in node.pods if p.reported), key=lambda p: (-p.cpu, -p.memory, p.namespace, p.name))
     totals = pod_totals(pods)
+    shown = pods[:PAGE_ROWS]  # the largest: the page's size bounded whatever the node holds
     pod_rows = join(fragment("pod_row", namespace=p.namespace, name=p.name, cpu_sort=p.cpu, cpu=cores(p.cpu),
                              memory_sort=p.memory, memory=memory(p.memory), source=p.source,
-                             problems="; ".join(str(x) for x in p.problems)) for p in pods)
+                             problems="; ".join(shown_problems(p.problems))) for p in shown)
+    rows_note = (f"the {len(shown):,} largest shown, {len(pods) - len(shown):,} more in /debug/pods"
+                 if len(shown) < len(pods) else "")
     return fragment(
         "page", node=node.node_name, style=STYLE, script=SCRIPT, refresh=refresh,
         status="healthy" if live.ok and ready.ok else "degraded",
         updated_iso=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), updated_time=f"{now:.3f}",
         updated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now)),
         verdict=verdict_section(verdict_view(node.verdict(now))), comparison=_comparison_rows(node),
-        pod_count=len(pods), pods=totals.pods, by_vm_usage=totals.by_vm_usage, cpu=cores(totals.cpu),
+        pod_count=len(pods), rows_note=rows_note, pods=totals.pods, by_vm_usage=totals.by_vm_usage, cpu=cores(totals.cpu),
         memory=memory(totals.memory),
         pod_rows=pod_rows, health=_fact_rows({**live.checks, **ready.checks}), runtime=_fact_rows(_facts(stats)),
     ) + "\n"

@@ -28,7 +28,7 @@ from agent.decode.spec import (
     Resources,
     Spec,
 )
-from agent.model.container_bound import bound_containers
+from agent.model.container_bound import MAX_CONTAINERS, bound_containers
 from agent.model.controllers import ControllerRecord
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
@@ -117,13 +117,24 @@ def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str, str], ...]:
     return () if out is None else tuple(out)
 
 
-def _containers(items: list[Container] | None, init: bool) -> tuple[ContainerRequests, ...]:
+def _plain_requests(cpu: str | None, memory: str | None) -> Requests:
+    """A request map of a wide pod (over MAX_CONTAINERS containers), neither cached nor interned: what it folds away
+    leaves nothing behind (the interpreter's table of interned strings never shrinks)."""
+    return {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None} or NO_REQUESTS
+
+
+def _plain_container(name: str, cpu: str | None, memory: str | None, restartable: bool) -> ContainerRequests:
+    return ContainerRequests(name, _plain_requests(cpu, memory), restartable)
+
+
+def _containers(items: list[Container] | None, init: bool, share: bool = True) -> tuple[ContainerRequests, ...]:
     if not items:
         return ()
     out = []
+    make = _container if share else _plain_container
     for i, c in enumerate(items):
         raw = c.resources.requests if c.resources is not None else None
-        out.append(_container(f"#{i}" if c.name is None else c.name, raw.get("cpu") if raw else None,
+        out.append(make(f"#{i}" if c.name is None else c.name, raw.get("cpu") if raw else None,
                               raw.get("memory") if raw else None, init and c.restart_policy == "Always"))
     return tuple(out)
 
@@ -133,14 +144,23 @@ def _status(name: str, resources: Resources | None, allocated: Quantities | None
                           None if resources is None else _present(resources.requests))
 
 
-def _statuses(status: PodStatus) -> tuple[StatusRequests, ...]:
+def _plain_status(name: str, resources: Resources | None, allocated: Quantities | None) -> StatusRequests:
+    def plain(raw: Quantities | None) -> Requests | None:
+        return _plain_requests(raw.get("cpu"), raw.get("memory")) if raw else None
+
+    return StatusRequests(name, plain(allocated), resources is not None,
+                          None if resources is None else plain(resources.requests))
+
+
+def _statuses(status: PodStatus, share: bool = True) -> tuple[StatusRequests, ...]:
     out = []
+    make = _status if share else _plain_status
     items: list[ContainerStatus] | tuple[()]
     for items in (status.container_statuses or (), status.init_container_statuses or ()):
         for cs in items:
             if (cs.resources is None and not cs.allocated_resources) or not cs.name:
                 continue  # nothing the value depends on, or no container to apply it to
-            out.append(_status(cs.name, cs.resources, cs.allocated_resources))
+            out.append(make(cs.name, cs.resources, cs.allocated_resources))
     return tuple(out)
 
 
@@ -291,8 +311,9 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         uid = f"{namespace}/{name}"
     found: list[str] = []
     eviction = _eviction(meta, annotations, spec, found)
-    kept = bound_containers(_containers(spec.containers, init=False), _containers(spec.init_containers, init=True),
-                            _statuses(status))
+    share = len(spec.containers or ()) <= MAX_CONTAINERS and len(spec.init_containers or ()) <= MAX_CONTAINERS
+    kept = bound_containers(_containers(spec.containers, False, share), _containers(spec.init_containers, True, share),
+                            _statuses(status, share))
     found.extend(kept.problems)
     if found:
         problems = (*problems, *found)

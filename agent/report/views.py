@@ -6,6 +6,8 @@ reads and what a script reads cannot disagree.
 
 from __future__ import annotations
 
+import bisect
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,16 +21,33 @@ from agent.pipeline.state import NodeSnapshot
 from agent.report.verdict_view import VerdictView
 from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot
 
-__all__ = ["pod_report", "pods_report", "totals_report", "sorted_values", "summary_report", "runtime_report",
+__all__ = ["MAX_PROBLEMS_SHOWN", "pod_key", "pod_report", "pods_report", "shown_problems", "totals_report",
+           "sorted_values", "summary_report", "runtime_report",
            "verdict_report"]
 
 
 def sorted_values(values: Iterable[PodValue]) -> list[PodValue]:
-    return sorted(values, key=lambda v: (v.namespace, v.name, v.uid))
+    return sorted(values, key=pod_key)
+
+
+#: Problems shown per pod: a pod read by the tolerant path can carry one per malformed field; past this many the rest
+#: are counted in one last line.
+MAX_PROBLEMS_SHOWN = 20
+
+
+def shown_problems(problems: Iterable[object]) -> list[str]:
+    """The first MAX_PROBLEMS_SHOWN problems as text, and a last line counting the rest when there are more."""
+    problems = list(problems)
+    shown = [str(p) for p in problems[:MAX_PROBLEMS_SHOWN]]
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        shown.append(f"... and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problems not shown")
+    return shown
 
 
 def pod_report(v: PodValue) -> dict[str, Any]:
-    """What the agent exports for one pod and why (no env, secrets or other annotations)."""
+    """What the agent exports for one pod and why (no env, secrets or other annotations). Bounded whatever the pod
+    holds: its contributions are the record's containers (at most MAX_CONTAINERS of each list, the rest folded, see
+    agent.model.container_bound), its problems at most MAX_PROBLEMS_SHOWN lines."""
     return {
         "namespace": v.namespace,
         "name": v.name,
@@ -38,7 +57,7 @@ def pod_report(v: PodValue) -> dict[str, Any]:
         "source": v.source,
         "cpu_cores": to_float(v.cpu),
         "memory_bytes": to_bytes(v.memory),
-        "problems": [str(p) for p in v.problems],
+        "problems": shown_problems(v.problems),
         "contributions": [
             {"name": c.name, "kind": c.kind,
              "cpu_cores": None if c.cpu is None else to_float(c.cpu),
@@ -59,9 +78,27 @@ def totals_report(values: Iterable[PodValue]) -> dict[str, Any]:
     return {"pods_reported": totals.pods, "cpu_cores": to_float(totals.cpu), "memory_bytes": to_bytes(totals.memory)}
 
 
-def pods_report(values: Iterable[PodValue]) -> dict[str, Any]:
+def pod_key(v: PodValue) -> tuple[str, str, str]:
+    """The order /debug/pods lists pods in, and where a page resumes."""
+    return v.namespace, v.name, v.uid
+
+
+def pods_report(values: Iterable[PodValue], after: tuple[str, str, str] | None = None, limit: int | None = None,
+                max_bytes: int | None = None) -> dict[str, Any]:
+    """Every pod past ``after`` in pod_key order, at most ``limit`` of them and, past the first, only while their
+    compact JSON stays within ``max_bytes``; ``remaining``: how many more follow. The totals are always the node's."""
     ordered = sorted_values(values)
-    return {"pods": [pod_report(v) for v in ordered], "totals": totals_report(ordered)}
+    start = bisect.bisect_right(ordered, after, key=pod_key) if after is not None else 0
+    end = len(ordered) if limit is None else min(len(ordered), start + limit)
+    pods, size = [], 0
+    for v in ordered[start:end]:
+        report = pod_report(v)
+        if max_bytes is not None:
+            size += len(json.dumps(report))
+            if pods and size > max_bytes:
+                break
+        pods.append(report)
+    return {"pods": pods, "totals": totals_report(ordered), "remaining": len(ordered) - start - len(pods)}
 
 
 def summary_report(s: NodeSummary) -> dict[str, Any]:

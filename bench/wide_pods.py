@@ -1,0 +1,87 @@
+"""What pods with thousands of containers cost the agent (``python -m bench.wide_pods``; issue 38, item 4).
+
+The API server admits a pod with 10,000 containers. In this process, with the agent's own decode, handler, node state
+and debug endpoint (its route, no socket): what the node state holds per pod (tracemalloc: the Python objects left
+once the events are handled; the RSS also keeps the decoding's high-water mark) for NRA_WIDE_PODS (4) such pods (10,000
+app containers each, all with a container status, as the kubelet writes them for a running pod), and the process's
+peak RSS (VmHWM, reset before) while /debug/pods and the page render once. The pods' JSON is decoded one at a time
+and dropped, as the watch delivers them.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import tracemalloc
+from pathlib import Path
+
+import psutil
+
+from agent.config import Address
+from agent.debug.endpoint import DebugServer
+from agent.decode.reader import POD
+from agent.pipeline.events import PodsListed
+from agent.pipeline.handler import Handler
+from agent.pipeline.state import NodeState
+from agent.telemetry.health import HealthLimits
+from agent.telemetry.stats import RuntimeStats
+from testkit.factory import container, pod
+
+PODS = int(os.environ.get("NRA_WIDE_PODS", "4"))
+CONTAINERS = 10_000
+MIB = 1 << 20
+
+
+def _wide(name: str) -> bytes:
+    containers = [container(f"c{i:05d}", f"{1 + i % 7}m", f"{1 + i % 5}Mi") for i in range(CONTAINERS)]
+    statuses = [{"name": c["name"], "allocatedResources": c["resources"]["requests"],
+                 "resources": {"requests": c["resources"]["requests"]}} for c in containers]
+    return json.dumps(pod(name, containers=containers, container_statuses=statuses)).encode()
+
+
+def _rss() -> float:
+    gc.collect()
+    return psutil.Process().memory_info().rss / MIB
+
+
+def _reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS (Linux)
+
+
+def _peak() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def main() -> None:
+    state, stats = NodeState("node-a"), RuntimeStats()
+    server = DebugServer(Address(host="127.0.0.1", port=0), state, stats,
+                         HealthLimits(source=10, handler=5, export=20, stale=240))
+    try:
+        empty = _rss()
+        tracemalloc.start()
+        records = tuple(POD.record(_wide(f"wide-{i}")) for i in range(PODS))
+        Handler(state=state, metrics=stats).handle(PodsListed(pods=records))
+        del records
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        figures = {"pods": PODS, "containers_each": CONTAINERS, "rss_empty_mib": round(empty, 1),
+                   "rss_holding_mib": round(_rss(), 1), "held_per_pod_kib": round(held / PODS / 1024)}
+        for path in ("/debug/pods", "/"):
+            _reset_peak()
+            status, _, body = server.route(path)
+            assert status == 200, (path, status)
+            figures[f"peak_{path}_mib"] = round(_peak(), 1)
+            figures[f"body_{path}_kib"] = round(len(body) / 1024)
+            del body
+    finally:
+        server.stop()
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
