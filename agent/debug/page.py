@@ -22,10 +22,11 @@ import time
 
 from agent.debug.template import NOTHING, SCRIPT, STYLE, Markup, fragment, join
 from agent.model.node_summary import QUANTITIES, Comparison, pod_totals
+from agent.model.problems import at_most
 from agent.model.units import cores, memory, percent
 from agent.pipeline.state import NodeSnapshot
 from agent.report.verdict_view import VerdictView, verdict_view
-from agent.report.views import shown_problems
+from agent.report.views import MAX_PROBLEMS_SHOWN
 from agent.telemetry.health import ProbeResult
 from agent.telemetry.stats import StatsSnapshot
 
@@ -131,7 +132,7 @@ def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: ProbeResult, rea
     shown = pods[:PAGE_ROWS]  # the largest: the page's size bounded whatever the node holds
     pod_rows = join(fragment("pod_row", namespace=p.namespace, name=p.name, cpu_sort=p.cpu, cpu=cores(p.cpu),
                              memory_sort=p.memory, memory=memory(p.memory), source=p.source,
-                             problems="; ".join(shown_problems(p.problems))) for p in shown)
+                             problems="; ".join(at_most(p.problems, MAX_PROBLEMS_SHOWN))) for p in shown)
     rows_note = (f"the {len(shown):,} largest shown, {len(pods) - len(shown):,} more in /debug/pods"
                  if len(shown) < len(pods) else "")
     return fragment(

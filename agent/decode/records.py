@@ -28,7 +28,7 @@ from agent.decode.spec import (
     Resources,
     Spec,
 )
-from agent.model.container_bound import MAX_CONTAINERS, bound_containers
+from agent.model.container_bound import MAX_CONTAINERS, bound_containers, fold_gpu
 from agent.model.controllers import ControllerRecord
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
@@ -103,17 +103,22 @@ def _present(raw: Quantities | None) -> Requests | None:
 
 def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str, str], ...]:
     """(kind, container, resource, quantity) of each GPU request: looked for only in a request map with more than
-    cpu and memory, which few pods have, so most pods cost one pass and no allocation."""
+    cpu and memory, which few pods have, so most pods cost one pass and no allocation. Past MAX_CONTAINERS of a list
+    the requests are folded as the containers are (agent.model.container_bound.fold_gpu)."""
     out: list[tuple[str, str, str, str]] | None = None
     for items, init in ((spec.containers, False), (spec.init_containers, True)):
-        for c in items or ():
+        tail: list[tuple[str, str, str, str]] = []
+        for i, c in enumerate(items or ()):
             raw = c.resources.requests if c.resources is not None else None
             if not raw or len(raw) <= ("cpu" in raw) + ("memory" in raw):
                 continue
             kind = ("sidecar" if c.restart_policy == "Always" else "init") if init else "container"
             found = [(kind, c.name or "", _shared(r), q) for r, q in raw.items() if r in GPU_RESOURCES]
             if found:
-                out = found if out is None else out + found
+                out = out if out is not None else []
+                (out if i < MAX_CONTAINERS else tail).extend(found)
+        if tail and out is not None:
+            out.extend(fold_gpu(tail, len(items or ()) - MAX_CONTAINERS))
     return () if out is None else tuple(out)
 
 

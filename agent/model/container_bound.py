@@ -32,14 +32,17 @@ from typing import NamedTuple
 from agent.model.fields import Requests
 from agent.model.pod import ContainerRequests, StatusRequests
 from agent.model.pod_requests import Resources, aggregate, parse_requests
-from agent.model.problems import Problem
+from agent.model.problems import Problem, at_most
+from agent.model.quantity import QuantityError, parse_quantity
 
-__all__ = ["MAX_CONTAINERS", "BoundedContainers", "bound_containers"]
+__all__ = ["MAX_CONTAINERS", "BoundedContainers", "bound_containers", "fold_gpu"]
 
 #: Containers of each list (app, init) kept one by one. Honest pods hold a handful (a NeonVM runner one, a busy
 #: mesh-injected pod under ten); 32 keeps every one of them exact line by line and a record's containers under
 #: ~10 KiB whatever a tenant writes.
 MAX_CONTAINERS = 32
+#: Problems kept of the folded containers' requests (an unreadable quantity each); the rest are counted.
+_FOLDED_PROBLEMS = 5
 
 class BoundedContainers(NamedTuple):
     """What ``PodRecord`` keeps of the containers, and what folding said (for the record's problems)."""
@@ -120,5 +123,35 @@ def bound_containers(containers: tuple[ContainerRequests, ...], init_containers:
         said.append(f"{len(tail) + MAX_CONTAINERS:,} init containers")
     kept = tuple(s for s in statuses if s.name not in folded_names)
     notes = (f"{' and '.join(said)}: past the first {MAX_CONTAINERS} of each list the rest are kept as sums, "
-             "one line per kind (per-container detail dropped)", *(str(p) for p in problems))
+             "one line per kind (per-container detail dropped)", *at_most(problems, _FOLDED_PROBLEMS))
     return BoundedContainers(containers, init_containers, (*kept, *folded_statuses), notes)
+
+
+def fold_gpu(entries: list[tuple[str, str, str, str]], count: int) -> tuple[tuple[str, str, str, str], ...]:
+    """EvictionFacts.gpu entries (kind, container, resource, quantity) of the ``count`` containers past the bound of
+    one list, folded per resource as bound_containers folds their cpu and memory: app containers summed, an init tail
+    as its KEP-753 peak then its sidecars' sum. An unreadable quantity stays as it is, for the verdict to report."""
+    out: list[tuple[str, str, str, str]] = []
+    by_resource: dict[str, list[tuple[str, dict[str, int]]]] = {}
+    for kind, name, resource, text in entries:
+        try:
+            value = parse_quantity(text)
+        except QuantityError:
+            out.append((kind, name, resource, text))
+            continue
+        by_resource.setdefault(resource, []).append((kind, {"gpu": value}))
+    for resource, items in by_resource.items():
+        if all(kind == "container" for kind, _ in items):
+            out.append(("container", f"({count:,} more containers: sum)", resource, _gpu_text(aggregate(items))))
+            continue
+        if any(kind == "init" for kind, _ in items):
+            out.append(("init", f"({count:,} more init containers: peak)", resource, _gpu_text(aggregate(items))))
+        sidecars = [item for item in items if item[0] == "sidecar"]
+        if sidecars:
+            out.append(("sidecar", f"({len(sidecars):,} more sidecars: sum)", resource,
+                        _gpu_text(aggregate(sidecars))))
+    return tuple(out)
+
+
+def _gpu_text(values: Resources) -> str:
+    return f"{values.get('gpu', 0)}n"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgspec
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "at_most"]
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -16,3 +18,13 @@ class Problem(msgspec.Struct, frozen=True):
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.message}"
+
+
+def at_most(problems: Iterable[object], limit: int) -> list[str]:
+    """The first ``limit`` problems as text, and a last line counting the rest when there are more: however many a
+    malformed object yields, what is kept or shown of them is bounded."""
+    problems = list(problems)
+    shown = [str(p) for p in problems[:limit]]
+    if len(problems) > limit:
+        shown.append(f"... and {len(problems) - limit:,} more problems not shown")
+    return shown

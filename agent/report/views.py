@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent.model.node_summary import NodeSummary, pod_totals
+from agent.model.problems import at_most
 from agent.model.quantity import to_bytes, to_float
 from agent.model.scale_down import go_ratio_text
 from agent.model.units import le_label
@@ -21,7 +22,7 @@ from agent.pipeline.state import NodeSnapshot
 from agent.report.verdict_view import VerdictView
 from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot
 
-__all__ = ["MAX_PROBLEMS_SHOWN", "pod_key", "pod_report", "pods_report", "shown_problems", "totals_report",
+__all__ = ["MAX_PROBLEMS_SHOWN", "pod_key", "pod_report", "pods_report", "totals_report",
            "sorted_values", "summary_report", "runtime_report",
            "verdict_report"]
 
@@ -33,15 +34,6 @@ def sorted_values(values: Iterable[PodValue]) -> list[PodValue]:
 #: Problems shown per pod: a pod read by the tolerant path can carry one per malformed field; past this many the rest
 #: are counted in one last line.
 MAX_PROBLEMS_SHOWN = 20
-
-
-def shown_problems(problems: Iterable[object]) -> list[str]:
-    """The first MAX_PROBLEMS_SHOWN problems as text, and a last line counting the rest when there are more."""
-    problems = list(problems)
-    shown = [str(p) for p in problems[:MAX_PROBLEMS_SHOWN]]
-    if len(problems) > MAX_PROBLEMS_SHOWN:
-        shown.append(f"... and {len(problems) - MAX_PROBLEMS_SHOWN:,} more problems not shown")
-    return shown
 
 
 def pod_report(v: PodValue) -> dict[str, Any]:
@@ -57,7 +49,7 @@ def pod_report(v: PodValue) -> dict[str, Any]:
         "source": v.source,
         "cpu_cores": to_float(v.cpu),
         "memory_bytes": to_bytes(v.memory),
-        "problems": shown_problems(v.problems),
+        "problems": at_most(v.problems, MAX_PROBLEMS_SHOWN),
         "contributions": [
             {"name": c.name, "kind": c.kind,
              "cpu_cores": None if c.cpu is None else to_float(c.cpu),

@@ -34,10 +34,12 @@ def many(n: int, prefix: str = "c", seed: int = 1) -> list[dict]:
 
 
 def mixed_init(n: int, seed: int = 2) -> list[dict]:
-    """Init containers and sidecars interleaved, so the tail's order matters."""
+    """Init containers and sidecars interleaved, the last a regular init container larger than all the sidecars
+    together: its peak (its request plus every sidecar before it) decides, so the tail's order matters."""
     rng = random.Random(seed)
-    return [container(f"i{i}", f"{rng.randint(1, 4000)}m", f"{rng.randint(1, 4096)}Mi",
-                      restart_policy="Always" if rng.random() < 0.3 else None) for i in range(n)]
+    out = [container(f"i{i}", f"{rng.randint(1, 4000)}m", f"{rng.randint(1, 4096)}Mi",
+                     restart_policy="Always" if rng.random() < 0.3 else None) for i in range(n - 1)]
+    return [*out, container("last", "100000", "10000Gi")]
 
 
 def whole(record, raw: dict):
@@ -128,3 +130,35 @@ def test_within_the_bound_nothing_changes():
     assert record.problems == ()
     kept = bound_containers(record.containers, record.init_containers, record.statuses)
     assert kept.containers is record.containers and kept.problems == ()
+
+
+def gpu_total(entries, resource: str) -> int:
+    """A pod's request of ``resource`` from EvictionFacts.gpu, as the verdict reads it (KEP-753 over the entries)."""
+    from agent.model.pod_requests import aggregate
+    from agent.model.quantity import parse_quantity
+
+    return aggregate((kind, {"gpu": parse_quantity(q)} if r == resource else None)
+                     for kind, _, r, q in entries).get("gpu", 0)
+
+
+def test_gpu_requests_past_the_bound_are_folded_exactly():
+    rng = random.Random(3)
+
+    def gpu(c: dict, resource: str) -> dict:
+        c["resources"]["requests"][resource] = str(rng.randint(1, 4))
+        return c
+
+    app = [gpu(c, "nvidia.com/gpu") for c in many(MANY)]
+    init = [gpu(c, "nvidia.com/gpu" if i % 2 else "amd.com/gpu") for i, c in enumerate(mixed_init(MANY))]
+    for resource in ("nvidia.com/gpu", "amd.com/gpu"):  # the last regular init container's peak decides
+        init[-1]["resources"]["requests"][resource] = "100000"
+    p = pod("gpus", containers=app, init_containers=init)
+    record = POD.record(json.dumps(p).encode())
+    kept = record.eviction.gpu
+    assert len(kept) <= 2 * MAX_CONTAINERS + 6
+    full = [("container", c["name"], "nvidia.com/gpu", c["resources"]["requests"]["nvidia.com/gpu"]) for c in app]
+    for c in init:
+        kind = "sidecar" if c.get("restartPolicy") == "Always" else "init"
+        full += [(kind, c["name"], r, q) for r, q in c["resources"]["requests"].items() if r.endswith("/gpu")]
+    for resource in ("nvidia.com/gpu", "amd.com/gpu"):
+        assert gpu_total(kept, resource) == gpu_total(full, resource) > 0
