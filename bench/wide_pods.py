@@ -1,10 +1,10 @@
-"""What pods with thousands of containers cost the agent (``python -m bench.wide_pods``; issue 38, item 4).
+"""What pods with thousands of containers cost the agent (``bench/run.py wide-pods``; issue 38, item 4).
 
 The API server admits a pod with 10,000 containers. In this process, with the agent's own decode, handler, node state
 and debug endpoint (its route, no socket): what the node state holds per pod (tracemalloc: the Python objects left
 once the events are handled; the RSS also keeps the decoding's high-water mark) for NRA_WIDE_PODS (4) such pods (10,000
 app containers each, all with a container status, as the kubelet writes them for a running pod), and the process's
-peak RSS (VmHWM, reset before) while /debug/pods and the page render once. The pods' JSON is decoded one at a time
+peak RSS (VmHWM, reset before) above that while /debug/pods and the page render once. The pods' JSON is decoded one at a time
 and dropped, as the watch delivers them.
 """
 
@@ -26,6 +26,7 @@ from agent.pipeline.handler import Handler
 from agent.pipeline.state import NodeState
 from agent.telemetry.health import HealthLimits
 from agent.telemetry.stats import RuntimeStats
+from bench.common import load
 from testkit.factory import container, pod
 
 PODS = int(os.environ.get("NRA_WIDE_PODS", "4"))
@@ -61,7 +62,6 @@ def main() -> None:
     server = DebugServer(Address(host="127.0.0.1", port=0), state, stats,
                          HealthLimits(source=10, handler=5, export=20, stale=240))
     try:
-        empty = _rss()
         tracemalloc.start()
         records = tuple(POD.record(_wide(f"wide-{i}")) for i in range(PODS))
         Handler(state=state, metrics=stats).handle(PodsListed(pods=records))
@@ -69,18 +69,24 @@ def main() -> None:
         gc.collect()
         held = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-        figures = {"pods": PODS, "containers_each": CONTAINERS, "rss_empty_mib": round(empty, 1),
-                   "rss_holding_mib": round(_rss(), 1), "held_per_pod_kib": round(held / PODS / 1024)}
+        held_rss = _rss()
+        figures = {"rss_holding_mib": round(held_rss, 1), "held_per_pod_kib": round(held / PODS / 1024)}
         for path in ("/debug/pods", "/"):
             _reset_peak()
             status, _, body = server.route(path)
             assert status == 200, (path, status)
-            figures[f"peak_{path}_mib"] = round(_peak(), 1)
+            figures[f"peak_{path}_mib"] = round(_peak() - held_rss, 1)
             figures[f"body_{path}_kib"] = round(len(body) / 1024)
             del body
     finally:
         server.stop()
-    print(json.dumps(figures))
+    print(f"\n## Pods of {CONTAINERS:,} containers ({load()})\n")
+    print("| pods | held per pod (tracemalloc) | RSS holding them | one /debug/pods: peak RSS above that | its body | "
+          "the page: peak RSS above that |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| {PODS} | {figures['held_per_pod_kib']:,} KiB | {figures['rss_holding_mib']} MiB | "
+          f"+{figures['peak_/debug/pods_mib']} MiB | {figures['body_/debug/pods_kib']:,} KiB | "
+          f"+{figures['peak_/_mib']} MiB |")
 
 
 if __name__ == "__main__":
