@@ -1,0 +1,124 @@
+"""Pods of thousands of containers (issue 38, item 4), against the real API server.
+
+The API server sets no bound on a pod's containers; etcd's request limit (1.5 MiB by default) does: stored with its
+defaulted fields a container with requests is about 410 bytes, so 10,000 are refused here ("etcdserver: request is
+too large") and 3,000 fit. A tenant's four pods of 3,000 containers each on one node (no kubelet: bound by nodeName, their phase written as a
+kubelet would). The agent runs in-process with its debug endpoint on loopback and reads them twice: as WATCH events
+while it runs, and in a second agent's initial LIST. Each pod is counted with its exact requests; what the agent's
+own code still holds per pod is bounded (tracemalloc, allocations made in agent/ frames, as the worst-node test
+measures it: before the bound each kept one record, status and line per container); /debug/pods over them is one small page that says
+what was folded. A small pod follows them (last in the LIST too), as the reader keeps the last line and its decoded
+event referenced until the next one arrives: what is measured is what stays per pod. The RSS figures are ``bench/run.py wide-pods`` (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agent.config import from_sources
+from agent.model.container_bound import MAX_CONTAINERS
+from agent.model.quantity import NANO
+from agent.run.agent import Agent
+from testkit.cluster import Cluster
+from testkit.http import raw_get
+from testkit.waiting import wait_until
+from testkit.worst_node import add_node
+
+pytestmark = pytest.mark.cluster
+
+NODE = "wide-pods-test"
+PODS, CONTAINERS = 4, 3_000
+#: What the agent may keep per pod, whatever its containers (a record of 33 lines and its value: a few tens of KiB;
+#: one line per container was hundreds of KiB at this size).
+PER_POD_BOUND = 48 * 1024
+#: /debug/pods over the four pods (each shows at most 33 contribution lines).
+BODY_BOUND = 64 * 1024
+
+
+def wide_pod(name: str, namespace: str, count: int = CONTAINERS) -> dict:
+    containers = [{"name": f"c{i}", "image": "example.invalid/app:1",
+                   "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}} for i in range(count)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}], "containers": containers}}
+
+
+def agent_bytes() -> int:
+    gc.collect()
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/agent/*")])
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
+def start_agent(cluster: Cluster) -> Agent:
+    flags = {"node_name": NODE, "kubeconfig": str(cluster.admin_kubeconfig), "exporter": "none",
+             "debug_address": "127.0.0.1:0", "procfs": "off", "read_timeout": 30.0}
+    return Agent(from_sources(flags, {})).start()
+
+
+def running(agent: Agent) -> int:
+    return sum(1 for v in agent.state.pods() if v.phase == "Running")
+
+
+def check(agent: Agent) -> None:
+    for value in agent.state.pods():
+        if value.name == "zz-small":
+            continue
+        assert value.reported and value.cpu == CONTAINERS * NANO // 1000 and value.memory == CONTAINERS * 2**20 * NANO
+        assert len(value.record.containers) == MAX_CONTAINERS + 1
+    status, body = raw_get("127.0.0.1", agent.debug.port, "/debug/pods")
+    page = json.loads(body)
+    assert status == 200 and len(body) < BODY_BOUND and len(page["pods"]) == PODS + 1 and page["continue"] is None
+    assert all(any(f"{CONTAINERS:,} containers" in p for p in shown["problems"]) for shown in page["pods"]
+               if shown["name"] != "zz-small")
+
+
+@pytest.fixture
+def namespace(cluster: Cluster):
+    add_node(cluster, NODE, pods=PODS + 3)
+    name = cluster.create_namespace("wide")
+    yield name
+    cluster.api("DELETE", f"/api/v1/namespaces/{name}")
+    cluster.api("DELETE", f"/api/v1/nodes/{NODE}")
+
+
+def test_pods_of_thousands_of_containers_are_counted_exactly_and_held_bounded(cluster: Cluster, namespace: str):
+    def create(name: str, count: int = CONTAINERS) -> None:
+        cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", wide_pod(name, namespace, count), timeout=120)
+        cluster.api("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", {"status": {"phase": "Running"}},
+                    timeout=120)
+
+    tracemalloc.start()
+    try:
+        watching = start_agent(cluster)
+        try:
+            wait_until(lambda: watching.state.synced, 60, message="the agent's initial LIST")
+            empty = agent_bytes()
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(create, [f"wide-{i}" for i in range(PODS)]))
+            wait_until(lambda: running(watching) == PODS, 120, interval=0.5,
+                       message=f"the agent holds {PODS} running pods (it holds {running(watching)})")
+            create("zz-small", 1)
+            wait_until(lambda: running(watching) == PODS + 1, 60, interval=0.5, message="the small pod")
+            by_watch = (agent_bytes() - empty) / PODS
+            check(watching)
+        finally:
+            watching.shutdown(final_export=False)
+        del watching
+        gc.collect()
+        before = agent_bytes()
+        listing = start_agent(cluster)
+        try:
+            wait_until(lambda: running(listing) == PODS + 1, 120, interval=0.5,
+                       message=f"the second agent's LIST holds {PODS + 1} running pods (it holds {running(listing)})")
+            by_list = (agent_bytes() - before) / PODS
+            check(listing)
+        finally:
+            listing.shutdown(final_export=False)
+    finally:
+        tracemalloc.stop()
+    assert by_watch < PER_POD_BOUND, f"{by_watch / 1024:.1f} KiB per pod kept after the WATCH"
+    assert by_list < PER_POD_BOUND, f"{by_list / 1024:.1f} KiB per pod kept after the LIST"
