@@ -31,7 +31,8 @@ def cluster_scale() -> None:
 
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "throughput": throughput.main, "stream": stream.main, "list": list_decode.main, "memory": memory.main,
-    "pdbs": pdb_memory.main, "wide-pods": wide_pods.main, "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
+    "pdbs": pdb_memory.main, "wide-pods": wide_pods.main, "churn": churn.main, "idle": idle.main,
+    "versus": versus.main, "export": export.main,
     "startup": startup.main}
 def pdb_watches() -> None:
     """1,000 PodDisruptionBudget list+watch pairs against a real API server: its CPU and memory

@@ -1,11 +1,11 @@
 """What pods with thousands of containers cost the agent (``bench/run.py wide-pods``; issue 38, item 4).
 
-The API server admits a pod with 10,000 containers. In this process, with the agent's own decode, handler, node state
-and debug endpoint (its route, no socket): what the node state holds per pod (tracemalloc: the Python objects left
-once the events are handled; the RSS also keeps the decoding's high-water mark) for NRA_WIDE_PODS (4) such pods (10,000
-app containers each, all with a container status, as the kubelet writes them for a running pod), and the process's
-peak RSS (VmHWM, reset before) above that while /debug/pods and the page render once. The pods' JSON is decoded one at a time
-and dropped, as the watch delivers them.
+A pod of 10,000 containers (the API server sets no bound; etcd's request limit does, where it is raised). In this
+process, with the agent's own decode, handler, node state and debug endpoint (its route, no socket): what the node state
+holds per pod (tracemalloc: the Python objects left once the events are handled; the RSS also keeps the decoding's
+high-water mark) for NRA_WIDE_PODS (4) such pods (10,000 app containers each, all with a container status, as the
+kubelet writes them for a running pod), and the process's peak RSS (VmHWM, reset before) above that while /debug/pods
+and the page render once. The pods' JSON is decoded one at a time and dropped, as the watch delivers them.
 """
 
 from __future__ import annotations

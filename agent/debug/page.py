@@ -141,7 +141,8 @@ def render_page(node: NodeSnapshot, stats: StatsSnapshot, live: ProbeResult, rea
         updated_iso=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), updated_time=f"{now:.3f}",
         updated=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now)),
         verdict=verdict_section(verdict_view(node.verdict(now))), comparison=_comparison_rows(node),
-        pod_count=len(pods), rows_note=rows_note, pods=totals.pods, by_vm_usage=totals.by_vm_usage, cpu=cores(totals.cpu),
+        pod_count=len(pods), rows_note=rows_note, pods=totals.pods, by_vm_usage=totals.by_vm_usage,
+        cpu=cores(totals.cpu),
         memory=memory(totals.memory),
         pod_rows=pod_rows, health=_fact_rows({**live.checks, **ready.checks}), runtime=_fact_rows(_facts(stats)),
     ) + "\n"

@@ -1,8 +1,9 @@
 """A pod's containers kept in bounded form: the first MAX_CONTAINERS of each list in full, the rest as sums.
 
-The API server admits a pod with 10,000 containers (issue 38, item 4); kept
-one record per container (and one status and one explanation line each) it
-cost the agent about 2 MiB, and every view of it more. What the request
+The API server sets no bound on a pod's containers, only etcd's request
+size does (issue 38, item 4; docs/requests.md); kept one record per
+container (and one status and one explanation line each) a pod of 10,000
+cost the agent megabytes, and every view of it more. What the request
 arithmetic needs of the containers past the bound is only their totals, so
 they are folded into one line per kind, with values that give the pod's
 requests exactly whenever no in-place resize is in flight for them:

@@ -82,7 +82,8 @@ def pods_report(values: Iterable[PodValue], after: tuple[str, str, str] | None =
     ordered = sorted_values(values)
     start = bisect.bisect_right(ordered, after, key=pod_key) if after is not None else 0
     end = len(ordered) if limit is None else min(len(ordered), start + limit)
-    pods, size = [], 0
+    pods: list[dict[str, Any]] = []
+    size = 0
     for v in ordered[start:end]:
         report = pod_report(v)
         if max_bytes is not None:

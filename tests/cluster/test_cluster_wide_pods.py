@@ -1,14 +1,15 @@
 """Pods of thousands of containers (issue 38, item 4), against the real API server.
 
 The API server sets no bound on a pod's containers; etcd's request limit (1.5 MiB by default) does: stored with its
-defaulted fields a container with requests is about 410 bytes, so 10,000 are refused here ("etcdserver: request is
-too large") and 3,000 fit. A tenant's four pods of 3,000 containers each on one node (no kubelet: bound by nodeName, their phase written as a
-kubelet would). The agent runs in-process with its debug endpoint on loopback and reads them twice: as WATCH events
-while it runs, and in a second agent's initial LIST. Each pod is counted with its exact requests; what the agent's
-own code still holds per pod is bounded (tracemalloc, allocations made in agent/ frames, as the worst-node test
-measures it: before the bound each kept one record, status and line per container); /debug/pods over them is one small page that says
-what was folded. A small pod follows them (last in the LIST too), as the reader keeps the last line and its decoded
-event referenced until the next one arrives: what is measured is what stays per pod. The RSS figures are ``bench/run.py wide-pods`` (docs/benchmarks.md).
+defaulted fields a container with requests is about 410 bytes, so 10,000 are refused here ("etcdserver: request is too
+large") and 3,000 fit. A tenant's four pods of 3,000 containers each on one node (no kubelet: bound by nodeName, their
+phase written as a kubelet would). The agent runs in-process with its debug endpoint on loopback and reads them twice:
+as WATCH events while it runs, and in a second agent's initial LIST. Each pod is counted with its exact requests; what
+the agent's own code still holds per pod is bounded (tracemalloc, allocations made in agent/ frames, as the worst-node
+test measures it: before the bound each kept one record, status and line per container); /debug/pods over them is one
+small page that says what was folded. A small pod follows them (last in the LIST too), as the reader keeps the last line
+and its decoded event referenced until the next one arrives: what is measured is what stays per pod. The RSS figures are
+``bench/run.py wide-pods`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -107,7 +108,6 @@ def test_pods_of_thousands_of_containers_are_counted_exactly_and_held_bounded(cl
             check(watching)
         finally:
             watching.shutdown(final_export=False)
-        del watching
         gc.collect()
         before = agent_bytes()
         listing = start_agent(cluster)

@@ -1,6 +1,6 @@
 """Each debug view's memory is bounded whatever the pods hold (issue 38, item 4 and the debug endpoint's bounds).
 
-Four pods of 10,000 containers each (the API server admits them) once raised one /debug/pods from 76 to 124 MiB of
+Four pods of 10,000 containers each (the API server admits them where etcd's request limit is raised) once raised one /debug/pods from 76 to 124 MiB of
 the agent's peak; now their records keep at most MAX_CONTAINERS lines of each list, /debug/pods is paged
 (``?limit=&continue=``, and at most PAGE_BYTES of JSON a page) and the page shows at most PAGE_ROWS pods. The views
 are rendered through the endpoint's own route, in-process, their peak allocation traced.

@@ -1,4 +1,4 @@
-"""A pod with thousands of containers (issue 38, item 4): the API server admits 10,000; the agent keeps at most
+"""A pod with thousands of containers (issue 38, item 4): the API server sets no bound (etcd's request size does); the agent keeps at most
 MAX_CONTAINERS of each list one by one and the rest as sums, and the pod's requests stay exact.
 
 The exact value is computed from a record built with every container (PodRecord's public constructor, as decoding
