@@ -6,9 +6,15 @@ the agent refuses). The suite's test (tests/cluster/test_cluster_worst_node.py) 
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from agent.config import from_sources
+from agent.run.agent import Agent
 from testkit.cluster_client import ClusterClient
+from testkit.waiting import wait_until
 
 USAGE = "vm.neon.tech/usage"
 #: The API server's limit on one object's annotations (keys and values), apimachinery TotalAnnotationSizeLimitB.
@@ -54,3 +60,49 @@ def create_pods(cluster: ClusterClient, running: int, completed: int, node: str,
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(one, range(running + completed)))
+
+
+def agent_bytes() -> int:
+    """Bytes alive in the Python heap that were allocated in the agent's own code (tracemalloc must be tracing)."""
+    gc.collect()
+    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/agent/*")])
+    return sum(stat.size for stat in snapshot.statistics("filename"))
+
+
+def start_agent(cluster: ClusterClient, node: str, debug_address: str = "off") -> Agent:
+    """The agent in-process against ``cluster`` for ``node``, exporting nothing and reading no /proc."""
+    flags = {"node_name": node, "kubeconfig": str(cluster.admin_kubeconfig), "exporter": "none",
+             "debug_address": debug_address, "procfs": "off", "read_timeout": 30.0}
+    return Agent(from_sources(flags, {})).start()
+
+
+def held_per_pod(start: Callable[[], Agent], create: Callable[[], None], held: Callable[[Agent], object],
+                 check: Callable[[Agent], None], pods: int) -> tuple[float, float]:
+    """Bytes the agent's own code keeps per pod, read twice: by an agent running while ``create`` makes the pods (their
+    WATCH events), then by a second one started after (its initial LIST). ``held`` says an agent holds them all (it is
+    also its wait's message), ``check`` asserts what each agent must show."""
+    tracemalloc.start()
+    try:
+        by_watch = _per_pod(start, create, held, check, pods)
+        by_list = _per_pod(start, None, held, check, pods)
+    finally:
+        tracemalloc.stop()
+    return by_watch, by_list
+
+
+def _per_pod(start: Callable[[], Agent], create: Callable[[], None] | None, held: Callable[[Agent], object],
+             check: Callable[[Agent], None], pods: int) -> float:
+    before = agent_bytes()
+    agent = start()
+    try:
+        if create is not None:
+            wait_until(lambda: agent.state.synced, 60, message="the agent's initial LIST")
+            before = agent_bytes()
+            create()
+        who = "the agent" if create is not None else "the second agent's LIST"
+        wait_until(lambda: held(agent), 180, interval=0.5, message=f"{who} holds every pod")
+        kept = (agent_bytes() - before) / pods
+        check(agent)
+        return kept
+    finally:
+        agent.shutdown(final_export=False)

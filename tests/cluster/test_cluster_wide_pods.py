@@ -14,21 +14,17 @@ and its decoded event referenced until the next one arrives: what is measured is
 
 from __future__ import annotations
 
-import gc
 import json
-import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agent.config import from_sources
 from agent.model.container_bound import MAX_CONTAINERS
 from agent.model.quantity import NANO
 from agent.run.agent import Agent
 from testkit.cluster import Cluster
 from testkit.http import raw_get
-from testkit.waiting import wait_until
-from testkit.worst_node import add_node
+from testkit.worst_node import add_node, held_per_pod, start_agent
 
 pytestmark = pytest.mark.cluster
 
@@ -46,18 +42,6 @@ def wide_pod(name: str, namespace: str, count: int = CONTAINERS) -> dict:
                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}} for i in range(count)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
             "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}], "containers": containers}}
-
-
-def agent_bytes() -> int:
-    gc.collect()
-    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/agent/*")])
-    return sum(stat.size for stat in snapshot.statistics("filename"))
-
-
-def start_agent(cluster: Cluster) -> Agent:
-    flags = {"node_name": NODE, "kubeconfig": str(cluster.admin_kubeconfig), "exporter": "none",
-             "debug_address": "127.0.0.1:0", "procfs": "off", "read_timeout": 30.0}
-    return Agent(from_sources(flags, {})).start()
 
 
 def running(agent: Agent) -> int:
@@ -92,33 +76,12 @@ def test_pods_of_thousands_of_containers_are_counted_exactly_and_held_bounded(cl
         cluster.api("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status", {"status": {"phase": "Running"}},
                     timeout=120)
 
-    tracemalloc.start()
-    try:
-        watching = start_agent(cluster)
-        try:
-            wait_until(lambda: watching.state.synced, 60, message="the agent's initial LIST")
-            empty = agent_bytes()
-            with ThreadPoolExecutor(2) as pool:
-                list(pool.map(create, [f"wide-{i}" for i in range(PODS)]))
-            wait_until(lambda: running(watching) == PODS, 120, interval=0.5,
-                       message=f"the agent holds {PODS} running pods (it holds {running(watching)})")
-            create("zz-small", 1)
-            wait_until(lambda: running(watching) == PODS + 1, 60, interval=0.5, message="the small pod")
-            by_watch = (agent_bytes() - empty) / PODS
-            check(watching)
-        finally:
-            watching.shutdown(final_export=False)
-        gc.collect()
-        before = agent_bytes()
-        listing = start_agent(cluster)
-        try:
-            wait_until(lambda: running(listing) == PODS + 1, 120, interval=0.5,
-                       message=f"the second agent's LIST holds {PODS + 1} running pods (it holds {running(listing)})")
-            by_list = (agent_bytes() - before) / PODS
-            check(listing)
-        finally:
-            listing.shutdown(final_export=False)
-    finally:
-        tracemalloc.stop()
+    def create_all() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(create, [f"wide-{i}" for i in range(PODS)]))
+        create("zz-small", 1)  # after them, so the reader's last line is the small one
+
+    by_watch, by_list = held_per_pod(lambda: start_agent(cluster, NODE, debug_address="127.0.0.1:0"), create_all,
+                                     lambda agent: running(agent) == PODS + 1, check, PODS)
     assert by_watch < PER_POD_BOUND, f"{by_watch / 1024:.1f} KiB per pod kept after the WATCH"
     assert by_list < PER_POD_BOUND, f"{by_list / 1024:.1f} KiB per pod kept after the LIST"

@@ -12,16 +12,11 @@ node (110 + 600 pods) and its RSS are ``bench/run.py worst-node`` (docs/benchmar
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-
 import pytest
 
-from agent.config import from_sources
 from agent.run.agent import Agent
 from testkit.cluster import Cluster
-from testkit.waiting import wait_until
-from testkit.worst_node import add_node, create_pods
+from testkit.worst_node import add_node, create_pods, held_per_pod, start_agent
 
 pytestmark = pytest.mark.cluster
 
@@ -30,19 +25,6 @@ RUNNING, COMPLETED = 10, 60
 #: What the agent may keep per pod (a running pod's record is 1-3 KiB; a completed one's less); the refused
 #: annotation alone is 256 KiB.
 PER_POD_BOUND = 16 * 1024
-
-
-def agent_bytes() -> int:
-    """Bytes alive in the Python heap that were allocated in the agent's own code."""
-    gc.collect()
-    snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, "*/agent/*")])
-    return sum(stat.size for stat in snapshot.statistics("filename"))
-
-
-def start_agent(cluster: Cluster) -> Agent:
-    flags = {"node_name": NODE, "kubeconfig": str(cluster.admin_kubeconfig), "exporter": "none",
-             "debug_address": "off", "procfs": "off", "read_timeout": 30.0}
-    return Agent(from_sources(flags, {})).start()
 
 
 def holds(agent: Agent) -> dict[str, int]:
@@ -65,33 +47,15 @@ def namespace(cluster: Cluster):
 
 
 def test_a_tenants_job_of_huge_completed_pods_leaves_a_bounded_agent(cluster: Cluster, namespace: str):
-    tracemalloc.start()
-    try:
-        watching = start_agent(cluster)
-        try:
-            wait_until(lambda: watching.state.synced, 60, message="the agent's initial LIST")
-            empty = agent_bytes()
-            create_pods(cluster, RUNNING, COMPLETED, node=NODE, namespace=namespace)
-            wait_until(lambda: holds(watching) == WANT, 180, interval=0.5,
-                       message=f"the agent holds {WANT} (it holds {holds(watching)})")
-            by_watch = (agent_bytes() - empty) / (RUNNING + COMPLETED)
-            # Each pod counts as the issue says: the completed ones for nothing, the refused usage reported.
-            values = watching.state.pods()
-            assert all(v.record is None for v in values if not v.reported)
-            assert all([p.reason for p in v.problems] == ["out_of_range"] for v in values)
-        finally:
-            watching.shutdown(final_export=False)
-        del watching, values
-        gc.collect()
-        before = agent_bytes()
-        listing = start_agent(cluster)
-        try:
-            wait_until(lambda: holds(listing) == WANT, 120, interval=0.5,
-                       message=f"the second agent's LIST holds {WANT} (it holds {holds(listing)})")
-            by_list = (agent_bytes() - before) / (RUNNING + COMPLETED)
-        finally:
-            listing.shutdown(final_export=False)
-    finally:
-        tracemalloc.stop()
+    def check(agent: Agent) -> None:
+        # Each pod counts as the issue says: the completed ones for nothing, the refused usage reported.
+        values = agent.state.pods()
+        assert all(v.record is None for v in values if not v.reported)
+        assert all([p.reason for p in v.problems] == ["out_of_range"] for v in values)
+
+    by_watch, by_list = held_per_pod(
+        lambda: start_agent(cluster, NODE),
+        lambda: create_pods(cluster, RUNNING, COMPLETED, node=NODE, namespace=namespace),
+        lambda agent: holds(agent) == WANT, check, RUNNING + COMPLETED)
     assert by_watch < PER_POD_BOUND, f"{by_watch / 1024:.1f} KiB per pod kept after the WATCH"
     assert by_list < PER_POD_BOUND, f"{by_list / 1024:.1f} KiB per pod kept after the LIST"
