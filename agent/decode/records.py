@@ -125,7 +125,9 @@ def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str, str], ...]:
 def _plain_requests(cpu: str | None, memory: str | None) -> Requests:
     """A request map of a wide pod (over MAX_CONTAINERS containers), neither cached nor interned: what it folds away
     leaves nothing behind (the interpreter's table of interned strings never shrinks)."""
-    return {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None} or NO_REQUESTS
+    if cpu is not None:
+        return {"cpu": cpu} if memory is None else {"cpu": cpu, "memory": memory}
+    return NO_REQUESTS if memory is None else {"memory": memory}
 
 
 def _plain_container(name: str, cpu: str | None, memory: str | None, restartable: bool) -> ContainerRequests:

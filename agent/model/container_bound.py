@@ -77,14 +77,22 @@ def _fold(name: str, items: list[ContainerRequests], init: bool, restartable: bo
     own = [statuses.get(c.name) for c in items]
     if all(s is None for s in own):
         return line, None
-    allocated = [spec if s is None or s.allocated is None else parse_requests(s.allocated, c.name, problems)
+    # A status that repeats its spec (the kubelet's report for nearly every running container) reuses its parse.
+    allocated = [spec if s is None or s.allocated is None or s.allocated == c.requests
+                 else parse_requests(s.allocated, c.name, problems)
                  for c, s, spec in zip(items, own, specs, strict=True)]
-    actual = [mine if s is None or s.requests is None else parse_requests(s.requests, c.name, problems)
+    actual = [mine if s is None or s.requests is None
+              or s.requests == (c.requests if s.allocated is None else s.allocated)
+              else parse_requests(s.requests, c.name, problems)
               for c, s, mine in zip(items, own, allocated, strict=True)]
+
+    def folded(values: list[Resources]) -> Requests:
+        return line.requests if all(v is spec for v, spec in zip(values, specs, strict=True)) else total(values)
+
     has_resources = any(s is not None and s.resources for s in own)
     has_allocated = any(s is not None and s.allocated is not None for s in own)
-    status = StatusRequests(name, total(allocated) if has_allocated else None, has_resources,
-                            total(actual) if has_resources else None)
+    status = StatusRequests(name, folded(allocated) if has_allocated else None, has_resources,
+                            folded(actual) if has_resources else None)
     return line, status
 
 
