@@ -142,7 +142,7 @@ def _containers(items: list[Container] | None, init: bool, share: bool = True) -
     for i, c in enumerate(items):
         raw = c.resources.requests if c.resources is not None else None
         out.append(make(f"#{i}" if c.name is None else c.name, raw.get("cpu") if raw else None,
-                              raw.get("memory") if raw else None, init and c.restart_policy == "Always"))
+                        raw.get("memory") if raw else None, init and c.restart_policy == "Always"))
     return tuple(out)
 
 
