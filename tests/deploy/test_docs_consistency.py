@@ -72,6 +72,11 @@ class Fact(NamedTuple):
     stated: Callable[[tuple[str, ...]], str] = lambda groups: " ".join(g.replace(",", "") for g in groups)
 
 
+def _release_order(release: str) -> tuple[int, ...]:
+    """neon after the numbered releases, those by minor."""
+    return (1, 0) if release == "neon" else (0, int(release.split(".")[1]))
+
+
 def _major_minor(version: str) -> str:
     return ".".join(version.lstrip("v").split(".")[:2])
 
@@ -98,7 +103,7 @@ FACTS = (
                        r'"(neon)" where .*? else "1\.<minor>" of (1\.\d+) to (1\.\d+)'),
              Statement("docs/troubleshooting.md", r"supported: (1\.\d+) to (1\.\d+) and '(neon)'"),
              Statement("README.md", r"\| (1\.\d+) to (1\.\d+), and `(neon)`"),
-         ), stated=lambda groups: " ".join(sorted(groups, key=lambda g: (g == "neon", float(g) if g[0] == "1" else 0)))),
+         ), stated=lambda groups: " ".join(sorted(groups, key=_release_order))),
     Fact("the Kubernetes releases with request rules",
          ", ".join(f"{major}.{minor}" for major, minor in sorted(KUBERNETES_RELEASES)),
          "agent/model/rules.py RELEASES", (
@@ -106,7 +111,8 @@ FACTS = (
              Statement("docs/deployment.md", r"a cluster running Kubernetes (1\.\d+), (1\.\d+) or (1\.\d+)"),
              Statement("README.md", r"whose request rules to use \(`(1\.\d+)`, `(1\.\d+)`, `(1\.\d+)`\)"),
              Statement("docs/configuration.md", r"whose request rules to use \(`(1\.\d+)`, `(1\.\d+)`, `(1\.\d+)`;"),
-             Statement("docs/requests.md", r"the Kubernetes release the cluster runs \((1\.\d+), (1\.\d+) or (1\.\d+)\)"),
+             Statement("docs/requests.md",
+                       r"the Kubernetes release the cluster runs \((1\.\d+), (1\.\d+) or (1\.\d+)\)"),
              Statement("README.md", r"\| Kubernetes \| (1\.\d+), (1\.\d+), (1\.\d+) \("),
          ), stated=", ".join),
     Fact("the oldest Kubernetes release (the chart's kubeVersion)", f"{OLDEST.major}.{OLDEST.minor}",
@@ -146,6 +152,18 @@ FACTS = (
         Statement("charts/node-requests-agent/values.yaml", r"null: the agent's ([\d,]+)\."),
         Statement("docs/operations.md", r"\(`NRA_MAX_PDBS`, ([\d,]+)\)"),
         Statement("docs/benchmarks.md", r"the default maximum, ([\d,]+) PDBs"),
+    )),
+    Fact("the default export interval (s)", f"{SETTINGS['export_interval'].default:g}",
+         "agent/config.py SETTINGS export_interval", (
+             Statement("README.md", r"`OTEL_METRIC_EXPORT_INTERVAL` \(ms\) \| (\d+) s \|"),
+             Statement("docs/configuration.md", r"`OTEL_METRIC_EXPORT_INTERVAL` \(ms\) \| (\d+) s \|"),
+         )),
+    Fact("the debug port", str(SETTINGS["debug_address"].default.port), "agent/config.py SETTINGS debug_address", (
+        Statement("README.md", r"`DEBUG_ADDRESS` \| `:(\d+)`"),
+        Statement("docs/configuration.md", r"`DEBUG_ADDRESS` \| `:(\d+)`"),
+        Statement("charts/node-requests-agent/values.yaml", r"\ndebug:\n(?:  .*\n)*?  port: (\d+)"),
+        Statement("docs/deployment.md", r"`true`, `(\d+)` \| `DEBUG_ADDRESS`"),
+        Statement("docs/deployment.md", r"declared `debug` port (\d+)"),
     )),
     Fact("the Collector's pod budget per node", re.search(r"DefaultMaxPodsPerNode = (\d+)", _PROCESSOR)[1],
          "otel-config/nodeidentityprocessor/processor.go DefaultMaxPodsPerNode", (
@@ -248,7 +266,8 @@ BREAKS = [
                   "an empty autoscaler release is the newest"], id="an empty release said to be the newest"),
     pytest.param("daemonset/daemonset.yaml", '("1.28" ... "1.38", or "neon")', '("1.31" ... "1.36", or "neon")',
                  ["daemonset/daemonset.yaml:", "says '1.31 1.36 neon'"], id="supported releases narrowed"),
-    pytest.param("README.md", "`list/watch` on pods, nodes and poddisruptionbudgets;", "`list/watch` on pods and nodes;",
+    pytest.param("README.md", "`list/watch` on pods, nodes and poddisruptionbudgets;",
+                 "`list/watch` on pods and nodes;",
                  ["README.md:", "the agent's RBAC", "says 'list nodes pods watch'"], id="RBAC without the PDBs"),
     pytest.param("docs/operations.md", "(`NRA_MAX_PDBS`, 10,000)", "(`NRA_MAX_PDBS`, 5,000)",
                  ["docs/operations.md:", "the most PDBs an agent keeps", "says '5000'"], id="max PDBs"),
@@ -273,3 +292,11 @@ def test_a_broken_copy_is_named_where_it_disagrees(tmp_path: Path, doc: str, old
     (tmp_path / doc).write_text(text.replace(old, new), encoding="utf-8")
     said = "\n".join(contradictions(tmp_path))
     assert said and all(word in said for word in named), said
+
+
+def test_the_license_file_is_the_license_pyproject_names():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    head = " ".join((REPO / "LICENSE").read_text(encoding="utf-8").split()[:4])
+    assert project["license"] == {"text": "Apache-2.0"} and head == "Apache License Version 2.0,"
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "[Keep a Changelog]" in changelog and "\n## [Unreleased]\n" in changelog

@@ -355,7 +355,8 @@ def test_the_chart_says_which_kubernetes_and_agent_it_is_for(helm: Helm) -> None
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert chart["appVersion"] == version
     assert chart["kubeVersion"] == f">={OLDEST.major}.{OLDEST.minor}.0-0"
-    older = helm("template", "node-requests-agent", str(CHART), "--kube-version", f"{OLDEST.major}.{OLDEST.minor - 1}.9")
+    older = helm("template", "node-requests-agent", str(CHART),
+                 "--kube-version", f"{OLDEST.major}.{OLDEST.minor - 1}.9")
     assert older.returncode != 0 and "chart requires kubeVersion" in older.stderr, older.stderr
     assert helm.template("--kube-version", f"{OLDEST.major}.{OLDEST.minor}.3-gke.1")
 
@@ -374,7 +375,8 @@ def test_notes_warn_while_the_autoscaler_settings_are_missing(helm: Helm) -> Non
     assert "WARNING: autoscaler.args is empty" in default
     neon = notes("--set", "autoscaler.release=neon")
     assert "autoscaler.release is not set" not in neon and "WARNING: autoscaler.args is empty" in neon
-    both = notes("--set", "autoscaler.release=neon", "--set-json", 'autoscaler.args=["--scale-down-utilization-threshold=0.6"]')
+    both = notes("--set", "autoscaler.release=neon",
+                 "--set-json", 'autoscaler.args=["--scale-down-utilization-threshold=0.6"]')
     assert "WARNING" not in both
 
 
