@@ -219,7 +219,8 @@ class NodeState:
                 del fresh[older]
             fresh[v.uid] = v
             by_name[key] = v.uid
-        covering = self._covering_of(fresh.values(), None if self._pdbs_over else self._pdbs)
+        # Kept for the pods whose namespace and labels the relist did not change (only this thread writes them).
+        covering = {v.uid: cover for v in fresh.values() if (cover := self._cover(v)) is not None}
         with self._lock:
             self._version += 1
             previous = self._pods

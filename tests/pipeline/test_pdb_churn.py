@@ -9,9 +9,10 @@ import random
 import time
 
 import msgspec
+import pytest
 
 from agent.decode.reader import NODE, PDB, POD
-from agent.model.pdb import selects
+from agent.model.pdb import PdbRecord, selects
 from agent.pipeline.events import (
     ADDED,
     MODIFIED,
@@ -37,8 +38,8 @@ def owned(name: str, namespace: str = "default", labels: dict[str, str] | None =
                                   "uid": f"u-{name}", "controller": True}])
 
 
-def started(pods=(), pdbs=()) -> tuple[NodeState, Handler]:
-    state = NodeState("node-a")
+def started(pods=(), pdbs=(), max_pdbs: int | None = None) -> tuple[NodeState, Handler]:
+    state = NodeState("node-a", max_pdbs=max_pdbs)
     handler = Handler(state=state, metrics=RuntimeStats())
     handler.handle(NodeChanged(type=ADDED, node=NODE.record(node("node-a", cpu="4", memory="8Gi"))))
     handler.handle(PodsListed(pods=tuple(POD.record(p) for p in pods)))
@@ -46,16 +47,19 @@ def started(pods=(), pdbs=()) -> tuple[NodeState, Handler]:
     return state, handler
 
 
-def scanned(state: NodeState) -> dict[str, list[str]]:
+def scanned(state: NodeState) -> dict[str, list[str]] | None:
     """Each pod's covering PDBs by name, found by scanning every PDB (what the verdict read before the index)."""
     s = state.snapshot()
+    if s.pdbs is None:
+        return None
     return {v.name: [p.name for p in s.pdbs or () if selects(p, v.namespace, v.record.eviction.label_map())]
             for v in s.pods}
 
 
-def kept(state: NodeState) -> dict[str, list[str]]:
+def kept(state: NodeState) -> dict[str, list[str]] | None:
     s = state.snapshot()
-    assert s.covering is not None
+    if s.covering is None:
+        return None
     return {v.name: [p.name for p in s.covering[v.uid]] for v in s.pods}
 
 
@@ -102,10 +106,14 @@ def test_a_malformed_pdb_of_a_pods_namespace_is_said_though_it_covers_no_pod():
     assert not any("bad" in p for p in state.snapshot().verdict(NOW).problems)
 
 
-def test_kept_coverings_equal_a_scan_of_every_pdb_through_random_events():
+@pytest.mark.parametrize("max_pdbs", [None, 5])
+def test_kept_coverings_equal_a_scan_of_every_pdb_through_random_events(max_pdbs):
+    """With a maximum the PDBs also become unknown and known again (a LIST within it)."""
     rng = random.Random(38)
-    state, handler = started()
+    state, handler = started(max_pdbs=max_pdbs)
     live: dict[str, dict] = {}
+    written: dict[str, PdbRecord] = {}  # the PDBs as the cluster holds them
+    unknown = 0  # steps with the PDBs over the maximum
     keys, values = ["app", "tier", "x"], ["a", "b", ""]
     for step in range(600):
         action, name = rng.random(), f"p{rng.randrange(10)}"
@@ -123,14 +131,23 @@ def test_kept_coverings_equal_a_scan_of_every_pdb_through_random_events():
             guard = pdb(f"g{rng.randrange(8)}", namespace=rng.choice(["default", "tenant"]),
                         match_labels={rng.choice(keys): rng.choice(values) for _ in range(rng.randrange(3))},
                         match_expressions=exprs, disruptions_allowed=rng.randrange(2), uid=f"g{rng.randrange(8)}")
+            record = PDB.record(guard)
             if rng.random() < 0.8:
-                handler.handle(PdbChanged(type=rng.choice([ADDED, MODIFIED]), pdb=PDB.record(guard)))
+                handler.handle(PdbChanged(type=ADDED if record.uid not in written else MODIFIED, pdb=record))
+                written[record.uid] = record
             else:
-                handler.handle(PdbDeleted(pdb=PDB.record(guard)))
+                handler.handle(PdbDeleted(pdb=record))
+                written.pop(record.uid, None)
         else:
-            handler.handle(PdbsListed(pdbs=tuple(p for p in state.pdbs() or () if rng.random() < 0.8)))
+            if rng.random() < 0.5:  # some deleted while the watch was down
+                written = {u: r for u, r in written.items() if rng.random() < 0.8}
+            listed = tuple(written.values())
+            more = max(0, len(listed) - max_pdbs) if max_pdbs is not None else 0
+            handler.handle(PdbsListed(pdbs=listed[:max_pdbs] if more else listed, more=more))
         assert kept(state) == scanned(state), f"step {step}"
+        unknown += state.snapshot().pdbs is None
         assert state.snapshot().verdict(NOW) == fresh(state, NOW), f"step {step}"
+    assert (unknown > 0) == (max_pdbs is not None), unknown  # the maximum's path was taken where there is one
 
 
 def test_a_pdb_rewrite_over_pods_of_many_labels_costs_those_pods_not_pods_times_pdbs():
