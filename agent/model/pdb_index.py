@@ -1,7 +1,8 @@
 """Which PodDisruptionBudgets cover a pod, found without matching it against every PDB of the cluster.
 
-A PDB covers pods of its own namespace only, so PDBs are grouped by namespace; a pod's labels are read as a map
-once per pod, not once per (pod, PDB) pair; and a PDB that changes is checked against the node's pods with a
+A PDB covers pods of its own namespace only, so PDBs are grouped by namespace, and within it by their selector's
+first matchLabels pair; a pod's labels are read as a map once per pod, not once per (pod, PDB) pair; and a PDB
+that changes is checked against the node's pods with a
 substring test on their joined label strings before any of them is split. The matches, and their order (the
 cluster's PDB order, which the verdict's "first PDB that allows no disruption" reads), are exactly those of
 checking every PDB with :func:`agent.model.pdb.selects`.
@@ -49,15 +50,21 @@ def by_namespace(pdbs: Sequence[PdbRecord]) -> dict[str, list[PdbRecord]]:
 
 
 class PdbIndex:
-    """The cluster's PDBs by uid, in the order they arrived (a change keeps a PDB's place, as a dict does), and
-    by namespace in the same order. Written by one thread (the node state's writer)."""
+    """The cluster's PDBs by uid, in the order they arrived (a change keeps a PDB's place, as a dict does), by
+    namespace in the same order, and by the first matchLabels pair of their selector (a pod without that label is
+    covered by none of them). Written by one thread (the node state's writer)."""
 
-    __slots__ = ("_all", "_place", "_namespaces", "_next")
+    __slots__ = ("_all", "_place", "_namespaces", "_keyed", "_unkeyed", "_next")
 
     def __init__(self, pdbs: Iterable[PdbRecord] = ()) -> None:
         self._all: dict[str, PdbRecord] = {}
         self._place: dict[str, int] = {}  # uid -> its place in the cluster's order
         self._namespaces: dict[str, dict[str, PdbRecord]] = {}
+        # namespace -> (key, value) -> the uids whose selector's first matchLabels pair it is; namespace -> the uids
+        # of selectors without matchLabels (candidates for every pod). A PDB without a selector covers nothing and
+        # is in neither.
+        self._keyed: dict[str, dict[tuple[str, str], set[str]]] = {}
+        self._unkeyed: dict[str, set[str]] = {}
         self._next = 0
         for pdb in pdbs:
             self.put(pdb)
@@ -74,8 +81,21 @@ class PdbIndex:
         return self._namespaces.get(namespace, {}).values()
 
     def covering(self, namespace: str, labels: Mapping[str, str]) -> tuple[PdbRecord, ...]:
-        """The PDBs that cover a pod of ``namespace`` with ``labels``, in the cluster's order."""
-        return tuple(covering(self.in_namespace(namespace), namespace, labels))
+        """The PDBs that cover a pod of ``namespace`` with ``labels``, in the cluster's order: only those whose first
+        matchLabels pair the pod has, and those without matchLabels, are checked."""
+        group = self._namespaces.get(namespace)
+        if not group:
+            return ()
+        keyed = self._keyed.get(namespace, {})
+        uids = set(self._unkeyed.get(namespace, ()))
+        if len(labels) <= len(keyed):  # the smaller side is walked
+            for pair in labels.items():
+                uids.update(keyed.get(pair, ()))
+        else:
+            for (key, value), found in keyed.items():
+                if labels.get(key) == value:
+                    uids.update(found)
+        return tuple(covering((group[uid] for uid in sorted(uids, key=self._place.__getitem__)), namespace, labels))
 
     def in_order(self, pdbs: Iterable[PdbRecord]) -> tuple[PdbRecord, ...]:
         """``pdbs`` (held here) in the cluster's order."""
@@ -85,6 +105,9 @@ class PdbIndex:
         """Store ``pdb``; the version it replaced."""
         previous = self._all.get(pdb.uid)
         self._all[pdb.uid] = pdb
+        if previous is not None:
+            self._unkey(previous)
+        self._key(pdb)
         if previous is None:
             self._place[pdb.uid] = self._next
             self._next += 1
@@ -103,8 +126,39 @@ class PdbIndex:
         previous = self._all.pop(uid, None)
         if previous is not None:
             self._drop(previous)
+            self._unkey(previous)
             del self._place[uid]
         return previous
+
+    @staticmethod
+    def _first_pair(pdb: PdbRecord) -> tuple[str, str] | None:
+        return next(iter(pdb.selector.match_labels.items()), None) if pdb.selector is not None else None
+
+    def _key(self, pdb: PdbRecord) -> None:
+        if pdb.selector is None:
+            return
+        pair = self._first_pair(pdb)
+        if pair is None:
+            self._unkeyed.setdefault(pdb.namespace, set()).add(pdb.uid)
+        else:
+            self._keyed.setdefault(pdb.namespace, {}).setdefault(pair, set()).add(pdb.uid)
+
+    def _unkey(self, pdb: PdbRecord) -> None:
+        if pdb.selector is None:
+            return
+        pair = self._first_pair(pdb)
+        if pair is None:
+            held = self._unkeyed[pdb.namespace]
+            held.discard(pdb.uid)
+            if not held:
+                del self._unkeyed[pdb.namespace]
+            return
+        keyed = self._keyed[pdb.namespace]
+        keyed[pair].discard(pdb.uid)
+        if not keyed[pair]:
+            del keyed[pair]
+            if not keyed:
+                del self._keyed[pdb.namespace]
 
     def _drop(self, pdb: PdbRecord) -> None:
         group = self._namespaces[pdb.namespace]
