@@ -2,8 +2,8 @@
 
 A PDB covers pods of its own namespace only, so PDBs are grouped by namespace, and within it by their selector's
 first matchLabels pair; a pod's labels are read as a map once per pod, not once per (pod, PDB) pair; and a PDB
-that changes is checked against the node's pods with a
-substring test on their joined label strings before any of them is split. The matches, and their order (the
+that changes is checked against the node's pods with a substring test on their joined label strings before any of
+them is split. The matches, and their order (the
 cluster's PDB order, which the verdict's "first PDB that allows no disruption" reads), are exactly those of
 checking every PDB with :func:`agent.model.pdb.selects`.
 
