@@ -3,11 +3,13 @@ package nodeidentityprocessor
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -37,13 +39,18 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newTestIdentity(t *testing.T, maxPods int) (*identity, *clock, *sdkmetric.ManualReader) {
+func newTestIdentity(t *testing.T, maxPods int, options ...func(*Config)) (*identity, *clock, *sdkmetric.ManualReader) {
 	t.Helper()
 	cfg := &Config{ServiceAccount: agentSA, ServiceName: "node-requests-agent", MaxPodsPerNode: maxPods,
-		PodWindow: time.Minute, Metrics: map[string]map[string][]string{
-			"gauge":     {"pod_or_vm_cpu_requests": {"k8s.pod.uid", "k8s.pod.name"}},
+		PodWindow: time.Minute, MaxSeriesPerNode: 10_000, MaxLabelValueLength: DefaultMaxLabelValueLength,
+		Metrics: map[string]map[string][]string{
+			"gauge": {"pod_or_vm_cpu_requests": {"k8s.pod.uid", "k8s.pod.name"},
+				"node_requests_agent_kubernetes_info": {"server_version", "rules", "source"}},
 			"histogram": {"node_requests_agent_export_duration_seconds": {}},
 		}}
+	for _, option := range options {
+		option(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +205,8 @@ func TestAnAllowedNameWithAnotherTypeIsDropped(t *testing.T) {
 
 func TestConfigRefusesUnknownTypesAndNamesDeclaredTwice(t *testing.T) {
 	base := func(m map[string]map[string][]string) *Config {
-		return &Config{ServiceAccount: agentSA, Metrics: m, MaxPodsPerNode: 1, PodWindow: time.Second}
+		return &Config{ServiceAccount: agentSA, Metrics: m, MaxPodsPerNode: 1, PodWindow: time.Second,
+			MaxSeriesPerNode: 1, MaxLabelValueLength: 1}
 	}
 	if err := base(map[string]map[string][]string{"gauges": {"a": nil}}).Validate(); err == nil {
 		t.Fatal("unknown type accepted")
@@ -207,9 +215,16 @@ func TestConfigRefusesUnknownTypesAndNamesDeclaredTwice(t *testing.T) {
 		t.Fatal("a name declared with two types accepted")
 	}
 	c := base(map[string]map[string][]string{"gauge": {"a": nil}})
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a valid config refused: %v", err)
+	}
 	c.MaxPodsPerNode = 0
 	if c.Validate() == nil {
 		t.Fatal("max_pods_per_node 0 accepted")
+	}
+	c.MaxPodsPerNode, c.MaxSeriesPerNode = 1, 0
+	if c.Validate() == nil {
+		t.Fatal("max_series_per_node 0 accepted")
 	}
 }
 
@@ -217,5 +232,118 @@ func TestDefaultBudgetIsTheKubeletsMaxPodsPlusAsManyEnded(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	if cfg.MaxPodsPerNode != 2*110 || cfg.PodWindow != time.Minute {
 		t.Fatalf("defaults %d %s", cfg.MaxPodsPerNode, cfg.PodWindow)
+	}
+}
+
+// named is one push of pod_or_vm_cpu_requests for one uid under many pod names (or none: uid "").
+func named(uid string, names ...string) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("pod_or_vm_cpu_requests")
+	dps := m.SetEmptyGauge().DataPoints()
+	for _, name := range names {
+		dp := dps.AppendEmpty()
+		if uid != "" {
+			dp.Attributes().PutStr("k8s.pod.uid", uid)
+		}
+		dp.Attributes().PutStr("k8s.pod.name", name)
+	}
+	return md
+}
+
+func pointCountOf(md pmetric.Metrics) int {
+	n := 0
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		sms := md.ResourceMetrics().At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			for k := 0; k < sms.At(j).Metrics().Len(); k++ {
+				n += pointCount(sms.At(j).Metrics().At(k))
+			}
+		}
+	}
+	return n
+}
+
+func TestAPerPodPointWithoutAUIDIsDroppedAndCounted(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 10)
+	_, err := p.process(nodeContext("node-a"), named("", numbered("web", 5)...))
+	if err != processorhelper.ErrSkipProcessingData {
+		t.Fatalf("a push of only uid-less per-pod points was written (err %v)", err)
+	}
+	// An empty uid is no uid either; a node metric needs none.
+	md := named("", "web")
+	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("k8s.pod.uid", "")
+	info := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	info.SetName("node_requests_agent_kubernetes_info")
+	info.SetEmptyGauge().DataPoints().AppendEmpty().Attributes().PutStr("rules", "1.36")
+	out, _ := p.process(nodeContext("node-a"), md)
+	if got := pointCountOf(out); got != 1 {
+		t.Fatalf("%d points kept, want the info point only", got)
+	}
+	if got := dropped(t, reader); got["missing_uid/node-a"] != 6 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want missing_uid/node-a 6", got)
+	}
+}
+
+func TestOneUIDWithManyNamesIsBoundedByTheSeriesBudget(t *testing.T) {
+	p, c, reader := newTestIdentity(t, 10, func(cfg *Config) { cfg.MaxSeriesPerNode = 100 })
+	out, _ := p.process(nodeContext("node-a"), named("one-uid", numbered("name", 20_000)...))
+	if got := pointCountOf(out); got != 100 {
+		t.Fatalf("%d series kept, want the budget's 100", got)
+	}
+	// Series already admitted stay admitted; a new one (another uid) finds no place within the window.
+	out, _ = p.process(nodeContext("node-a"), named("one-uid", numbered("name", 100)...))
+	if got := pointCountOf(out); got != 100 {
+		t.Fatalf("%d of the admitted series kept on the next push", got)
+	}
+	if _, err := p.process(nodeContext("node-a"), named("other-uid", "x")); err != processorhelper.ErrSkipProcessingData {
+		t.Fatalf("a series beyond the full budget was written (err %v)", err)
+	}
+	// Another node has its own budget; a window later the unseen series have freed their places.
+	if out, _ = p.process(nodeContext("node-b"), named("b-uid", "b")); pointCountOf(out) != 1 {
+		t.Fatal("node-b's series refused")
+	}
+	c.t = c.t.Add(61 * time.Second)
+	if out, _ = p.process(nodeContext("node-a"), named("other-uid", "x")); pointCountOf(out) != 1 {
+		t.Fatal("a series refused after the window")
+	}
+	if got := dropped(t, reader); got["series_budget/node-a"] != 19_900+1 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want series_budget/node-a 19901", got)
+	}
+}
+
+func TestFreeInfoValuesAreBoundedByLengthAndSeries(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 10, func(cfg *Config) { cfg.MaxSeriesPerNode = 5 })
+	md := pmetric.NewMetrics()
+	dps := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	dps.SetName("node_requests_agent_kubernetes_info")
+	points := dps.SetEmptyGauge().DataPoints()
+	points.AppendEmpty().Attributes().PutStr("server_version", strings.Repeat("v", DefaultMaxLabelValueLength+1))
+	for _, v := range numbered("v1.37.", 50) {
+		points.AppendEmpty().Attributes().PutStr("server_version", v)
+	}
+	out, _ := p.process(nodeContext("node-a"), md)
+	if got := pointCountOf(out); got != 5 {
+		t.Fatalf("%d info series kept, want 5", got)
+	}
+	if got := dropped(t, reader); got["label_too_long/node-a"] != 1 || got["series_budget/node-a"] != 45 {
+		t.Fatalf("dropped points counted %v", got)
+	}
+}
+
+func TestAFullBudgetRefusesWithoutScanningItsEntries(t *testing.T) {
+	b := newBudget(100_000, time.Minute, (&clock{t: time.Unix(0, 0)}).now)
+	for i := 0; i < 100_000; i++ {
+		b.admit("n", fmt.Sprint(i))
+	}
+	start := time.Now()
+	for i := 0; i < 100_000; i++ {
+		if b.admit("n", fmt.Sprint("new-", i)) {
+			t.Fatal("admitted beyond the budget")
+		}
+	}
+	// A scan of the 100,000 entries per refusal would take minutes; constant-time refusals take milliseconds.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("100,000 refusals took %s", d)
 	}
 }
