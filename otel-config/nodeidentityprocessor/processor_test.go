@@ -7,32 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"nra.local/nodeidentityprocessor/internal/subjecttest"
 )
 
-const agentSA = "system:serviceaccount:node-requests-agent:node-requests-agent"
-
-// token is what the oidc authenticator puts in the request's context for a verified pod-bound token.
-type token map[string]any
-
-func (t token) GetAttribute(name string) any { return t[name] }
-func (t token) GetAttributeNames() []string {
-	names := make([]string, 0, len(t))
-	for k := range t {
-		names = append(names, k)
-	}
-	return names
-}
+const agentSA = subjecttest.AgentSA
 
 func nodeContext(node string) context.Context {
-	return client.NewContext(context.Background(), client.Info{Auth: token{
-		"subject":             agentSA,
-		"claims.kubernetes.io": map[string]any{"node": map[string]any{"name": node}},
-	}})
+	return subjecttest.Context(context.Background(), subjecttest.Agent(node))
 }
 
 type clock struct{ t time.Time }
@@ -63,19 +49,39 @@ func newTestIdentity(t *testing.T, maxPods int, options ...func(*Config)) (*iden
 	return p, c, reader
 }
 
-// pods is one push of pod_or_vm_cpu_requests for the given pod uids.
-func pods(uids ...string) pmetric.Metrics {
+// push is one push of pod_or_vm_cpu_requests, a point per (uid, pod name) pair; an empty uid is left out.
+func push(pairs ...[2]string) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("pod_or_vm_cpu_requests")
 	dps := m.SetEmptyGauge().DataPoints()
-	for _, uid := range uids {
+	for _, p := range pairs {
 		dp := dps.AppendEmpty()
-		dp.Attributes().PutStr("k8s.pod.uid", uid)
-		dp.Attributes().PutStr("k8s.pod.name", "p-"+uid)
+		if p[0] != "" {
+			dp.Attributes().PutStr("k8s.pod.uid", p[0])
+		}
+		dp.Attributes().PutStr("k8s.pod.name", p[1])
 		dp.SetDoubleValue(0.5)
 	}
 	return md
+}
+
+// pods is one push for the given pod uids, each under its own name.
+func pods(uids ...string) pmetric.Metrics {
+	pairs := make([][2]string, len(uids))
+	for i, uid := range uids {
+		pairs[i] = [2]string{uid, "p-" + uid}
+	}
+	return push(pairs...)
+}
+
+// named is one push for one uid under many pod names (or none: uid "").
+func named(uid string, names ...string) pmetric.Metrics {
+	pairs := make([][2]string, len(names))
+	for i, name := range names {
+		pairs[i] = [2]string{uid, name}
+	}
+	return push(pairs...)
 }
 
 func uids(md pmetric.Metrics) []string {
@@ -233,22 +239,6 @@ func TestDefaultBudgetIsTheKubeletsMaxPodsPlusAsManyEnded(t *testing.T) {
 	if cfg.MaxPodsPerNode != 2*110 || cfg.PodWindow != time.Minute {
 		t.Fatalf("defaults %d %s", cfg.MaxPodsPerNode, cfg.PodWindow)
 	}
-}
-
-// named is one push of pod_or_vm_cpu_requests for one uid under many pod names (or none: uid "").
-func named(uid string, names ...string) pmetric.Metrics {
-	md := pmetric.NewMetrics()
-	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName("pod_or_vm_cpu_requests")
-	dps := m.SetEmptyGauge().DataPoints()
-	for _, name := range names {
-		dp := dps.AppendEmpty()
-		if uid != "" {
-			dp.Attributes().PutStr("k8s.pod.uid", uid)
-		}
-		dp.Attributes().PutStr("k8s.pod.name", name)
-	}
-	return md
 }
 
 func pointCountOf(md pmetric.Metrics) int {

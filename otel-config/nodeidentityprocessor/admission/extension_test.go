@@ -18,24 +18,20 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"nra.local/nodeidentityprocessor/internal/subjecttest"
 )
 
-const agentSA = "system:serviceaccount:node-requests-agent:node-requests-agent"
+const agentSA = subjecttest.AgentSA
 
-// token is what the oidc authenticator puts in the request's context for a verified token.
-type token map[string]any
+type token = subjecttest.Token
 
-func (t token) GetAttribute(name string) any { return t[name] }
-func (t token) GetAttributeNames() []string  { return nil }
-
-func agentToken(node string) token {
-	return token{"subject": agentSA, "claims.kubernetes.io": map[string]any{"node": map[string]any{"name": node}}}
-}
+var agentToken = subjecttest.Agent
 
 // withToken stands in for the authenticator that runs before the middleware.
 func withToken(t token, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(client.NewContext(r.Context(), client.Info{Auth: t})))
+		next.ServeHTTP(w, r.WithContext(subjecttest.Context(r.Context(), t)))
 	})
 }
 
