@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"nra.local/nodeidentityprocessor/internal/subjecttest"
 )
@@ -105,27 +104,9 @@ func numbered(prefix string, n int) []string {
 	return out
 }
 
-// dropped is otelcol_nodeidentity_dropped_points by (reason, node).
+// dropped is otelcol_nodeidentity_dropped_points by "reason/node".
 func dropped(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "otelcol_nodeidentity_dropped_points" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				reason, _ := dp.Attributes.Value("reason")
-				node, _ := dp.Attributes.Value("node")
-				out[reason.AsString()+"/"+node.AsString()] += dp.Value
-			}
-		}
-	}
-	return out
+	return subjecttest.Counts(t, reader, "otelcol_nodeidentity_dropped_points")
 }
 
 func TestPodsBeyondTheNodesBudgetAreDroppedAndCounted(t *testing.T) {

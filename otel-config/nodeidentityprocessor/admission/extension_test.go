@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"nra.local/nodeidentityprocessor/internal/subjecttest"
 )
@@ -64,22 +63,7 @@ func newTestLimiter(t *testing.T, c *Config, next http.Handler) (*Limiter, func(
 
 // refused is otelcol_admission_refused_requests by "reason/node".
 func refused(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				reason, _ := dp.Attributes.Value("reason")
-				node, _ := dp.Attributes.Value("node")
-				out[reason.AsString()+"/"+node.AsString()] += dp.Value
-			}
-		}
-	}
-	return out
+	return subjecttest.Counts(t, reader, "otelcol_admission_refused_requests")
 }
 
 // push is an OTLP request of n gauge points, as protobuf.

@@ -1,11 +1,14 @@
-// Package subjecttest stands in, for the tests of nodeidentity and admission, for what the oidc
-// authenticator puts in a request's context: a verified token's attributes.
+// Package subjecttest holds what the tests of nodeidentity and admission share: a stand-in for what the
+// oidc authenticator puts in a request's context (a verified token's attributes), and their counters read back.
 package subjecttest
 
 import (
 	"context"
+	"testing"
 
 	"go.opentelemetry.io/collector/client"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // AgentSA is the shipped agent's ServiceAccount as the token's subject names it.
@@ -31,4 +34,28 @@ func Agent(node string) Token {
 // Context is ctx carrying t as the verified token.
 func Context(ctx context.Context, t Token) context.Context {
 	return client.NewContext(ctx, client.Info{Auth: t})
+}
+
+// Counts is counter name's points read from reader, summed by "reason/node" (the two attributes both
+// components count their refusals and drops by).
+func Counts(t testing.TB, reader *sdkmetric.ManualReader, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				reason, _ := dp.Attributes.Value("reason")
+				node, _ := dp.Attributes.Value("node")
+				out[reason.AsString()+"/"+node.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
 }
