@@ -64,9 +64,7 @@ const (
 	DefaultMaxSeriesPerNode = 2048
 	// DefaultMaxLabelValueLength: the longest value Kubernetes writes into one (a pod name, 253).
 	DefaultMaxLabelValueLength = 253
-	// maxUIDLength: a Kubernetes UID is a 36-character UUID; a longer value is not a pod's.
-	maxUIDLength = 64
-	uidKey       = "k8s.pod.uid"
+	uidKey                     = "k8s.pod.uid"
 )
 
 // Metric types as the configuration names them (the OTLP data kinds the agent sends).
@@ -336,7 +334,7 @@ func (p *identity) refusal(node, name string, allowed allowance, a pcommon.Map) 
 	if allowed.perPod && (!ok || uid.AsString() == "") {
 		return "missing_uid"
 	}
-	if ok && !p.budget.admit(node, uid.AsString()) {
+	if ok && (len(uid.AsString()) > maxUIDLength || !p.budget.admit(node, maphash.String(p.seed, uid.AsString()))) {
 		return "pod_budget"
 	}
 	if !p.series.admit(node, p.seriesKey(name, a)) {
@@ -347,7 +345,7 @@ func (p *identity) refusal(node, name string, allowed allowance, a pcommon.Map) 
 
 // seriesKey is a 64-bit hash of the metric name and the sorted attribute keys and values: what makes a
 // series in Prometheus (the resource's labels are the node's, the same for every point of a push).
-func (p *identity) seriesKey(name string, a pcommon.Map) string {
+func (p *identity) seriesKey(name string, a pcommon.Map) uint64 {
 	keys := make([]string, 0, a.Len())
 	a.Range(func(k string, _ pcommon.Value) bool { keys = append(keys, k); return true })
 	slices.Sort(keys)
@@ -361,52 +359,47 @@ func (p *identity) seriesKey(name string, a pcommon.Map) string {
 		h.WriteByte(0)
 		h.WriteString(v.AsString())
 	}
-	sum := h.Sum64()
-	return string([]byte{byte(sum), byte(sum >> 8), byte(sum >> 16), byte(sum >> 24),
-		byte(sum >> 32), byte(sum >> 40), byte(sum >> 48), byte(sum >> 56)})
+	return h.Sum64()
 }
 
-// budget remembers, per node, the keys (pod uids, or series) seen within the window: at most max per node.
-// A key not seen for a window frees its place. Memory: nodes x max entries of at most maxKeyLength bytes;
-// nodes come from verified tokens only, and a node not heard from for a window is forgotten. A key beyond
-// a full budget is refused in constant time: the node's entries are scanned for expired ones only when
-// the oldest of them may have expired.
+// budget remembers, per node, the keys (64-bit hashes of pod uids, or of series) seen within the window: at
+// most max per node. A key not seen for a window frees its place. Memory: the hash and when it was last
+// seen, 16 bytes, about 31 with the map's own (TestABudgetHoldsAFewDozenBytesPerKey); nodes come from
+// verified tokens only, and a node not heard from for a window is forgotten. A key beyond a full budget is refused in constant time: the node's keys are scanned for
+// expired ones only when the oldest of them may have expired.
 type budget struct {
 	mu        sync.Mutex
 	max       int
-	window    time.Duration
+	window    int64 // nanoseconds
 	now       func() time.Time
 	nodes     map[string]*seen
-	lastSweep time.Time
+	lastSweep int64
 }
 
-// seen is one node's keys with when each was last seen, and a time no later than the oldest of those.
+// seen is one node's keys with when each was last seen (Unix nanoseconds), and a time no later than the oldest.
 type seen struct {
-	keys   map[string]time.Time
-	oldest time.Time
+	keys   map[uint64]int64
+	oldest int64
 }
 
-// maxKeyLength: a Kubernetes UID is a 36-character UUID; a longer value is not a pod's (series keys are 8 bytes).
-const maxKeyLength = 64
+// maxUIDLength: a Kubernetes UID is a 36-character UUID; a longer value is not a pod's.
+const maxUIDLength = 64
 
 func newBudget(max int, window time.Duration, now func() time.Time) *budget {
-	return &budget{max: max, window: window, now: now, nodes: map[string]*seen{}, lastSweep: now()}
+	return &budget{max: max, window: int64(window), now: now, nodes: map[string]*seen{}, lastSweep: now().UnixNano()}
 }
 
 // admit reports whether key may be written for node now, and records it as seen.
-func (b *budget) admit(node, key string) bool {
-	if len(key) > maxKeyLength {
-		return false
-	}
+func (b *budget) admit(node string, key uint64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
-	if now.Sub(b.lastSweep) >= b.window {
+	now := b.now().UnixNano()
+	if now-b.lastSweep >= b.window {
 		b.sweep(now)
 	}
 	s := b.nodes[node]
 	if s == nil {
-		s = &seen{keys: map[string]time.Time{}, oldest: now}
+		s = &seen{keys: map[uint64]int64{}, oldest: now}
 		b.nodes[strings.Clone(node)] = s
 	}
 	if _, known := s.keys[key]; known {
@@ -414,7 +407,7 @@ func (b *budget) admit(node, key string) bool {
 		return true
 	}
 	if len(s.keys) >= b.max {
-		if now.Sub(s.oldest) < b.window {
+		if now-s.oldest < b.window {
 			return false
 		}
 		s.expire(now, b.window)
@@ -422,12 +415,12 @@ func (b *budget) admit(node, key string) bool {
 			return false
 		}
 	}
-	s.keys[strings.Clone(key)] = now
+	s.keys[key] = now
 	return true
 }
 
 // sweep forgets every key not seen within the window, and nodes left without keys.
-func (b *budget) sweep(now time.Time) {
+func (b *budget) sweep(now int64) {
 	for node, s := range b.nodes {
 		if s.expire(now, b.window); len(s.keys) == 0 {
 			delete(b.nodes, node)
@@ -436,12 +429,12 @@ func (b *budget) sweep(now time.Time) {
 	b.lastSweep = now
 }
 
-func (s *seen) expire(now time.Time, window time.Duration) {
+func (s *seen) expire(now, window int64) {
 	s.oldest = now
 	for key, at := range s.keys {
-		if now.Sub(at) >= window {
+		if now-at >= window {
 			delete(s.keys, key)
-		} else if at.Before(s.oldest) {
+		} else if at < s.oldest {
 			s.oldest = at
 		}
 	}

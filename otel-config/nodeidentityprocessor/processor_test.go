@@ -3,6 +3,7 @@ package nodeidentityprocessor
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -304,12 +305,12 @@ func TestFreeInfoValuesAreBoundedByLengthAndSeries(t *testing.T) {
 
 func TestAFullBudgetRefusesWithoutScanningItsEntries(t *testing.T) {
 	b := newBudget(100_000, time.Minute, (&clock{t: time.Unix(0, 0)}).now)
-	for i := 0; i < 100_000; i++ {
-		b.admit("n", fmt.Sprint(i))
+	for i := uint64(0); i < 100_000; i++ {
+		b.admit("n", i)
 	}
 	start := time.Now()
-	for i := 0; i < 100_000; i++ {
-		if b.admit("n", fmt.Sprint("new-", i)) {
+	for i := uint64(0); i < 100_000; i++ {
+		if b.admit("n", 100_000+i) {
 			t.Fatal("admitted beyond the budget")
 		}
 	}
@@ -317,4 +318,26 @@ func TestAFullBudgetRefusesWithoutScanningItsEntries(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("100,000 refusals took %s", d)
 	}
+}
+
+func TestABudgetHoldsAFewDozenBytesPerKey(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b := newBudget(2048, time.Minute, (&clock{t: time.Unix(0, 0)}).now)
+	// 1,000 nodes of 594 series each: a 110-pod node of NeonVMs (docs/deployment.md).
+	for n := 0; n < 1000; n++ {
+		node := fmt.Sprint("node-", n)
+		for k := uint64(0); k < 594; k++ {
+			b.admit(node, k)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perKey := float64(after.HeapAlloc-before.HeapAlloc) / 594_000
+	t.Logf("%.1f bytes per key", perKey)
+	if perKey > 40 {
+		t.Fatalf("%.1f bytes per key", perKey)
+	}
+	runtime.KeepAlive(b)
 }
