@@ -33,7 +33,10 @@ import pytest
 import yaml
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
 from testkit.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from testkit.otlp_receiver import points_of
 from testkit.http import http_get, request as http_request
 from testkit.trust import POD, Pusher, collector_env, remote_write_prometheus
 from testkit.waiting import wait_until
@@ -334,6 +337,61 @@ def _token_push_b(cluster, otelcol: Collector) -> int:
     """One ordinary push of node-b's agent."""
     return Pusher(_token(cluster, "node-b"), otelcol.ca_file).post(
         otelcol.otlp_http_metrics_url, otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", [(POD, 1.0)])]))
+
+
+def _agents_largest_push(receiver, pods: int) -> bytes:
+    """The agent's own export (in-process, to ``receiver``) for the largest honest node within the pod budget: every
+    pod a NeonVM runner in a migration (source or target) with local storage (blocking its node's removal), with the
+    longest names Kubernetes allows (a 253-character pod name, 63-character namespace and VM name)."""
+    from agent.config import from_sources
+    from agent.decode.reader import POD as POD_READER
+    from agent.pipeline.events import PodsListed
+    from agent.run.agent import Agent
+    from testkit.factory import vm_pod
+
+    node = "n" * 63
+    agent = Agent(from_sources({"node_name": node, "replay": "sample", "exporter": "otlp", "export_interval": 3600,
+                                "debug_address": "off", "procfs": "off"},
+                               {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}))
+    records = []
+    for i in range(pods):
+        p = vm_pod(f"p{i}-".ljust(253, "x"), f"vm{i}-".ljust(63, "v"), "4", "16Gi",
+                   role="source" if i % 2 else "target", namespace="ns-".ljust(63, "n"), node=node)
+        p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        p["metadata"]["uid"] = f"{i:08d}-0000-4000-8000-000000000000"
+        records.append(POD_READER.record(p))
+    agent.handler.handle(PodsListed(pods=tuple(records)))
+    agent.telemetry.flush()
+    agent.telemetry.shutdown(final_export=False)
+    with receiver.cond:
+        return receiver.requests[-1][1].SerializeToString()
+
+
+def _items(message) -> int:
+    """The nested messages of an OTLP request: what admission's max_items_per_request counts (a close superset:
+    an exponential histogram's bucket messages too)."""
+    return sum(1 + _items(v) for field, value in message.ListFields() if field.message_type is not None
+               for v in (value if field.is_repeated else [value]))
+
+
+def test_the_largest_honest_push_is_admitted_whole_within_every_bound(chain, http_receiver):
+    """Issue 38: the bounds are set from what an honest agent sends at the largest node within the pod budget; that
+    push is admitted, and every pod's series written, with room under each bound."""
+    otelcol, prom, token = chain
+    body = _agents_largest_push(http_receiver, BUDGET)
+    request = ExportMetricsServiceRequest.FromString(body)
+    points = points_of(request)
+    per_pod = [p for p in points if "k8s.pod.uid" in p.attributes]
+    items = _items(request)
+    print(f"largest honest push ({BUDGET} pods): {len(body):,} bytes ({len(gzip.compress(body)):,} gzipped), "
+          f"{len(points):,} points ({len(per_pod):,} per pod), {items:,} items; limits {MAX_BODY:,} bytes, "
+          f"{MAX_ITEMS:,} items, {SERIES_BUDGET:,} series")
+    assert len(body) * 3 < MAX_BODY and items * 2.5 < MAX_ITEMS and len(points) * 1.5 < SERIES_BUDGET
+    assert _post(otelcol.otlp_http_metrics_url, token, gzip.compress(body), True, otelcol.ca_file) == 200
+    count = 'count({k8s_node_name="node-a", k8s_pod_uid!=""})'
+    assert wait_until(lambda: (rows := prom.query(count)) and float(rows[0]["value"][1]) == len(per_pod), timeout=20,
+                      message="every pod's series written")
+    assert _dropped(otelcol) == {} and _refused(otelcol) == {}
 
 
 def test_a_node_writes_at_most_its_pod_budget(chain):
