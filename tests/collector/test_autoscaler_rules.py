@@ -227,7 +227,8 @@ def test_pushes_the_admission_check_refuses_alert_by_node_and_reason_or_as_forei
     tests/collector/test_collector_write_path.py reads them off the real Collector). An agent token's pushes refused
     for 10 min alert naming the node and reason; "busy" (capacity, not the sender) does not; foreign tokens alert
     on their own."""
-    counter = 'otelcol_admission_refused_requests{{instance="collector-0:8888",job="otel-collector",node="{}",reason="{}"}}'
+    counter = ('otelcol_admission_refused_requests{{instance="collector-0:8888",job="otel-collector",'
+               'node="{}",reason="{}"}}')
     tests = [{
         "interval": STEP,
         "input_series": [

@@ -179,7 +179,8 @@ def test_thirty_parallel_pushes_over_the_limits_are_refused_unread_and_memory_bo
         bombs = list(pool.map(lambda _: _post(url, token, bomb, True, ca), range(30)))
         overs = list(pool.map(lambda i: _post(url, token, over_gz if i % 2 else over, i % 2 == 1, ca), range(30)))
         peak_refused = _memory_kib(otelcol.pid)["VmHWM"]
-        largest_codes = list(pool.map(lambda i: _post(url, token, largest_gz if i % 2 else largest, i % 2 == 1, ca), range(30)))
+        largest_codes = list(pool.map(lambda i: _post(url, token, largest_gz if i % 2 else largest, i % 2 == 1, ca),
+                                      range(30)))
     after = _memory_kib(otelcol.pid)
     print(f"statuses: bombs {sorted(set(bombs))}, over the limit {sorted(set(overs))}, "
           f"largest {sorted((c, largest_codes.count(c)) for c in set(largest_codes))}")
@@ -309,11 +310,13 @@ def test_one_uid_under_thousands_of_names_and_free_info_values_are_bounded_per_n
     # attribute with its value; each metric: itself and its gauge; resource and scope: 4).
     per_push = (MAX_ITEMS - 4 - 3 * 2 - 7 * 1001) // 9
     start = time.monotonic()
-    for k in range(10):
-        uidless = [({k: v for k, v in POD.items() if k != "k8s.pod.uid"} | {"k8s.pod.name": f"nouid-{k}"}, 1.0)]
-        status = pusher.post(url, otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", names(per_push, k * per_push)),
-                                                    gauge("node_requests_agent_kubernetes_info", "1", info(1000, k * 1000)),
-                                                    gauge("pod_or_vm_mem_requests", "By", uidless)]), timeout=30)
+    for push in range(10):
+        without_uid = {key: v for key, v in POD.items() if key != "k8s.pod.uid"}
+        uidless = [(without_uid | {"k8s.pod.name": f"nouid-{push}"}, 1.0)]
+        request = otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", names(per_push, push * per_push)),
+                                    gauge("node_requests_agent_kubernetes_info", "1", info(1000, push * 1000)),
+                                    gauge("pod_or_vm_mem_requests", "By", uidless)])
+        status = pusher.post(url, request, timeout=30)
         assert status == 200, status
     elapsed = time.monotonic() - start
     assert _token_push_b(trust_cluster, otelcol) == 200
