@@ -128,6 +128,7 @@ def pull_variant_config(directory: Path) -> Path:
     Those tests' agents watch a fake API server, so they hold no ServiceAccount token: the receivers'
     oidc authenticator and the nodeidentity processor (which needs the verified token) are left out,
     and the pipeline ends in the pull variant's prometheus exporter (with batch) as docs/deployment.md describes.
+    The admission middleware goes too: it refuses every push whose token is not the agent's before anything else.
     Everything else (memory_limiter, the exporters' settings) is the shipped file's; without the token the
     receiver's TLS is left out too. The token path, its TLS and the remote-write pipeline run unmodified in
     tests/collector/test_collector_trust.py and its neighbours, and on the real node (tests/node/).
@@ -137,9 +138,11 @@ def pull_variant_config(directory: Path) -> Path:
     for protocol in config["receivers"]["otlp"]["protocols"].values():
         protocol.pop("auth", None)
         protocol.pop("tls", None)  # no token to protect: these tests' senders push in clear
+        protocol.pop("middlewares", None)
     config["extensions"].pop("oidc")
+    config["extensions"].pop("admission")
     config["processors"].pop("nodeidentity")
-    config["service"]["extensions"] = [e for e in config["service"]["extensions"] if e != "oidc"]
+    config["service"]["extensions"] = [e for e in config["service"]["extensions"] if e not in ("oidc", "admission")]
     config["service"]["pipelines"]["metrics"].update(processors=["memory_limiter", "batch"], exporters=["prometheus"])
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "collector-pull-variant.yaml"

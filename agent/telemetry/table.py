@@ -65,10 +65,17 @@ def _histogram(get: Callable[[StatsSnapshot], HistogramSnapshot | None]) -> Call
     return lambda r: get(r.stats)
 
 
+#: The info point's ``server_version`` is the API server's gitVersion cut to this length: a release and a vendor's
+#: build suffix fit ("v1.37.2-gke.1500000"); the Collector drops points with longer values and bounds each node's
+#: series, so a longer answer would cost the node its info point (rules and source come from fixed sets).
+SERVER_VERSION_LENGTH = 64
+
+
 def _kubernetes(r: Readings) -> Points:
     """One info point: the API server's version (``unknown`` until read, or when set by flag) and the rules in force."""
     k = r.node.kubernetes
-    return [({"server_version": k.server_version or "unknown", "rules": k.rules.name, "source": k.source}, 1)]
+    version = (k.server_version or "unknown")[:SERVER_VERSION_LENGTH]
+    return [({"server_version": version, "rules": k.rules.name, "source": k.source}, 1)]
 
 
 RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (

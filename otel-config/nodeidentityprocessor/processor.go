@@ -12,9 +12,14 @@
 //   - drops every metric whose name is not in the allow-list or that arrives with another type
 //     than the one declared for it (a gauge sent as a histogram or summary would create
 //     _bucket/_sum/quantile series), and every point attribute not allowed for that metric;
+//   - drops a point of a per-pod metric (one whose allowed keys include k8s.pod.uid) that carries no
+//     uid, and a point with an attribute value longer than max_label_value_length;
 //   - keeps a per-node pod budget: at most max_pods_per_node distinct k8s.pod.uid values per node
 //     within pod_window; points of further pods are dropped (a compromised agent cannot create
-//     series for more pods than a node can run).
+//     series for more pods than a node can run);
+//   - keeps a per-node series budget: at most max_series_per_node distinct series (metric name and
+//     attribute values: uids x names x label values) per node within pod_window; points of further
+//     series are dropped (one uid with thousands of pod names, free info values).
 //
 // Every dropped point is counted in otelcol_nodeidentity_dropped_points{reason,node}.
 //
@@ -27,11 +32,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -42,6 +48,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"nra.local/nodeidentityprocessor/internal/subject"
 )
 
 const typeStr = "nodeidentity"
@@ -51,9 +59,12 @@ const typeStr = "nodeidentity"
 const (
 	DefaultMaxPodsPerNode = 220
 	DefaultPodWindow      = time.Minute
-	// maxUIDLength: a Kubernetes UID is a 36-character UUID; a longer value is not a pod's.
-	maxUIDLength = 64
-	uidKey       = "k8s.pod.uid"
+	// DefaultMaxSeriesPerNode: the series of DefaultMaxPodsPerNode pods, each a VM during a migration
+	// and blocking (7 per-pod series), and the node's own (under 150), with room (docs/deployment.md).
+	DefaultMaxSeriesPerNode = 2048
+	// DefaultMaxLabelValueLength: the longest value Kubernetes writes into one (a pod name, 253).
+	DefaultMaxLabelValueLength = 253
+	uidKey                     = "k8s.pod.uid"
 )
 
 // Metric types as the configuration names them (the OTLP data kinds the agent sends).
@@ -74,6 +85,10 @@ type Config struct {
 	// MaxPodsPerNode bounds the distinct k8s.pod.uid values one node's pushes may carry within PodWindow.
 	MaxPodsPerNode int           `mapstructure:"max_pods_per_node"`
 	PodWindow      time.Duration `mapstructure:"pod_window"`
+	// MaxSeriesPerNode bounds the distinct series (name and attribute values) one node's pushes may carry within PodWindow.
+	MaxSeriesPerNode int `mapstructure:"max_series_per_node"`
+	// MaxLabelValueLength bounds each attribute value a point keeps; a point with a longer one is dropped.
+	MaxLabelValueLength int `mapstructure:"max_label_value_length"`
 }
 
 // Validate is called by the Collector when it loads the configuration.
@@ -106,6 +121,12 @@ func (c *Config) Validate() error {
 	if c.PodWindow <= 0 {
 		return errors.New("pod_window must be positive")
 	}
+	if c.MaxSeriesPerNode < 1 {
+		return errors.New("max_series_per_node must be at least 1")
+	}
+	if c.MaxLabelValueLength < 1 {
+		return errors.New("max_label_value_length must be at least 1")
+	}
 	return nil
 }
 
@@ -121,20 +142,24 @@ func containsString(list []string, s string) bool {
 // NewFactory is what the builder's components.go registers.
 func NewFactory() processor.Factory {
 	return processor.NewFactory(component.MustNewType(typeStr), func() component.Config {
-		return &Config{ServiceName: "node-requests-agent", MaxPodsPerNode: DefaultMaxPodsPerNode, PodWindow: DefaultPodWindow}
+		return &Config{ServiceName: "node-requests-agent", MaxPodsPerNode: DefaultMaxPodsPerNode, PodWindow: DefaultPodWindow,
+			MaxSeriesPerNode: DefaultMaxSeriesPerNode, MaxLabelValueLength: DefaultMaxLabelValueLength}
 	}, processor.WithMetrics(createMetrics, component.StabilityLevelDevelopment))
 }
 
 // allowance is what the configuration admits for one metric name.
 type allowance struct {
-	typ  pmetric.MetricType
-	keys map[string]struct{}
+	typ    pmetric.MetricType
+	keys   map[string]struct{}
+	perPod bool // its keys include k8s.pod.uid: every point must carry one
 }
 
 type identity struct {
 	cfg     *Config
 	allowed map[string]allowance
-	budget  *podBudget
+	budget  *budget // pods: node -> k8s.pod.uid
+	series  *budget // node -> series key
+	seed    maphash.Seed
 	dropped metric.Int64Counter
 }
 
@@ -152,44 +177,29 @@ func newIdentity(c *Config, meter metric.Meter, now func() time.Time) (*identity
 	for t, name := range typeNames {
 		byName[name] = t
 	}
-	p := &identity{cfg: c, allowed: map[string]allowance{}, budget: newPodBudget(c.MaxPodsPerNode, c.PodWindow, now)}
+	p := &identity{cfg: c, allowed: map[string]allowance{}, budget: newBudget(c.MaxPodsPerNode, c.PodWindow, now),
+		series: newBudget(c.MaxSeriesPerNode, c.PodWindow, now), seed: maphash.MakeSeed()}
 	for typ, names := range c.Metrics {
 		for name, keys := range names {
 			set := make(map[string]struct{}, len(keys))
 			for _, k := range keys {
 				set[k] = struct{}{}
 			}
-			p.allowed[name] = allowance{typ: byName[typ], keys: set}
+			p.allowed[name] = allowance{typ: byName[typ], keys: set, perPod: slices.Contains(keys, uidKey)}
 		}
 	}
 	var err error
 	p.dropped, err = meter.Int64Counter("otelcol_nodeidentity_dropped_points",
 		metric.WithDescription("Points the nodeidentity processor dropped: reason pod_budget (a pod beyond the node's "+
-			"budget) or wrong_type (an allowed name sent with another type than declared)"),
+			"budget), series_budget (a series beyond it), missing_uid (a per-pod metric without k8s.pod.uid), "+
+			"label_too_long (an attribute value over max_label_value_length) or wrong_type (an allowed name sent "+
+			"with another type than declared)"),
 		metric.WithUnit("{point}"))
 	return p, err
 }
 
-// node is the node named by the verified token in the request's context, or an error saying why there is none.
-func (p *identity) node(ctx context.Context) (string, error) {
-	auth := client.FromContext(ctx).Auth
-	if auth == nil {
-		return "", errors.New("no verified token (is the receiver's oidc authenticator configured?)")
-	}
-	if subject, _ := auth.GetAttribute("subject").(string); subject != p.cfg.ServiceAccount {
-		return "", fmt.Errorf("token subject %q is not the agent's ServiceAccount", subject)
-	}
-	claim, _ := auth.GetAttribute("claims.kubernetes.io").(map[string]any)
-	node, _ := claim["node"].(map[string]any)
-	name, _ := node["name"].(string)
-	if name == "" {
-		return "", errors.New("token names no node (not a pod-bound token of a scheduled pod)")
-	}
-	return name, nil
-}
-
 func (p *identity) process(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
-	node, err := p.node(ctx)
+	node, err := subject.Node(ctx, p.cfg.ServiceAccount)
 	if err != nil {
 		// PermissionDenied: the OTLP receiver answers HTTP 403 (gRPC PERMISSION_DENIED), not retryable.
 		return md, status.Error(codes.PermissionDenied, err.Error())
@@ -229,7 +239,7 @@ func (p *identity) process(ctx context.Context, md pmetric.Metrics) (pmetric.Met
 				forEachPointAttributes(m, func(a pcommon.Map) {
 					a.RemoveIf(func(k string, _ pcommon.Value) bool { _, keep := allowed.keys[k]; return !keep })
 				})
-				drops["pod_budget"] += int64(p.removePointsBeyondBudget(node, m))
+				p.removeRefusedPoints(node, m, allowed, drops)
 				return pointCount(m) == 0
 			})
 		}
@@ -283,19 +293,16 @@ func pointCount(m pmetric.Metric) int {
 	return 0
 }
 
-// removePointsBeyondBudget drops the points of m whose pod the node's budget does not admit; it returns how many.
-func (p *identity) removePointsBeyondBudget(node string, m pmetric.Metric) int {
-	removed := 0
+// removeRefusedPoints drops the points of m that the node may not write, counting each in drops by reason:
+// a per-pod point without a uid, an attribute value too long, a pod beyond the pod budget, a series beyond
+// the series budget. The checks run in that order, so a point refused by one takes no place in the next.
+func (p *identity) removeRefusedPoints(node string, m pmetric.Metric, allowed allowance, drops map[string]int64) {
 	refuse := func(a pcommon.Map) bool {
-		uid, ok := a.Get(uidKey)
-		if !ok {
-			return false
+		reason := p.refusal(node, m.Name(), allowed, a)
+		if reason != "" {
+			drops[reason]++
 		}
-		if !p.budget.admit(node, uid.AsString()) {
-			removed++
-			return true
-		}
-		return false
+		return reason != ""
 	}
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
@@ -311,69 +318,124 @@ func (p *identity) removePointsBeyondBudget(node string, m pmetric.Metric) int {
 	case pmetric.MetricTypeSummary:
 		m.Summary().DataPoints().RemoveIf(func(dp pmetric.SummaryDataPoint) bool { return refuse(dp.Attributes()) })
 	}
-	return removed
 }
 
-// podBudget remembers, per node, the pods (k8s.pod.uid) seen within the window: at most max per node.
-// A pod not seen for a window frees its place. Memory: nodes x max entries of at most maxUIDLength
-// bytes; nodes come from verified tokens only, and a node not heard from for a window is forgotten.
-type podBudget struct {
+// refusal is why a point with attributes a (already reduced to the allowed keys) may not be written, or "".
+func (p *identity) refusal(node, name string, allowed allowance, a pcommon.Map) string {
+	tooLong := false
+	a.Range(func(_ string, v pcommon.Value) bool {
+		tooLong = len(v.AsString()) > p.cfg.MaxLabelValueLength
+		return !tooLong
+	})
+	if tooLong {
+		return "label_too_long"
+	}
+	uid, ok := a.Get(uidKey)
+	if allowed.perPod && (!ok || uid.AsString() == "") {
+		return "missing_uid"
+	}
+	if ok && (len(uid.AsString()) > maxUIDLength || !p.budget.admit(node, maphash.String(p.seed, uid.AsString()))) {
+		return "pod_budget"
+	}
+	if !p.series.admit(node, p.seriesKey(name, a)) {
+		return "series_budget"
+	}
+	return ""
+}
+
+// seriesKey is a 64-bit hash of the metric name and the sorted attribute keys and values: what makes a
+// series in Prometheus (the resource's labels are the node's, the same for every point of a push).
+func (p *identity) seriesKey(name string, a pcommon.Map) uint64 {
+	keys := make([]string, 0, a.Len())
+	a.Range(func(k string, _ pcommon.Value) bool { keys = append(keys, k); return true })
+	slices.Sort(keys)
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(name)
+	for _, k := range keys {
+		v, _ := a.Get(k)
+		h.WriteByte(0)
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(v.AsString())
+	}
+	return h.Sum64()
+}
+
+// budget remembers, per node, the keys (64-bit hashes of pod uids, or of series) seen within the window: at
+// most max per node. A key not seen for a window frees its place. Memory: the hash and when it was last
+// seen, 16 bytes, about 31 with the map's own (TestABudgetHoldsAFewDozenBytesPerKey); nodes come from
+// verified tokens only, and a node not heard from for a window is forgotten. A key beyond a full budget is refused in constant time: the node's keys are scanned for
+// expired ones only when the oldest of them may have expired.
+type budget struct {
 	mu        sync.Mutex
 	max       int
-	window    time.Duration
+	window    int64 // nanoseconds
 	now       func() time.Time
-	nodes     map[string]map[string]time.Time
-	lastSweep time.Time
+	nodes     map[string]*seen
+	lastSweep int64
 }
 
-func newPodBudget(max int, window time.Duration, now func() time.Time) *podBudget {
-	return &podBudget{max: max, window: window, now: now, nodes: map[string]map[string]time.Time{}, lastSweep: now()}
+// seen is one node's keys with when each was last seen (Unix nanoseconds), and a time no later than the oldest.
+type seen struct {
+	keys   map[uint64]int64
+	oldest int64
 }
 
-// admit reports whether uid may be written for node now, and records it as seen.
-func (b *podBudget) admit(node, uid string) bool {
-	if len(uid) > maxUIDLength {
-		return false
-	}
+// maxUIDLength: a Kubernetes UID is a 36-character UUID; a longer value is not a pod's.
+const maxUIDLength = 64
+
+func newBudget(max int, window time.Duration, now func() time.Time) *budget {
+	return &budget{max: max, window: int64(window), now: now, nodes: map[string]*seen{}, lastSweep: now().UnixNano()}
+}
+
+// admit reports whether key may be written for node now, and records it as seen.
+func (b *budget) admit(node string, key uint64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
-	if now.Sub(b.lastSweep) >= b.window {
+	now := b.now().UnixNano()
+	if now-b.lastSweep >= b.window {
 		b.sweep(now)
 	}
-	pods := b.nodes[node]
-	if pods == nil {
-		pods = map[string]time.Time{}
-		b.nodes[strings.Clone(node)] = pods
+	s := b.nodes[node]
+	if s == nil {
+		s = &seen{keys: map[uint64]int64{}, oldest: now}
+		b.nodes[strings.Clone(node)] = s
 	}
-	if _, known := pods[uid]; known {
-		pods[uid] = now
+	if _, known := s.keys[key]; known {
+		s.keys[key] = now
 		return true
 	}
-	if len(pods) >= b.max {
-		expire(pods, now, b.window)
-		if len(pods) >= b.max {
+	if len(s.keys) >= b.max {
+		if now-s.oldest < b.window {
+			return false
+		}
+		s.expire(now, b.window)
+		if len(s.keys) >= b.max {
 			return false
 		}
 	}
-	pods[strings.Clone(uid)] = now
+	s.keys[key] = now
 	return true
 }
 
-// sweep forgets every pod not seen within the window, and nodes left without pods.
-func (b *podBudget) sweep(now time.Time) {
-	for node, pods := range b.nodes {
-		if expire(pods, now, b.window); len(pods) == 0 {
+// sweep forgets every key not seen within the window, and nodes left without keys.
+func (b *budget) sweep(now int64) {
+	for node, s := range b.nodes {
+		if s.expire(now, b.window); len(s.keys) == 0 {
 			delete(b.nodes, node)
 		}
 	}
 	b.lastSweep = now
 }
 
-func expire(pods map[string]time.Time, now time.Time, window time.Duration) {
-	for uid, seen := range pods {
-		if now.Sub(seen) >= window {
-			delete(pods, uid)
+func (s *seen) expire(now, window int64) {
+	s.oldest = now
+	for key, at := range s.keys {
+		if now-at >= window {
+			delete(s.keys, key)
+		} else if at < s.oldest {
+			s.oldest = at
 		}
 	}
 }

@@ -3,47 +3,40 @@ package nodeidentityprocessor
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"nra.local/nodeidentityprocessor/internal/subjecttest"
 )
 
-const agentSA = "system:serviceaccount:node-requests-agent:node-requests-agent"
-
-// token is what the oidc authenticator puts in the request's context for a verified pod-bound token.
-type token map[string]any
-
-func (t token) GetAttribute(name string) any { return t[name] }
-func (t token) GetAttributeNames() []string {
-	names := make([]string, 0, len(t))
-	for k := range t {
-		names = append(names, k)
-	}
-	return names
-}
+const agentSA = subjecttest.AgentSA
 
 func nodeContext(node string) context.Context {
-	return client.NewContext(context.Background(), client.Info{Auth: token{
-		"subject":             agentSA,
-		"claims.kubernetes.io": map[string]any{"node": map[string]any{"name": node}},
-	}})
+	return subjecttest.Context(context.Background(), subjecttest.Agent(node))
 }
 
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newTestIdentity(t *testing.T, maxPods int) (*identity, *clock, *sdkmetric.ManualReader) {
+func newTestIdentity(t *testing.T, maxPods int, options ...func(*Config)) (*identity, *clock, *sdkmetric.ManualReader) {
 	t.Helper()
 	cfg := &Config{ServiceAccount: agentSA, ServiceName: "node-requests-agent", MaxPodsPerNode: maxPods,
-		PodWindow: time.Minute, Metrics: map[string]map[string][]string{
-			"gauge":     {"pod_or_vm_cpu_requests": {"k8s.pod.uid", "k8s.pod.name"}},
+		PodWindow: time.Minute, MaxSeriesPerNode: 10_000, MaxLabelValueLength: DefaultMaxLabelValueLength,
+		Metrics: map[string]map[string][]string{
+			"gauge": {"pod_or_vm_cpu_requests": {"k8s.pod.uid", "k8s.pod.name"},
+				"node_requests_agent_kubernetes_info": {"server_version", "rules", "source"}},
 			"histogram": {"node_requests_agent_export_duration_seconds": {}},
 		}}
+	for _, option := range options {
+		option(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,19 +49,39 @@ func newTestIdentity(t *testing.T, maxPods int) (*identity, *clock, *sdkmetric.M
 	return p, c, reader
 }
 
-// pods is one push of pod_or_vm_cpu_requests for the given pod uids.
-func pods(uids ...string) pmetric.Metrics {
+// push is one push of pod_or_vm_cpu_requests, a point per (uid, pod name) pair; an empty uid is left out.
+func push(pairs ...[2]string) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("pod_or_vm_cpu_requests")
 	dps := m.SetEmptyGauge().DataPoints()
-	for _, uid := range uids {
+	for _, p := range pairs {
 		dp := dps.AppendEmpty()
-		dp.Attributes().PutStr("k8s.pod.uid", uid)
-		dp.Attributes().PutStr("k8s.pod.name", "p-"+uid)
+		if p[0] != "" {
+			dp.Attributes().PutStr("k8s.pod.uid", p[0])
+		}
+		dp.Attributes().PutStr("k8s.pod.name", p[1])
 		dp.SetDoubleValue(0.5)
 	}
 	return md
+}
+
+// pods is one push for the given pod uids, each under its own name.
+func pods(uids ...string) pmetric.Metrics {
+	pairs := make([][2]string, len(uids))
+	for i, uid := range uids {
+		pairs[i] = [2]string{uid, "p-" + uid}
+	}
+	return push(pairs...)
+}
+
+// named is one push for one uid under many pod names (or none: uid "").
+func named(uid string, names ...string) pmetric.Metrics {
+	pairs := make([][2]string, len(names))
+	for i, name := range names {
+		pairs[i] = [2]string{uid, name}
+	}
+	return push(pairs...)
 }
 
 func uids(md pmetric.Metrics) []string {
@@ -92,27 +105,9 @@ func numbered(prefix string, n int) []string {
 	return out
 }
 
-// dropped is otelcol_nodeidentity_dropped_points by (reason, node).
+// dropped is otelcol_nodeidentity_dropped_points by "reason/node".
 func dropped(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "otelcol_nodeidentity_dropped_points" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				reason, _ := dp.Attributes.Value("reason")
-				node, _ := dp.Attributes.Value("node")
-				out[reason.AsString()+"/"+node.AsString()] += dp.Value
-			}
-		}
-	}
-	return out
+	return subjecttest.Counts(t, reader, "otelcol_nodeidentity_dropped_points")
 }
 
 func TestPodsBeyondTheNodesBudgetAreDroppedAndCounted(t *testing.T) {
@@ -198,7 +193,8 @@ func TestAnAllowedNameWithAnotherTypeIsDropped(t *testing.T) {
 
 func TestConfigRefusesUnknownTypesAndNamesDeclaredTwice(t *testing.T) {
 	base := func(m map[string]map[string][]string) *Config {
-		return &Config{ServiceAccount: agentSA, Metrics: m, MaxPodsPerNode: 1, PodWindow: time.Second}
+		return &Config{ServiceAccount: agentSA, Metrics: m, MaxPodsPerNode: 1, PodWindow: time.Second,
+			MaxSeriesPerNode: 1, MaxLabelValueLength: 1}
 	}
 	if err := base(map[string]map[string][]string{"gauges": {"a": nil}}).Validate(); err == nil {
 		t.Fatal("unknown type accepted")
@@ -207,9 +203,16 @@ func TestConfigRefusesUnknownTypesAndNamesDeclaredTwice(t *testing.T) {
 		t.Fatal("a name declared with two types accepted")
 	}
 	c := base(map[string]map[string][]string{"gauge": {"a": nil}})
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a valid config refused: %v", err)
+	}
 	c.MaxPodsPerNode = 0
 	if c.Validate() == nil {
 		t.Fatal("max_pods_per_node 0 accepted")
+	}
+	c.MaxPodsPerNode, c.MaxSeriesPerNode = 1, 0
+	if c.Validate() == nil {
+		t.Fatal("max_series_per_node 0 accepted")
 	}
 }
 
@@ -218,4 +221,123 @@ func TestDefaultBudgetIsTheKubeletsMaxPodsPlusAsManyEnded(t *testing.T) {
 	if cfg.MaxPodsPerNode != 2*110 || cfg.PodWindow != time.Minute {
 		t.Fatalf("defaults %d %s", cfg.MaxPodsPerNode, cfg.PodWindow)
 	}
+}
+
+func pointCountOf(md pmetric.Metrics) int {
+	n := 0
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		sms := md.ResourceMetrics().At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			for k := 0; k < sms.At(j).Metrics().Len(); k++ {
+				n += pointCount(sms.At(j).Metrics().At(k))
+			}
+		}
+	}
+	return n
+}
+
+func TestAPerPodPointWithoutAUIDIsDroppedAndCounted(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 10)
+	_, err := p.process(nodeContext("node-a"), named("", numbered("web", 5)...))
+	if err != processorhelper.ErrSkipProcessingData {
+		t.Fatalf("a push of only uid-less per-pod points was written (err %v)", err)
+	}
+	// An empty uid is no uid either; a node metric needs none.
+	md := named("", "web")
+	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("k8s.pod.uid", "")
+	info := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	info.SetName("node_requests_agent_kubernetes_info")
+	info.SetEmptyGauge().DataPoints().AppendEmpty().Attributes().PutStr("rules", "1.36")
+	out, _ := p.process(nodeContext("node-a"), md)
+	if got := pointCountOf(out); got != 1 {
+		t.Fatalf("%d points kept, want the info point only", got)
+	}
+	if got := dropped(t, reader); got["missing_uid/node-a"] != 6 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want missing_uid/node-a 6", got)
+	}
+}
+
+func TestOneUIDWithManyNamesIsBoundedByTheSeriesBudget(t *testing.T) {
+	p, c, reader := newTestIdentity(t, 10, func(cfg *Config) { cfg.MaxSeriesPerNode = 100 })
+	out, _ := p.process(nodeContext("node-a"), named("one-uid", numbered("name", 20_000)...))
+	if got := pointCountOf(out); got != 100 {
+		t.Fatalf("%d series kept, want the budget's 100", got)
+	}
+	// Series already admitted stay admitted; a new one (another uid) finds no place within the window.
+	out, _ = p.process(nodeContext("node-a"), named("one-uid", numbered("name", 100)...))
+	if got := pointCountOf(out); got != 100 {
+		t.Fatalf("%d of the admitted series kept on the next push", got)
+	}
+	if _, err := p.process(nodeContext("node-a"), named("other-uid", "x")); err != processorhelper.ErrSkipProcessingData {
+		t.Fatalf("a series beyond the full budget was written (err %v)", err)
+	}
+	// Another node has its own budget; a window later the unseen series have freed their places.
+	if out, _ = p.process(nodeContext("node-b"), named("b-uid", "b")); pointCountOf(out) != 1 {
+		t.Fatal("node-b's series refused")
+	}
+	c.t = c.t.Add(61 * time.Second)
+	if out, _ = p.process(nodeContext("node-a"), named("other-uid", "x")); pointCountOf(out) != 1 {
+		t.Fatal("a series refused after the window")
+	}
+	if got := dropped(t, reader); got["series_budget/node-a"] != 19_900+1 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want series_budget/node-a 19901", got)
+	}
+}
+
+func TestFreeInfoValuesAreBoundedByLengthAndSeries(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 10, func(cfg *Config) { cfg.MaxSeriesPerNode = 5 })
+	md := pmetric.NewMetrics()
+	dps := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	dps.SetName("node_requests_agent_kubernetes_info")
+	points := dps.SetEmptyGauge().DataPoints()
+	points.AppendEmpty().Attributes().PutStr("server_version", strings.Repeat("v", DefaultMaxLabelValueLength+1))
+	for _, v := range numbered("v1.37.", 50) {
+		points.AppendEmpty().Attributes().PutStr("server_version", v)
+	}
+	out, _ := p.process(nodeContext("node-a"), md)
+	if got := pointCountOf(out); got != 5 {
+		t.Fatalf("%d info series kept, want 5", got)
+	}
+	if got := dropped(t, reader); got["label_too_long/node-a"] != 1 || got["series_budget/node-a"] != 45 {
+		t.Fatalf("dropped points counted %v", got)
+	}
+}
+
+func TestAFullBudgetRefusesWithoutScanningItsEntries(t *testing.T) {
+	b := newBudget(100_000, time.Minute, (&clock{t: time.Unix(0, 0)}).now)
+	for i := uint64(0); i < 100_000; i++ {
+		b.admit("n", i)
+	}
+	start := time.Now()
+	for i := uint64(0); i < 100_000; i++ {
+		if b.admit("n", 100_000+i) {
+			t.Fatal("admitted beyond the budget")
+		}
+	}
+	// A scan of the 100,000 entries per refusal would take minutes; constant-time refusals take milliseconds.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("100,000 refusals took %s", d)
+	}
+}
+
+func TestABudgetHoldsAFewDozenBytesPerKey(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b := newBudget(2048, time.Minute, (&clock{t: time.Unix(0, 0)}).now)
+	// 1,000 nodes of 594 series each: a 110-pod node of NeonVMs (docs/deployment.md).
+	for n := 0; n < 1000; n++ {
+		node := fmt.Sprint("node-", n)
+		for k := uint64(0); k < 594; k++ {
+			b.admit(node, k)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perKey := float64(after.HeapAlloc-before.HeapAlloc) / 594_000
+	t.Logf("%.1f bytes per key", perKey)
+	if perKey > 40 {
+		t.Fatalf("%.1f bytes per key", perKey)
+	}
+	runtime.KeepAlive(b)
 }

@@ -220,3 +220,33 @@ def test_a_pod_the_autoscaler_would_crash_on_fires_after_a_minute_and_resolves_w
     result = _run(tmp_path, tests)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
+
+
+def test_pushes_the_admission_check_refuses_alert_by_node_and_reason_or_as_foreign_tokens(tmp_path):
+    """Issue 38: refusals before a push is read are counted by reason and node (as
+    tests/collector/test_collector_write_path.py reads them off the real Collector). An agent token's pushes refused
+    for 10 min alert naming the node and reason; "busy" (capacity, not the sender) does not; foreign tokens alert
+    on their own."""
+    counter = ('otelcol_admission_refused_requests{{instance="collector-0:8888",job="otel-collector",'
+               'node="{}",reason="{}"}}')
+    tests = [{
+        "interval": STEP,
+        "input_series": [
+            {"series": counter.format("rogue-node", "items"), "values": f"0+4x{HOURS}"},
+            {"series": counter.format("busy-node", "busy"), "values": f"0+4x{HOURS}"},
+            {"series": counter.format("", "subject"), "values": f"0+1x{HOURS}"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "9m", "alertname": "OtelCollectorRefusingAgentPushes", "exp_alerts": []},
+            {"eval_time": "12m", "alertname": "OtelCollectorRefusingAgentPushes", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "node": "rogue-node", "reason": "items"},
+                "exp_annotations": {"summary": "The Collector refuses node rogue-node's pushes before reading them "
+                                               "(items): more than an honest agent sends"}}]},
+            {"eval_time": "12m", "alertname": "OtelCollectorRefusingForeignTokens", "exp_alerts": [{
+                "exp_labels": {"severity": "warning"},
+                "exp_annotations": {"summary": "The Collector receives pushes with tokens that are not the agent's: "
+                                               "is its NetworkPolicy enforced?"}}]},
+        ],
+    }]
+    result = _run(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -95,11 +95,17 @@ def test_a_flood_of_invented_names_and_attributes_creates_no_series(chain, agent
     assert _push(otelcol, token, {"k8s.node.name": "node-a"}, real) == 200
     wait_until(lambda: prom.query('pod_or_vm_mem_requests{k8s_pod_uid="uid-web"}'), timeout=20)
     before = series_count(prom, PUSHED)
-    invented_resource = {f"invented.resource.{i}": f"v{i}" for i in range(10_000)}
-    invented_points = {**POD, **{f"invented_{i}": f"v{i}" for i in range(10_000)}}
-    names = [gauge(f"pod_or_vm_cpu_requests_{i}", "{cpu}", [(POD, 1.0)]) for i in range(10_000)]
-    flood = [gauge("pod_or_vm_mem_requests", "By", [(invented_points, 2.0**30)]), *names]
-    assert _push(otelcol, token, {"k8s.node.name": "node-a", **invented_resource}, flood) == 200
+    def flood(n: int) -> tuple[dict, list]:
+        invented_resource = {f"invented.resource.{i}": f"v{i}" for i in range(n)}
+        invented_points = {**POD, **{f"invented_{i}": f"v{i}" for i in range(n)}}
+        names = [gauge(f"pod_or_vm_cpu_requests_{i}", "{cpu}", [(POD, 1.0)]) for i in range(2 * n)]
+        return ({"k8s.node.name": "node-a", **invented_resource},
+                [gauge("pod_or_vm_mem_requests", "By", [(invented_points, 2.0**30)]), *names])
+
+    # Ten thousand of each is more than an honest push's items (issue 38): refused before it is decoded.
+    assert _push(otelcol, token, *flood(10_000)) == 413
+    # Within the items it is read, and the allow-list keeps it out.
+    assert _push(otelcol, token, *flood(1_000)) == 200
     # Many pods' worth of one allowed metric with an invented uid each would be new series: that is what
     # the token bounds (one node), not the allow-list. Here only invented names and keys are sent.
     time.sleep(5)

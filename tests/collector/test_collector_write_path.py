@@ -1,12 +1,16 @@
-"""What a compromised agent can make the Collector hold and write (issue 29, item 4), on the real chain.
+"""What a sender can make the Collector hold and write (issue 29, item 4; issue 38, items 5-7), on the real chain.
 
 Tokens from the real API server (bound to agent pods on KWOK's Nodes), the shipped Collector config on the built
-Collector (oidc, admission, nodeidentity, remote write) and Prometheus 3 with its remote-write receiver: the sender
-holds a valid agent token for node-a, as a process that took over that agent would.
+Collector (oidc, admission, nodeidentity, remote write) with the Deployment's GOMEMLIMIT, and Prometheus 3 with its
+remote-write receiver: the sender holds a valid agent token for node-a, as a process that took over that agent would,
+or a tenant's token (a pod of another ServiceAccount, with the Collector's audience).
 
-- the flood: 30 parallel pushes that gunzip to 20 MiB (the limit before) and 30 parallel pushes at the shipped
-  maximum (4 MiB): the first refused before decoding, the Collector's peak memory bounded;
-- the pod budget: one push of 300 pods for node-a writes 220 (max_pods_per_node), the rest counted as dropped;
+- the flood: 30 parallel pushes that gunzip to 20 MiB, over the body limit, and the largest the limits admit;
+- decode before refuse (issue 38, 5): eight senders of 4 MiB (and just-under-limit) bodies of bare points, with a
+  tenant's token and with the agent's: refused before decoding, the Collector's peak memory bounded;
+- slow uploads (issue 38, 6): eight connections trickling a byte a second; another node's pushes still admitted;
+- the budgets: one push of 300 pods for node-a writes 220 (max_pods_per_node); one uid under thousands of pod names
+  and free info values (issue 38, 7) write at most max_series_per_node series; uid-less per-pod points none;
 - the declared types: an allowed gauge's name sent as a histogram or a summary creates no series.
 
 The Prometheus NetworkPolicy (the rogue writer straight to Prometheus) is checked as rendered in
@@ -17,8 +21,11 @@ from __future__ import annotations
 
 import gzip
 import re
+import socket
 import ssl
+import threading
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +33,10 @@ import pytest
 import yaml
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
 from testkit.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from testkit.otlp_receiver import points_of
 from testkit.http import http_get, request as http_request
 from testkit.trust import POD, Pusher, collector_env, remote_write_prometheus
 from testkit.waiting import wait_until
@@ -36,21 +46,31 @@ pytestmark = [pytest.mark.cluster, pytest.mark.collector]
 SHIPPED = yaml.safe_load(SHIPPED_CONFIG.read_text())
 MAX_BODY = SHIPPED["receivers"]["otlp"]["protocols"]["http"]["max_request_body_size"]
 BUDGET = int(re.search(r":-(\d+)\}", SHIPPED["processors"]["nodeidentity"]["max_pods_per_node"]).group(1))
+SERIES_BUDGET = int(re.search(r":-(\d+)\}", SHIPPED["processors"]["nodeidentity"]["max_series_per_node"]).group(1))
+MAX_ITEMS = SHIPPED["extensions"]["admission"]["max_items_per_request"]
 OLD_MAX_BODY = 20 * 2**20  # confighttp's default, what the shipped receiver took before
 DEPLOYMENT = next(d for d in yaml.safe_load_all((SHIPPED_CONFIG.parent / "collector-deployment.yaml").read_text())
                   if d["kind"] == "Deployment")
-MEMORY_LIMIT_MIB = int(DEPLOYMENT["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
-                       .removesuffix("Mi"))
+CONTAINER = DEPLOYMENT["spec"]["template"]["spec"]["containers"][0]
+MEMORY_LIMIT_MIB = int(CONTAINER["resources"]["limits"]["memory"].removesuffix("Mi"))
+#: The Go runtime's soft memory limit as the Deployment sets it (the Collector runs with it here too).
+GOMEMLIMIT = {e["name"]: e["value"] for e in CONTAINER["env"] if e["name"] == "GOMEMLIMIT"}
+
+
+def _token(cluster, node: str, service_account: str = "node-requests-agent", namespace: str = "node-requests-agent"):
+    """A Collector-audience token of a fresh pod on ``node``: the agent's, or a tenant's (another ServiceAccount)."""
+    pod = cluster.agent_pod(node, name=f"sender-{time.time_ns() % 10**12}", service_account=service_account,
+                            namespace=namespace)
+    return cluster.pod_token(pod)
 
 
 @pytest.fixture
 def chain(trust_cluster, tmp_path):
-    """A fresh Collector (its own pod budget) writing into a fresh Prometheus, and node-a's agent token."""
-    pod = trust_cluster.agent_pod("node-a", name=f"agent-write-{time.time_ns() % 10**9}")
+    """A fresh Collector (its own budgets) writing into a fresh Prometheus, and node-a's agent token."""
     with remote_write_prometheus(tmp_path / "prometheus") as prom, \
             Collector(tmp_path / "otelcol", SHIPPED_CONFIG,
-                      env=collector_env(trust_cluster, f"{prom.url}/api/v1/write")) as otelcol:
-        yield otelcol, prom, trust_cluster.pod_token(pod)
+                      env={**collector_env(trust_cluster, f"{prom.url}/api/v1/write"), **GOMEMLIMIT}) as otelcol:
+        yield otelcol, prom, _token(trust_cluster, "node-a")
 
 
 def _pods(n: int, prefix: str, name_length: int = 20) -> list[tuple[dict, float]]:
@@ -59,17 +79,41 @@ def _pods(n: int, prefix: str, name_length: int = 20) -> list[tuple[dict, float]
             for i in range(n)]
 
 
-def _body_of_size(size: int, prefix: str) -> bytes:
-    """A valid OTLP request of just under ``size`` bytes: pods of an allowed metric with the longest pod names
-    Kubernetes allows (253), as a push that fills the limit with what the processor must decode and inspect."""
-    def encoded(n: int) -> bytes:
-        return otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", _pods(n, prefix, 253))]).SerializeToString()
+def _long_pods(n: int, prefix: str) -> bytes:
+    """``n`` pods of an allowed metric with the longest pod names Kubernetes allows (253), as protobuf."""
+    return otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", _pods(n, prefix, 253))]).SerializeToString()
 
-    per_point = len(encoded(1000)) / 1000
+
+def _body_of_size(size: int, prefix: str) -> bytes:
+    """A valid OTLP request of just under ``size`` bytes: pods with the longest names, filling the body limit."""
+    per_point = len(_long_pods(1000, prefix)) / 1000
     n = int(size / per_point) + 50
-    while len(body := encoded(n)) > size:
+    while len(body := _long_pods(n, prefix)) > size:
         n -= max(1, int((len(body) - size) / per_point))
     return body
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _bare_points(size: int) -> bytes:
+    """An ExportMetricsServiceRequest of about ``size`` bytes: one allowed gauge of bare points (a value only, 11
+    bytes each on the wire, each a whole NumberDataPoint once decoded): the issue's decode-before-refuse body."""
+    point = _field(1, b"\x21" + bytes(8))  # Gauge.data_points: NumberDataPoint{as_double: 0}
+    gauge_body = point * ((size - 64) // len(point))
+    metric = _field(1, b"pod_or_vm_cpu_requests") + _field(5, gauge_body)
+    return _field(1, _field(2, _field(2, metric)))  # request.resource_metrics.scope_metrics.metrics
 
 
 def _post(url: str, token: str, body: bytes, gzipped: bool, ca_file: str | None) -> int:
@@ -89,29 +133,43 @@ def _memory_kib(pid: int) -> dict[str, int]:
     return {k: int(re.search(rf"^{k}:\s+(\d+) kB", status, re.M).group(1)) for k in ("VmRSS", "VmHWM")}
 
 
-def _dropped(otelcol: Collector) -> dict[str, float]:
-    """otelcol_nodeidentity_dropped_points by reason, from the Collector's own metrics."""
+def _dropped(otelcol: Collector, node: str = "node-a") -> dict[str, float]:
+    """otelcol_nodeidentity_dropped_points of ``node`` by reason, from the Collector's own metrics."""
     status, body = http_get(otelcol.telemetry_url)
     assert status == 200
     out: dict[str, float] = {}
     for line in body.decode().splitlines():
         if line.startswith("otelcol_nodeidentity_dropped_points{"):  # the name docs/deployment.md gives
             reason = re.search(r'reason="([^"]+)"', line).group(1)
-            assert 'node="node-a"' in line, line
+            if f'node="{node}"' not in line:
+                continue
             out[reason] = out.get(reason, 0) + float(line.rsplit(" ", 1)[1])
     return out
 
 
-def test_thirty_parallel_maximum_size_pushes_are_bounded(chain):
+def _refused(otelcol: Collector) -> dict[tuple[str, str], float]:
+    """otelcol_admission_refused_requests by (reason, node), from the Collector's own metrics."""
+    status, body = http_get(otelcol.telemetry_url)
+    assert status == 200
+    out: dict[tuple[str, str], float] = {}
+    for line in body.decode().splitlines():
+        if line.startswith("otelcol_admission_refused_requests{"):  # the name docs/metrics.md gives
+            key = (re.search(r'reason="([^"]*)"', line).group(1), re.search(r'node="([^"]*)"', line).group(1))
+            out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def test_thirty_parallel_pushes_over_the_limits_are_refused_unread_and_memory_bounded(chain):
     otelcol, prom, token = chain
     url = otelcol.otlp_http_metrics_url
-    # The decompression bomb: a gzip body of a few KiB that expands to the old limit (20 MiB).
+    # The decompression bomb: a gzip body of a few KiB that expands to confighttp's default limit (20 MiB).
     bomb = gzip.compress(_body_of_size(OLD_MAX_BODY, "bomb"), 9)
-    # Just over the limit, uncompressed and gzipped; and the largest push the limit admits.
+    # Just over the limit, uncompressed and gzipped; and the largest push the limits admit: as many pods with the
+    # longest names as max_items_per_request takes (each point: itself, 4 attributes and their values).
     over = _body_of_size(MAX_BODY + 64 * 1024, "over")
     over_gz = gzip.compress(over, 1)  # small on the wire, over the limit once gunzipped
     assert len(over) > MAX_BODY
-    largest = _body_of_size(MAX_BODY, "max")
+    largest = _long_pods((MAX_ITEMS - 6) // 9, "max")
     largest_gz = gzip.compress(largest, 6)
     print(f"bodies: bomb {len(bomb)} B gzipped -> {OLD_MAX_BODY} B; over {len(over)} B; largest {len(largest)} B "
           f"({len(largest_gz)} B gzipped); limit {MAX_BODY} B")
@@ -129,19 +187,214 @@ def test_thirty_parallel_maximum_size_pushes_are_bounded(chain):
     print(f"Collector memory: RSS before {before['VmRSS'] / 1024:.1f} MiB; peak after the 60 refused pushes "
           f"{peak_refused / 1024:.1f} MiB; peak after 30 parallel largest pushes {after['VmHWM'] / 1024:.1f} MiB, "
           f"RSS then {after['VmRSS'] / 1024:.1f} MiB (Deployment limit {MEMORY_LIMIT_MIB} MiB)")
-    # Over the limit, received or after gunzip: confighttp refuses them with 400 before decoding (429: no slot
-    # within max_wait, the body unread). None is accepted.
-    assert set(bombs) <= {400, 429} and 400 in bombs, bombs
-    assert set(overs) <= {400, 429, -1} and 400 in overs, overs
-    # The largest admitted push is written (200) or waits for one of the 8 slots; after max_wait it is refused
-    # unread: 429, or the connection closed under a sender still sending (-1). The agent retries both.
-    assert set(largest_codes) <= {200, 429, -1} and largest_codes.count(200) >= 8, largest_codes
-    # Bounded: at most 8 bodies of at most 4 MiB are read at once, so the peak stays within half the
-    # Deployment's memory limit (a 20 MiB bomb is never expanded past 4 MiB).
-    assert after["VmHWM"] < MEMORY_LIMIT_MIB * 1024 // 2, after
-    # The Collector still answers an ordinary push.
-    assert Pusher(token, otelcol.ca_file).post(
-        url, otlp_request({}, [gauge("pod_or_vm_mem_requests", "By", [(POD, 1.0)])])) == 200
+    # Over the limit, received or after gunzip: refused (413 by admission reading the body, 400 by confighttp)
+    # before decoding; 429: beyond node-a's share of slots, the body unread (-1: the connection closed under a sender
+    # still sending it). None is accepted.
+    assert set(bombs) <= {400, 413, 429, -1} and {400, 413} & set(bombs), bombs
+    assert set(overs) <= {400, 413, 429, -1} and {400, 413} & set(overs), overs
+    # The largest admitted push is written (200), or finds node-a's two slots taken: 429, or the connection closed
+    # under a sender still sending (-1). The agent retries both.
+    assert set(largest_codes) <= {200, 429, -1} and 200 in largest_codes, largest_codes
+    # Bounded: node-a has at most 2 bodies of at most 2 MiB read at once.
+    assert after["VmHWM"] < MEMORY_LIMIT_MIB * 1024 // 4, after
+    # The Collector still answers an ordinary push (once the handlers of pushes whose senders gave up, -1, have
+    # given node-a's slots back: the agent retries a 429 likewise).
+    ordinary = otlp_request({}, [gauge("pod_or_vm_mem_requests", "By", [(POD, 1.0)])])
+    wait_until(lambda: Pusher(token, otelcol.ca_file).post(url, ordinary) == 200, timeout=10,
+               message="an ordinary push written after the flood")
+
+
+@pytest.mark.parametrize("sender", ["tenant", "agent"])
+def test_eight_senders_of_bare_point_bodies_are_refused_before_decoding(chain, trust_cluster, sender):
+    """Issue 38, item 5. Before: the Collector peaked at 759 MiB (tenant's token) and 1,636 MiB (agent's) under
+    eight senders of 4 MiB bodies of ~381,000 bare points, against the 512 MiB limit."""
+    otelcol, prom, token = chain
+    if sender == "tenant":
+        token = _token(trust_cluster, "node-b", service_account="default", namespace="default")
+    url, ca = otelcol.otlp_http_metrics_url, otelcol.ca_file
+    four_mib, under_limit = _bare_points(4 * 2**20), _bare_points(MAX_BODY - 1024)
+    before = _memory_kib(otelcol.pid)
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda i: _post(url, token, four_mib if i % 2 else under_limit, False, ca), range(48)))
+    after = _memory_kib(otelcol.pid)
+    print(f"{sender}: statuses {sorted((c, codes.count(c)) for c in set(codes))}; Collector RSS before "
+          f"{before['VmRSS'] / 1024:.1f} MiB, peak {after['VmHWM'] / 1024:.1f} MiB (limit {MEMORY_LIMIT_MIB} MiB); "
+          f"refusals {_refused(otelcol)}")
+    if sender == "tenant":
+        # Refused on the token alone: no slot, no body read (-1: the connection closed under the sending body).
+        assert set(codes) <= {403, -1} and 403 in codes, codes
+        assert _refused(otelcol)[("subject", "")] >= codes.count(403)
+    else:
+        # Read (at most node-a's two at once) and counted on the wire: too many items, or over the body limit.
+        assert set(codes) <= {413, 429, -1} and 413 in codes, codes
+        refused = _refused(otelcol)
+        assert refused.get(("items", "node-a"), 0) >= 1 and refused.get(("body_size", "node-a"), 0) >= 1, refused
+    assert after["VmHWM"] < MEMORY_LIMIT_MIB * 1024 // 4, after
+    assert not prom.query('{k8s_node_name="node-a"}')
+
+
+def _trickle(url: str, token: str, ca_file: str, stop: threading.Event, answers: list[int]) -> None:
+    """One slow uploader: a push declaring a 1 MiB body, sent a byte a second; when answered or cut, again."""
+    parts = urllib.parse.urlsplit(url)
+    context = ssl.create_default_context(cafile=ca_file)
+    while not stop.is_set():
+        try:
+            with socket.create_connection((parts.hostname, parts.port), timeout=5) as raw, \
+                    context.wrap_socket(raw, server_hostname=parts.hostname) as conn:
+                conn.sendall((f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {token}"
+                              f"\r\nContent-Type: application/x-protobuf\r\nContent-Length: {2**20}\r\n\r\n").encode())
+                conn.settimeout(1.0)
+                while not stop.is_set():
+                    try:
+                        answer = conn.recv(64)
+                    except TimeoutError:
+                        conn.sendall(b"\x0a")
+                        continue
+                    if answer:
+                        answers.append(int(answer.split(b" ", 2)[1]))
+                    break
+        except (OSError, ValueError, IndexError):
+            pass
+        stop.wait(0.2)
+
+
+@pytest.mark.parametrize("sender", ["tenant", "agent"])
+def test_eight_slow_uploads_leave_other_nodes_pushes_admitted(chain, trust_cluster, sender):
+    """Issue 38, item 6. Before: with eight connections sending a byte a second, node-b's pushes got 429 in 33 of
+    38 tries (tenant's token) and 19 of 21 (node-a's agent token)."""
+    otelcol, prom, token_a = chain
+    token = _token(trust_cluster, "node-b", service_account="default", namespace="default") \
+        if sender == "tenant" else token_a
+    token_b = _token(trust_cluster, "node-b")
+    stop, answers = threading.Event(), []
+    tricklers = [threading.Thread(target=_trickle, args=(otelcol.otlp_http_metrics_url, token, otelcol.ca_file,
+                                                        stop, answers), daemon=True) for _ in range(8)]
+    for t in tricklers:
+        t.start()
+    time.sleep(2)
+    pusher, codes = Pusher(token_b, otelcol.ca_file), []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        codes.append(pusher.post(otelcol.otlp_http_metrics_url,
+                                 otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", [(POD, 1.0)])])))
+        time.sleep(0.5)
+    stop.set()
+    for t in tricklers:
+        t.join(10)
+    print(f"{sender}: node-b's pushes {sorted((c, codes.count(c)) for c in set(codes))}; the slow uploaders' "
+          f"answers {sorted((c, answers.count(c)) for c in set(answers))}; refusals {_refused(otelcol)}")
+    assert codes and set(codes) == {200}, codes
+    # The slow uploaders were answered, not left holding: 403 at once (tenant); 429 beyond node-a's share, 408
+    # when body_timeout cut the two that had slots (agent).
+    assert set(answers) <= ({403} if sender == "tenant" else {408, 429}) and answers, answers
+    if sender == "agent":
+        refused = _refused(otelcol)
+        assert refused[("body_timeout", "node-a")] >= 2 and refused[("node_share", "node-a")] >= 6, refused
+
+
+def test_one_uid_under_thousands_of_names_and_free_info_values_are_bounded_per_node(chain, trust_cluster):
+    """Issue 38, item 7. Before: one uid with 20,000 pod names per push plus free info values created 200,000 series
+    in 19 s. Now a push that large is refused on its items; pushes within the items write at most the node's series
+    budget within the window; per-pod points without a uid none; another node is unaffected."""
+    otelcol, prom, token = chain
+    pusher, url = Pusher(token, otelcol.ca_file), otelcol.otlp_http_metrics_url
+
+    def names(n: int, start: int) -> list[tuple[dict, float]]:
+        return [({**POD, "k8s.pod.name": f"name-{start + i}", "k8s.pod.uid": "one-uid"}, 1.0) for i in range(n)]
+
+    def info(n: int, start: int) -> list[tuple[dict, float]]:
+        return [({"server_version": f"v1.{start + i}", "rules": "1.36", "source": "apiserver"}, 1.0) for i in range(n)]
+
+    assert pusher.post(url, otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", names(20_000, 0))])) == 413
+    # As many names as the items allow next to 1,000 info values and one uid-less point (a point: itself, and each
+    # attribute with its value; each metric: itself and its gauge; resource and scope: 4).
+    per_push = (MAX_ITEMS - 4 - 3 * 2 - 7 * 1001) // 9
+    start = time.monotonic()
+    for push in range(10):
+        without_uid = {key: v for key, v in POD.items() if key != "k8s.pod.uid"}
+        uidless = [(without_uid | {"k8s.pod.name": f"nouid-{push}"}, 1.0)]
+        request = otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", names(per_push, push * per_push)),
+                                    gauge("node_requests_agent_kubernetes_info", "1", info(1000, push * 1000)),
+                                    gauge("pod_or_vm_mem_requests", "By", uidless)])
+        status = pusher.post(url, request, timeout=30)
+        assert status == 200, status
+    elapsed = time.monotonic() - start
+    assert _token_push_b(trust_cluster, otelcol) == 200
+    count = 'count({k8s_node_name="node-a", __name__=~"pod_or_vm_.*|node_requests_agent_kubernetes_info"})'
+    wait_until(lambda: prom.query(count), timeout=20, message="node-a's pushes reached Prometheus")
+    wait_until(lambda: prom.query('pod_or_vm_cpu_requests{k8s_node_name="node-b"}'), timeout=20,
+               message="node-b's push reached Prometheus")
+    time.sleep(2)
+    series = int(float(prom.query(count)[0]["value"][1]))
+    dropped = wait_until(lambda: _dropped(otelcol).get("missing_uid") == 10 and _dropped(otelcol), timeout=10,
+                         message="the dropped points counted")
+    attempted = 10 * (per_push + 1000)
+    print(f"{attempted} series attempted by node-a in {elapsed:.1f} s: {series} in Prometheus "
+          f"(max_series_per_node {SERIES_BUDGET}); dropped {dropped}")
+    assert series == SERIES_BUDGET
+    assert dropped["series_budget"] == attempted - SERIES_BUDGET
+    assert not prom.query('{k8s_pod_name=~"nouid-.*"}')
+
+
+def _token_push_b(cluster, otelcol: Collector) -> int:
+    """One ordinary push of node-b's agent."""
+    return Pusher(_token(cluster, "node-b"), otelcol.ca_file).post(
+        otelcol.otlp_http_metrics_url, otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", [(POD, 1.0)])]))
+
+
+def _agents_largest_push(receiver, pods: int) -> bytes:
+    """The agent's own export (in-process, to ``receiver``) for the largest honest node within the pod budget: every
+    pod a NeonVM runner in a migration (source or target) with local storage (blocking its node's removal), with the
+    longest names Kubernetes allows (a 253-character pod name, 63-character namespace and VM name)."""
+    from agent.config import from_sources
+    from agent.decode.reader import POD as POD_READER
+    from agent.pipeline.events import PodsListed
+    from agent.run.agent import Agent
+    from testkit.factory import vm_pod
+
+    node = "n" * 63
+    agent = Agent(from_sources({"node_name": node, "replay": "sample", "exporter": "otlp", "export_interval": 3600,
+                                "debug_address": "off", "procfs": "off"},
+                               {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}))
+    records = []
+    for i in range(pods):
+        p = vm_pod(f"p{i}-".ljust(253, "x"), f"vm{i}-".ljust(63, "v"), "4", "16Gi",
+                   role="source" if i % 2 else "target", namespace="ns-".ljust(63, "n"), node=node)
+        p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        p["metadata"]["uid"] = f"{i:08d}-0000-4000-8000-000000000000"
+        records.append(POD_READER.record(p))
+    agent.handler.handle(PodsListed(pods=tuple(records)))
+    agent.telemetry.flush()
+    agent.telemetry.shutdown(final_export=False)
+    with receiver.cond:
+        return receiver.requests[-1][1].SerializeToString()
+
+
+def _items(message) -> int:
+    """The nested messages of an OTLP request: what admission's max_items_per_request counts (a close superset:
+    an exponential histogram's bucket messages too)."""
+    return sum(1 + _items(v) for field, value in message.ListFields() if field.message_type is not None
+               for v in (value if field.is_repeated else [value]))
+
+
+def test_the_largest_honest_push_is_admitted_whole_within_every_bound(chain, http_receiver):
+    """Issue 38: the bounds are set from what an honest agent sends at the largest node within the pod budget; that
+    push is admitted, and every pod's series written, with room under each bound."""
+    otelcol, prom, token = chain
+    body = _agents_largest_push(http_receiver, BUDGET)
+    request = ExportMetricsServiceRequest.FromString(body)
+    points = points_of(request)
+    per_pod = [p for p in points if "k8s.pod.uid" in p.attributes]
+    items = _items(request)
+    print(f"largest honest push ({BUDGET} pods): {len(body):,} bytes ({len(gzip.compress(body)):,} gzipped), "
+          f"{len(points):,} points ({len(per_pod):,} per pod), {items:,} items; limits {MAX_BODY:,} bytes, "
+          f"{MAX_ITEMS:,} items, {SERIES_BUDGET:,} series")
+    assert len(body) * 3 < MAX_BODY and items * 2.5 < MAX_ITEMS and len(points) * 1.5 < SERIES_BUDGET
+    assert _post(otelcol.otlp_http_metrics_url, token, gzip.compress(body), True, otelcol.ca_file) == 200
+    count = 'count({k8s_node_name="node-a", k8s_pod_uid!=""})'
+    assert wait_until(lambda: (rows := prom.query(count)) and float(rows[0]["value"][1]) == len(per_pod), timeout=20,
+                      message="every pod's series written")
+    assert _dropped(otelcol) == {} and _refused(otelcol) == {}
 
 
 def test_a_node_writes_at_most_its_pod_budget(chain):

@@ -453,6 +453,7 @@ def test_every_shipped_alert_is_made_true_by_a_test():
                  # tests/collector/test_collector_alerts.py drives these to firing and back:
                  "OtelCollectorReplicaDown", "OtelCollectorUnavailable", "OtelCollectorRefusingData",
                  "OtelCollectorExportFailing", "OtelCollectorSendingQueueFull",
-                 # test_autoscaler_rules.py (promtool), on the counter test_collector_write_path.py reads:
-                 "OtelCollectorDroppingAgentPoints"}
+                 # test_autoscaler_rules.py (promtool), on the counters test_collector_write_path.py reads:
+                 "OtelCollectorDroppingAgentPoints", "OtelCollectorRefusingAgentPushes",
+                 "OtelCollectorRefusingForeignTokens"}
     assert set(alerts()) == exercised

@@ -102,11 +102,27 @@ def test_otlp_receiver_takes_only_http_bounded_and_memory_limiter_runs_first():
     env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
     http = c["receivers"]["otlp"]["protocols"]["http"]
-    assert http["max_request_body_size"] == 4 * 2**20
+    assert http["max_request_body_size"] == 2 * 2**20
     assert http["compression_algorithms"] == ["", "gzip"]
     assert http["middlewares"] == [{"id": "admission"}] and "admission" in c["service"]["extensions"]
-    assert c["extensions"]["admission"]["max_concurrent_requests"] == 8
+    admission = c["extensions"]["admission"]
+    assert admission["max_concurrent_requests"] == 8 and admission["max_requests_per_node"] == 2
+    # The admission check and nodeidentity name the same ServiceAccount (one environment variable).
+    assert admission["service_account"] == c["processors"]["nodeidentity"]["service_account"]
     assert c["service"]["pipelines"]["metrics"]["processors"][0] == "memory_limiter"
+
+
+def test_memory_limiter_and_gomemlimit_fit_the_deployments_memory_limit():
+    """Issue 38: the heap the memory_limiter allows and the Go runtime's soft limit both stay under the pod's
+    limit, with room for what is not heap (stacks, buffers, the runtime)."""
+    limiter = config()["processors"]["memory_limiter"]
+    deployment = next(d for d in yaml.safe_load_all((OTEL / "collector-deployment.yaml").read_text())
+                      if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    limit_mib = int(container["resources"]["limits"]["memory"].removesuffix("Mi"))
+    gomemlimit = int(next(e["value"] for e in container["env"] if e["name"] == "GOMEMLIMIT").removesuffix("MiB"))
+    assert "limit_percentage" not in limiter  # a percentage of the host's memory where no cgroup limit is seen
+    assert limiter["limit_mib"] - limiter["spike_limit_mib"] < limiter["limit_mib"] <= gomemlimit <= 0.8 * limit_mib
 
 
 def test_listen_addresses_come_from_the_environment_and_default_to_the_deployments_ports():

@@ -189,3 +189,19 @@ def test_with_a_fixed_version_the_agent_never_asks(apiserver, make_agent):
     assert agent.state.pods()[0].cpu == 4 * NANO
     assert agent.state.kubernetes == KubernetesInfo(RULES_1_36, "", "flag")
     assert apiserver.count(path="/version") == 0
+
+
+def test_the_info_metrics_server_version_is_bounded_whatever_the_api_server_answers(apiserver, make_agent):
+    """Issue 38: the info metric's values are bounded (rules and source come from fixed sets; the gitVersion, as long
+    as /version writes it, is cut), so the agent's own info point never exceeds the Collector's label bound."""
+    from agent.telemetry.table import SERVER_VERSION_LENGTH
+
+    long_version = "v1.37.2-" + "build." * 2000
+    apiserver.set_version(long_version)
+    agent = make_agent(debug_address="127.0.0.1:0")
+    wait_until(lambda: agent.state.kubernetes.server_version == long_version)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{agent.debug.port}/metrics", timeout=5).read().decode()
+    info = [s for f in text_string_to_metric_families(text) if f.name == "node_requests_agent_kubernetes_info"
+            for s in f.samples]
+    assert [(s.labels["server_version"], s.labels["rules"], s.labels["source"]) for s in info] == \
+        [(long_version[:SERVER_VERSION_LENGTH], "1.37", "apiserver")]
