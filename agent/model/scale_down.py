@@ -61,7 +61,7 @@ from agent.model.drainability import (
     is_daemonset_pod,
     long_terminating,
 )
-from agent.model.go_amount import go_amount, milli_value
+from agent.model.go_amount import INT64_MAX, go_amount, milli_value
 from agent.model.neon_patch import wrap_int64
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord, selects
@@ -241,14 +241,17 @@ class _Pod(NamedTuple):
 
 
 def _go_milli(nanos: int, go_sum, resource: str, what: str, problems: list[str]) -> int:
-    """``MilliValue()`` of a sum the autoscaler holds in a resource.Quantity: exact up to int64; past it what Go
-    gives (:mod:`agent.model.go_amount`), recomputed from ``go_sum()`` and said among the problems."""
+    """``MilliValue()`` of a sum the autoscaler holds in a resource.Quantity: exact for a sum of 0 up to int64; past
+    it, or below 0 (neon's patch can make a pod's value negative: a big decimal's scaling then reads the low 64 bits of
+    its nano-units), what Go gives (:mod:`agent.model.go_amount`), recomputed from ``go_sum()``; a problem line says
+    where that is not the exact figure."""
     exact = _milli(nanos)
-    if exact == wrap_int64(exact):
+    if 0 <= exact <= INT64_MAX:
         return exact
     go = milli_value(go_sum())
-    problems.append(f"{resource}: {what} of {exact}m is past int64: the autoscaler's resource.Quantity "
-                    f"MilliValue() gives {go}m, and it divides that")
+    if go != exact:
+        problems.append(f"{resource}: {what} of {exact}m: the autoscaler's resource.Quantity MilliValue() gives "
+                        f"{go}m (int64), and it divides that")
     return go
 
 
