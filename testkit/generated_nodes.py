@@ -10,7 +10,8 @@ terminationGracePeriodSeconds absent, 0, large or past what Go's time.Duration h
 every restart policy, init containers and sidecars, overhead, PDBs (every allowance, negative too, every kind of
 selector, one selecting nothing, several over one pod, any namespace), GPU nodes (label and extended resource, none
 or 0 allocatable), other extended resources, quantities with odd spellings (exponents, 0.5Gi, micro units, bare
-decimals), allocatables small enough that DaemonSet and mirror pods reach or pass them, the autoscaler's flags, and
+decimals) and, now and then, past int64 in milli-units (exbibytes, petacores: Go's MilliValue() then wraps or gives 0),
+allocatables small enough that DaemonSet and mirror pods reach or pass them, the autoscaler's flags, and
 NeonVM runner pods with every shape of annotation (JSON numbers, missing fields, odd spellings). Each value is
 drawn from a small set around the boundaries, so shrinking lands on a readable case.
 
@@ -82,16 +83,25 @@ def _mostly(common: list[Any], rare: list[Any], one_in: int = 4) -> st.SearchStr
 
 
 # Odd spellings the API server accepts now and then: exponents (small and large), fractions of binary suffixes,
-# micro units, bare decimals. None so large that a node's sum in milli-units (or neon's usage times 1000) passes
-# int64: Go's MilliValue() then wraps or gives 0, and no node holds petabytes (see the module's docstring).
+# micro units, bare decimals.
 ODD_QUANTITIES = ["1e3", "1E-3", "0.5Gi", "1000000u", "1.5", "1e9", "2e-1", "12345678901234567n", "1.0000001"]
 CPU = _mostly([None, "0", "100m", "250m", "500m", "1", "1500m", "2", "3", "0.1", "100001m"], ODD_QUANTITIES, 6)
 MEMORY = _mostly([None, "0", "64Mi", "500M", "1Gi", "1500Mi", "2Gi", "3Gi", "0.5Gi", "1Ki"],
                  ODD_QUANTITIES + ["1e10", "1Ti", "3.3e9", "0.25Ti"], 6)
 # Small enough that DaemonSet and mirror pods reach or pass them; missing or zero now and then (no utilization).
-ALLOCATABLE_CPU = _mostly(["4", "2", "1", "3", "500m", "100m"], [None, "0", "1e3", "1.5", "3500000u", "2E0"], one_in=8)
+ALLOCATABLE_CPU = _mostly(["4", "2", "1", "3", "500m", "100m"],
+                          [None, "0", "1e3", "1.5", "3500000u", "2E0", "10P", "9223372036854775807m"], one_in=8)
 ALLOCATABLE_MEMORY = _mostly(["4Gi", "2Gi", "1Gi", "3G", "256Mi"],
-                             [None, "0", "0.5Gi", "4e9", "3.5Gi", "1e12", "1073741824000m"], one_in=8)
+                             [None, "0", "0.5Gi", "4e9", "3.5Gi", "1e12", "1073741824000m", "9E",
+                              "9223372036854775807"], one_in=8)
+# Quantities at or past int64 in milli-units (and sums of them past it): Go's MilliValue() then wraps or gives 0,
+# by the form resource.Quantity holds the sum in (an int64 at some power of ten, or a big decimal; docs/autoscaler.md).
+# Each is one form: an int64 at the powers of ten -3, 0, 1, 3, 6, 9, 15, 16, 17, 18, or a big decimal (binary
+# suffixes past 2**50, 19 digits); none past 2**63 - 1 units, the most one quantity may be.
+BIG_CPU = ("9P", "10P", "1E", "9E", "5e15", "1e16", "5e17", "92233720368547758", "92233720368547758e1",
+           "9223372036854775k", "9223372036854M", "9223372036G", "4.5e18", "9223372036854775807m")
+BIG_MEMORY = ("1Ei", "4Ei", "7Ei", "1Pi", "8000Pi", "2.5Ei", "9E", "5E", "1e18", "9223372036854775807",
+              "4611686018427387904", "5e17", "92233720368547758e1")
 # Extended resources that are not GPUs (the utilization reads cpu and memory; a GPU node only its GPU resource).
 EXTENDED = st.sampled_from(("example.com/foo", "hugepages-2Mi", "ephemeral-storage", "nvidia.com/gpu-memory"))
 
@@ -120,6 +130,7 @@ USAGE = st.sampled_from((
     '{"cpu": "1e3", "memory": "0.5Gi"}', '{"cpu": "1000000u", "memory": "1e9"}', '{"cpu": 1e3, "memory": 5e8}',
     '{"cpu": "1.5", "memory": "1Ti"}', '{"cpu": 0.0005, "memory": 1.5}', '{"cpu": "2e-1", "memory": "3.5Gi"}',
     '{"cpu": "1e6", "memory": "1"}', '{"cpu": -1, "memory": "1Gi"}',
+    '{"cpu": "9E", "memory": "7Ei"}', '{"cpu": "9223372036854775807", "memory": "9223372036854775807"}',
 ))
 OVERCOMMIT = st.sampled_from((
     None, '{"cpu": "2", "memory": "1"}', '{"cpu": "3"}', '{"memory": "1.5"}', '"nope"', '{"cpu": "0"}',
@@ -142,6 +153,9 @@ APPS = st.sampled_from((None, "a", "b"))
 
 def _requests(draw: st.DrawFn, gpu: bool) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", draw(CPU)), ("memory", draw(MEMORY))) if v is not None}
+    if draw(st.integers(0, 63)) == 63:  # now and then a quantity past int64 in milli-units
+        resource = draw(st.sampled_from(("cpu", "memory")))
+        requests[resource] = draw(st.sampled_from(BIG_CPU if resource == "cpu" else BIG_MEMORY))
     if gpu and draw(st.booleans()):
         requests[draw(st.sampled_from(("nvidia.com/gpu", "amd.com/gpu")))] = draw(st.sampled_from(("0", "1", "2")))
     if draw(st.integers(0, 7)) == 7:
@@ -220,7 +234,8 @@ def _pod(draw: st.DrawFn, *, node: str, name: str, gpu: bool) -> dict[str, Any]:
     if restart is not None:
         spec["restartPolicy"] = restart
     if draw(st.integers(0, 4)) == 4:
-        spec["overhead"] = {"cpu": draw(st.sampled_from(("100m", "250m"))), "memory": "64Mi"}
+        spec["overhead"] = {"cpu": draw(_mostly(["100m", "250m"], list(BIG_CPU), one_in=32)),
+                            "memory": draw(_mostly(["64Mi"], list(BIG_MEMORY), one_in=32))}
     status: dict[str, Any] = {}
     phase = draw(PHASES)
     if phase is not None:

@@ -30,13 +30,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from agent.model.autoscaler_settings import NEON
+from agent.model.go_amount import as_go_amount, from_go_quantity, go_amount
 from agent.model.neon_patch import neon_patch
 from agent.model.pod import PodRecord
 from agent.model.pod_requests import pod_requests, statuses_repeat_spec
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
 from agent.model.valuation import SOURCE_VM_USAGE, PodValue, evaluate
 
-__all__ = ["AutoscalerRequests", "ReleaseValue", "requests_of_release", "autoscaler_requests"]
+__all__ = ["AutoscalerRequests", "ReleaseValue", "requests_of_release", "autoscaler_requests", "go_requests"]
 
 
 class AutoscalerRequests(NamedTuple):
@@ -134,6 +135,22 @@ def autoscaler_requests(value: PodValue, how: AutoscalerRequests) -> ReleaseValu
         reasons.append(f"reads resize status with the {how.rules} arithmetic, not the {value.rules}")
     return ReleaseValue(mine.cpu, mine.memory,
                         f"{how.name} ({how.helper}) " + "; ".join(reasons or ["computes differently"]))
+
+
+def go_requests(value: PodValue, how: AutoscalerRequests) -> tuple[int, int]:
+    """A pod's cpu and memory requests as ``how``'s ``PodRequests`` leaves them (the values of
+    :func:`autoscaler_requests`, as :class:`~agent.model.go_amount.GoAmount` values that know their Go form), for a node
+    whose sum passes int64 in milli-units."""
+    pod = value.record
+    if pod is None:
+        return as_go_amount(value.cpu), as_go_amount(value.memory)
+    override: dict[str, int] | None = None
+    if how.release == NEON and pod.usage_annotation is not None:
+        patch = neon_patch(pod.usage_annotation, pod.overcommit_annotation, has_containers=bool(pod.containers))
+        if patch.quantities is not None:
+            override = {resource: from_go_quantity(q) for resource, q in patch.quantities.items()}
+    mine = pod_requests(pod, how.rules, override, how.use_status, how.pod_level, how.pod_status, parse=go_amount)
+    return as_go_amount(mine.cpu), as_go_amount(mine.memory)
 
 
 def _reasons(value: PodValue, how: AutoscalerRequests) -> list[str]:

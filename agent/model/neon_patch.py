@@ -14,8 +14,8 @@ v0.31.1 ``pkg/api/resource/quantity.go`` and ``encoding/json`` point by point:
   raw value, its enclosing quotes stripped (escapes are not decoded) and trimmed, goes to ``ParseQuantity``, so a
   JSON number (``0.5``) is accepted and ``true`` or an object is an error. A missing usage field is zero.
 * ``ParseQuantity`` keeps small values as an int64 with a power of ten and the rest as a big decimal rounded away
-  from zero to the nano; ``MilliValue()``/``Value()`` then round up (an int64 overflow in the scaling gives 0, as
-  Go's ``AsScaledInt64`` returns it). "+", "-" and "." parse as 0.
+  from zero to the nano; ``MilliValue()``/``Value()`` then round up; past int64 they wrap or give 0 as Go's
+  ``positiveScaleInt64`` and ``scaledValue`` do (:func:`scaled_value`). "+", "-" and "." parse as 0.
 * Overcommit: ``MilliValue()*1000/factor.MilliValue()`` for cpu and ``Value()*1000/factor.MilliValue()`` for memory,
   int64 arithmetic (wrapping on overflow, truncating toward zero); a factor whose MilliValue is 0 divides by zero,
   a Go panic: the autoscaler would crash on that pod. A pod with no container panics the same way (index 0).
@@ -35,7 +35,7 @@ from typing import NamedTuple
 from agent.model.fields import MAX_ANNOTATION, Oversized
 from agent.model.quantity import NANO
 
-__all__ = ["GoQuantity", "NeonPatch", "GoValueError", "parse_go_quantity", "scaled_value", "neon_patch"]
+__all__ = ["GoQuantity", "NeonPatch", "GoValueError", "parse_go_quantity", "scaled_value", "neon_patch", "wrap_int64"]
 
 _MAX_INT64 = 2**63 - 1
 _WS = " \t\n\r"  # JSON's whitespace (Go and Python agree)
@@ -75,7 +75,7 @@ class GoQuantity(NamedTuple):
 _ZERO = GoQuantity(0, 0)
 
 
-def _wrap(x: int) -> int:
+def wrap_int64(x: int) -> int:
     """int64 two's-complement wrap-around."""
     return (x + 2**63) % 2**64 - 2**63
 
@@ -83,13 +83,13 @@ def _wrap(x: int) -> int:
 def _trunc_div(a: int, b: int) -> int:
     """Go's integer division: truncated toward zero, int64 wrap (MinInt64 / -1 is MinInt64)."""
     q = abs(a) // abs(b)
-    return _wrap(q if (a < 0) == (b < 0) else -q)
+    return wrap_int64(q if (a < 0) == (b < 0) else -q)
 
 
 def _low64(x: int) -> int:
     """big.Int.Int64(): the low 64 bits of |x|, negated for a negative x."""
-    v = _wrap(abs(x) & (2**64 - 1))
-    return _wrap(-v) if x < 0 else v
+    v = wrap_int64(abs(x) & (2**64 - 1))
+    return wrap_int64(-v) if x < 0 else v
 
 
 def _split(s: str) -> tuple[bool, str, str, str, str]:
@@ -195,27 +195,37 @@ def _negative_scale(base: int, scale: int) -> int:
     return value + (1 if base > 0 else -1) if fraction else value
 
 
+def _positive_scale(base: int, scale: int) -> int:
+    """positiveScaleInt64 as ``AsScaledInt64`` leaves it to ``ScaledValue`` (which ignores the ok flag): times
+    10**scale; for a scale of 1, 2, 3, 6 or 9 one int64 multiplication, wrapping on overflow (MinInt64 gives 0), for
+    any other scale ten at a time, 0 on the first overflow."""
+    if scale == 0:
+        return base
+    if scale in (1, 2, 3, 6, 9):
+        return 0 if base == -2**63 else wrap_int64(base * 10**scale)
+    result = base * 10**scale
+    return result if -2**63 <= result <= _MAX_INT64 else 0
+
+
 def scaled_value(q: GoQuantity, exp10: int) -> int:
     """Quantity.ScaledValue(exp10): -3 is MilliValue(), 0 is Value()."""
     if not q.dec:
         if q.exp10 < exp10:
             return _negative_scale(q.unscaled, exp10 - q.exp10)
-        if q.exp10 - exp10 > 19:
-            return 0  # zero, or any non-zero int64 times 10**20 overflows: (0, false)
-        result = q.unscaled * 10**(q.exp10 - exp10)
-        return result if -2**63 <= result <= _MAX_INT64 else 0  # positiveScaleInt64's overflow: (0, false)
+        return _positive_scale(q.unscaled, q.exp10 - exp10)
     dif = exp10 - q.exp10  # scaledValue(unscaled, scale, newScale): dif = scale - newScale
     if dif == 0:
         return _low64(q.unscaled)
     if dif < 0:
-        return _wrap(_low64(q.unscaled) * 10**-dif)
+        # int64(math.Pow10(-dif)): past 10**18 the float does not fit, and amd64 converts it to MinInt64.
+        return wrap_int64(_low64(q.unscaled) * (10**-dif if -dif <= 18 else -2**63))
     divisor = 10**dif
     if q.unscaled < _MAX_INT64 and dif < 19:
         u = _low64(q.unscaled)
         result = _trunc_div(u, divisor)
-        return _wrap(result + 1) if u - result * divisor else result
+        return wrap_int64(result + 1) if u - result * divisor else result
     quotient, remainder = divmod(q.unscaled, divisor)  # big.Int.DivMod: Euclidean
-    return _wrap(_low64(quotient) + 1) if remainder else _low64(quotient)
+    return wrap_int64(_low64(quotient) + 1) if remainder else _low64(quotient)
 
 
 def _go_trim(text: str) -> str:
@@ -292,6 +302,8 @@ class NeonPatch(NamedTuple):
     requests: MappingProxyType[str, int] | None
     crash: str
     note: str
+    # ``requests`` as the Go quantities the patch sets (their int64-or-big-decimal form decides a sum's MilliValue()).
+    quantities: MappingProxyType[str, GoQuantity] | None = None
 
 
 def _text(annotation: str | Oversized, name: str) -> str:
@@ -326,12 +338,16 @@ def neon_patch(usage: str | Oversized | None, overcommit: str | Oversized | None
             if factor is not None and scaled_value(factor, -3) == 0:
                 return NeonPatch(None, f"vm.neon.tech/overcommit {which} factor has MilliValue 0: integer divide by "
                                        "zero, a Go panic in neon's autoscaler", "")
-        if cpu_factor is not None:
-            cpu_nanos = _trunc_div(_wrap(scaled_value(cpu, -3) * 1000), scaled_value(cpu_factor, -3)) * 10**6
-        if memory_factor is not None:
-            memory_nanos = _trunc_div(_wrap(scaled_value(memory, 0) * 1000), scaled_value(memory_factor, -3)) * NANO
+        if cpu_factor is not None:  # resource.NewMilliQuantity: an int64 of milli-units
+            cpu = GoQuantity(_trunc_div(wrap_int64(scaled_value(cpu, -3) * 1000), scaled_value(cpu_factor, -3)), -3)
+            cpu_nanos = cpu.nanos
+        if memory_factor is not None:  # resource.NewQuantity: an int64 of units
+            memory = GoQuantity(_trunc_div(wrap_int64(scaled_value(memory, 0) * 1000),
+                                           scaled_value(memory_factor, -3)), 0)
+            memory_nanos = memory.nanos
         note += " with vm.neon.tech/overcommit (integer division, truncated)"
     if not has_containers:
         return NeonPatch(None, "pod has no container: index out of range on containers[0], a Go panic in neon's "
                                "autoscaler", "")
-    return NeonPatch(MappingProxyType({"cpu": cpu_nanos, "memory": memory_nanos}), "", note)
+    return NeonPatch(MappingProxyType({"cpu": cpu_nanos, "memory": memory_nanos}), "", note,
+                     MappingProxyType({"cpu": cpu, "memory": memory}))

@@ -43,8 +43,8 @@ from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37, Rules
 
-__all__ = ["Resources", "Contribution", "RequestsResult", "pod_requests", "parse_requests", "statuses_repeat_spec",
-           "aggregate"]
+__all__ = ["Resources", "Contribution", "RequestsResult", "Parse", "pod_requests", "parse_requests",
+           "statuses_repeat_spec", "aggregate"]
 
 # Resource name -> nano-units (see agent.model.quantity). A resource nobody
 # requests is absent, not zero, exactly as in Kubernetes' ResourceList.
@@ -74,7 +74,11 @@ class RequestsResult(NamedTuple):
     spec_memory: int = 0
 
 
-def parse_requests(requests: Requests, where: str, problems: list[Problem]) -> Resources:
+# How a quantity's text becomes its value: parse_quantity (nano-units), or go_amount where the Go form counts too.
+Parse = Callable[[str], int]
+
+
+def parse_requests(requests: Requests, where: str, problems: list[Problem], parse: Parse = parse_quantity) -> Resources:
     """Parse a request map, dropping (and reporting) values Kubernetes would reject."""
     out: Resources = {}
     for resource in RESOURCES:
@@ -82,7 +86,7 @@ def parse_requests(requests: Requests, where: str, problems: list[Problem]) -> R
         if text is None:
             continue
         try:
-            value = parse_quantity(text)
+            value = parse(text)
         except QuantityError as exc:
             problems.append(Problem("requests", exc.reason, f"{where}: {resource}: {exc}"))
             continue
@@ -127,7 +131,7 @@ class _Container(NamedTuple):
     note: str  # "replaced by VM usage", else ""
 
 
-def _containers(pod: PodRecord, overridden: bool, problems: list[Problem]) -> list[_Container]:
+def _containers(pod: PodRecord, overridden: bool, problems: list[Problem], parse: Parse) -> list[_Container]:
     """App containers then init containers, in order, with their spec requests parsed.
 
     The first container's parse problems are dropped when it is ``overridden``:
@@ -135,11 +139,11 @@ def _containers(pod: PodRecord, overridden: bool, problems: list[Problem]) -> li
     """
     out = []
     for i, c in enumerate(pod.containers):
-        requests = parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems)
+        requests = parse_requests(c.requests, c.name, [] if i == 0 and overridden else problems, parse)
         out.append(_Container(c.name, "container", requests, ""))
     for c in pod.init_containers:
         kind = "sidecar" if c.restartable else "init"
-        out.append(_Container(c.name, kind, parse_requests(c.requests, c.name, problems), ""))
+        out.append(_Container(c.name, kind, parse_requests(c.requests, c.name, problems, parse), ""))
     return out
 
 
@@ -173,11 +177,11 @@ class _StatusValues(NamedTuple):
     actual: Resources | None
 
 
-def _status_values(status: StatusRequests, where: str, problems: list[Problem]) -> _StatusValues:
+def _status_values(status: StatusRequests, where: str, problems: list[Problem], parse: Parse) -> _StatusValues:
     allocated = (None if status.allocated is None
-                 else parse_requests(status.allocated, f"{where} allocatedResources", problems))
+                 else parse_requests(status.allocated, f"{where} allocatedResources", problems, parse))
     actual = None if status.requests is None else parse_requests(status.requests, f"{where} resources.requests",
-                                                                 problems)
+                                                                 problems, parse)
     return _StatusValues(allocated, actual)
 
 
@@ -199,8 +203,8 @@ def _spec_only(containers: list[_Container]) -> tuple[Resources, list[Contributi
 
 # -- 1.36 --------------------------------------------------------------------------------
 
-def _containers_1_36(pod: PodRecord, containers: list[_Container],
-                     problems: list[Problem]) -> tuple[Resources, list[Contribution], Resources | None]:
+def _containers_1_36(pod: PodRecord, containers: list[_Container], problems: list[Problem],
+                     parse: Parse) -> tuple[Resources, list[Contribution], Resources | None]:
     """Per container, the max of spec and status; then the formula (and no spec-only total: None)."""
     statuses = {s.name: s for s in pod.statuses}
     effective: list[tuple[str, Resources]] = []
@@ -209,7 +213,7 @@ def _containers_1_36(pod: PodRecord, containers: list[_Container],
         status = statuses.get(c.name) if c.kind != "init" else None
         requests = c.spec
         if status is not None and status.resources:
-            values = _status_values(status, f"{c.name} status", problems)
+            values = _status_values(status, f"{c.name} status", problems, parse)
             if pod.resize_infeasible:
                 requests = _maximum(values.actual, values.allocated)
             else:
@@ -221,14 +225,14 @@ def _containers_1_36(pod: PodRecord, containers: list[_Container],
     return _aggregate(effective), contributions, None
 
 
-def _pod_level(pod: PodRecord, status: StatusRequests | None,
-               problems: list[Problem]) -> tuple[Resources, Resources | None]:
+def _pod_level(pod: PodRecord, status: StatusRequests | None, problems: list[Problem],
+               parse: Parse) -> tuple[Resources, Resources | None]:
     """spec.resources.requests, and, when the pod status has a ``resources`` object, the max of spec (left out
     when Infeasible), pod status requests and pod status allocated; else None."""
-    level = parse_requests(pod.pod_requests or NO_REQUESTS, "spec.resources.requests", problems)
+    level = parse_requests(pod.pod_requests or NO_REQUESTS, "spec.resources.requests", problems, parse)
     if status is None or not status.resources:
         return level, None
-    values = _status_values(status, "pod status", problems)
+    values = _status_values(status, "pod status", problems, parse)
     return level, _maximum(None if pod.resize_infeasible else level, values.actual, values.allocated)
 
 
@@ -239,10 +243,10 @@ def _apply_pod_level(total: Resources, level: Resources, applied: Resources) -> 
 
 
 def _pod_level_1_36(pod: PodRecord, status: StatusRequests | None, total: Resources,
-                    problems: list[Problem]) -> Contribution | None:
+                    problems: list[Problem], parse: Parse) -> Contribution | None:
     """The resources named in spec.resources.requests replace the aggregate, each with its resized value;
     a resource the pod status then lacks becomes 0, as v0.36's map lookup gives."""
-    level, effective = _pod_level(pod, status, problems)
+    level, effective = _pod_level(pod, status, problems, parse)
     if effective is not None:
         effective = {resource: effective.get(resource, 0) for resource in level}
     return _apply_pod_level(total, level, level if effective is None else effective)
@@ -250,15 +254,15 @@ def _pod_level_1_36(pod: PodRecord, status: StatusRequests | None, total: Resour
 
 # -- 1.37 --------------------------------------------------------------------------------
 
-def _containers_1_37(pod: PodRecord, containers: list[_Container],
-                     problems: list[Problem]) -> tuple[Resources, list[Contribution], Resources | None]:
+def _containers_1_37(pod: PodRecord, containers: list[_Container], problems: list[Problem],
+                     parse: Parse) -> tuple[Resources, list[Contribution], Resources | None]:
     """The per-resource max of the spec, allocated and actuated totals, and the spec total when it is not the
     result itself (None then)."""
     spec_total, contributions = _spec_only(containers)
     infeasible = pod.resize_infeasible
     status = pod.pod_status
     if status is not None and status.allocated is not None and status.resources and status.requests is not None:
-        values = _status_values(status, "pod status", problems)
+        values = _status_values(status, "pod status", problems, parse)
         allocated_total, actuated_total = values.allocated or {}, values.actual or {}
         source = "pod status"
     elif not pod.statuses and not infeasible:
@@ -269,7 +273,8 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
         fallback: Callable[[_Container], Resources | None] = (lambda c: None) if infeasible else (lambda c: c.spec)
         for c in containers:
             s = statuses.get(c.name)
-            values = _status_values(s, f"{c.name} status", problems) if s is not None else _StatusValues(None, None)
+            values = (_status_values(s, f"{c.name} status", problems, parse) if s is not None
+                      else _StatusValues(None, None))
             own_allocated = values.allocated if values.allocated is not None else fallback(c)
             allocated.append((c.kind, own_allocated))
             actuated.append((c.kind, values.actual if values.actual is not None else own_allocated))
@@ -286,10 +291,10 @@ def _containers_1_37(pod: PodRecord, containers: list[_Container],
 
 
 def _pod_level_1_37(pod: PodRecord, status: StatusRequests | None, total: Resources,
-                    problems: list[Problem]) -> Contribution | None:
+                    problems: list[Problem], parse: Parse) -> Contribution | None:
     """Every resource of the resized value replaces the aggregate; when Infeasible spec is left out, so a
     resource only spec names keeps the container aggregate."""
-    level, effective = _pod_level(pod, status, problems)
+    level, effective = _pod_level(pod, status, problems, parse)
     return _apply_pod_level(total, level, level if effective is None else effective)
 
 
@@ -315,9 +320,9 @@ def statuses_repeat_spec(pod: PodRecord) -> bool:
     return True
 
 
-_Aggregate = Callable[[PodRecord, list[_Container], list[Problem]],
+_Aggregate = Callable[[PodRecord, list[_Container], list[Problem], Parse],
                      tuple[Resources, list[Contribution], Resources | None]]
-_PodLevel = Callable[[PodRecord, StatusRequests | None, Resources, list[Problem]], Contribution | None]
+_PodLevel = Callable[[PodRecord, StatusRequests | None, Resources, list[Problem], Parse], Contribution | None]
 _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
     RULES_1_36: (_containers_1_36, _pod_level_1_36),
     RULES_1_37: (_containers_1_37, _pod_level_1_37),
@@ -325,7 +330,8 @@ _BY_RULES: dict[Rules, tuple[_Aggregate, _PodLevel]] = {
 
 
 def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resources | None = None,
-                 use_status: bool = True, pod_level: bool = True, pod_status: bool = True) -> RequestsResult:
+                 use_status: bool = True, pod_level: bool = True, pod_status: bool = True,
+                 parse: Parse = parse_quantity) -> RequestsResult:
     """Effective cpu and memory requests of ``pod`` under ``rules``, in nano-units, and its spec-only sum.
 
     ``first_container_override`` replaces the first app container's requests,
@@ -335,14 +341,15 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     release, never overridden. ``use_status=False`` makes it the result too.
     ``pod_status=False`` leaves the pod's own in-place resize status out (the helper's
     InPlacePodLevelResourcesVerticalScalingEnabled option off): the containers' statuses still count.
-    A resource nobody requests is 0.
+    A resource nobody requests is 0. ``parse`` reads each quantity (:data:`Parse`); the override's values are
+    used as given.
     """
     if not pod_status and pod.pod_status is not None:
         pod = pod._replace(pod_status=None)
     aggregate, level_of = _BY_RULES[rules]
     problems: list[Problem] = []
     overridden = first_container_override is not None and bool(pod.containers)
-    spec_containers = _containers(pod, overridden, problems)
+    spec_containers = _containers(pod, overridden, problems, parse)
     containers = spec_containers
     if first_container_override is not None and overridden:
         first = spec_containers[0]
@@ -351,7 +358,7 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     read_status = use_status and (overridden or bool(problems) or not statuses_repeat_spec(pod))
     spec = None
     if read_status:
-        total, contributions, spec = aggregate(pod, containers, problems)
+        total, contributions, spec = aggregate(pod, containers, problems, parse)
     else:
         # Spec only, or statuses that repeat it: the same totals and lines, without reading them all again
         # (with a problem in the spec, the statuses repeating it must report it too, so they are read then).
@@ -362,13 +369,13 @@ def pod_requests(pod: PodRecord, rules: Rules, first_container_override: Resourc
     if overridden or (read_status and spec is None):
         spec = _aggregate((c.kind, c.spec) for c in spec_containers)
     if pod.pod_requests is not None and pod_level:
-        line = level_of(pod, pod.pod_status if use_status else None, total, problems)
+        line = level_of(pod, pod.pod_status if use_status else None, total, problems, parse)
         if line is not None:
             contributions.append(line)
         if spec is not None:
-            level_of(pod, None, spec, [])  # the same spec.resources, whose problems the line above reported
+            level_of(pod, None, spec, [], parse)  # the same spec.resources, whose problems the line above reported
     if pod.overhead:
-        overhead = parse_requests(pod.overhead, "spec.overhead", problems)
+        overhead = parse_requests(pod.overhead, "spec.overhead", problems, parse)
         _add(total, overhead)
         contributions.append(_contribution("spec.overhead", "overhead", overhead))
         if spec is not None:

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from agent.model.autoscaler_requests import autoscaler_requests
+from agent.model.autoscaler_requests import AutoscalerRequests, autoscaler_requests, go_requests
 from agent.model.autoscaler_rules import AutoscalerRules, rules_of_release
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.controllers import Controllers
@@ -61,12 +61,14 @@ from agent.model.drainability import (
     is_daemonset_pod,
     long_terminating,
 )
+from agent.model.go_amount import INT64_MAX, go_amount, milli_value
+from agent.model.neon_patch import wrap_int64
 from agent.model.node import NodeRecord
 from agent.model.pdb import PdbRecord
 from agent.model.pdb_index import by_namespace
 from agent.model.pdb_index import covering as covering_of
 from agent.model.pod import EvictionFacts
-from agent.model.pod_requests import aggregate
+from agent.model.pod_requests import Parse, aggregate
 from agent.model.quantity import QuantityError, div_round_up, parse_quantity
 from agent.model.valuation import PodValue
 
@@ -198,17 +200,18 @@ def _milli(nanos: int) -> int:
     return div_round_up(nanos, _MILLI) if nanos > 0 else -div_round_up(-nanos, _MILLI)
 
 
-def _quantity(text: str | None, what: str, problems: list[str]) -> int | None:
+def _quantity(text: str | None, what: str, problems: list[str], parse: Parse = parse_quantity) -> int | None:
     if text is None:
         return None
     try:
-        return parse_quantity(text)
+        return parse(text)
     except QuantityError as exc:
         problems.append(f"{what} {text[:40]!r} unreadable ({exc}): read as absent")
         return None
 
 
-def _gpu_request(facts: EvictionFacts, resource: str, problems: list[str], where: str, replaced: str | None) -> int:
+def _gpu_request(facts: EvictionFacts, resource: str, problems: list[str], where: str, replaced: str | None,
+                 parse: Parse = parse_quantity) -> int:
     """The pod's request of ``resource`` (KEP-753 over its containers), nano-units; ``replaced``: the name of the app
     container whose requests neon's patch replaced with cpu and memory alone (its GPU request no longer counts)."""
     if not facts.gpu:
@@ -217,7 +220,7 @@ def _gpu_request(facts: EvictionFacts, resource: str, problems: list[str], where
     for kind, container, name, text in facts.gpu:
         if kind == "container" and container == replaced:
             continue
-        value = _quantity(text, f"{where}: {name} request", problems) if name == resource else None
+        value = _quantity(text, f"{where}: {name} request", problems, parse) if name == resource else None
         items.append((kind, {"gpu": value} if value is not None else None))
     return aggregate(items).get("gpu", 0)
 
@@ -239,38 +242,72 @@ class _Pod(NamedTuple):
     replaced: str | None  # the app container whose requests neon's patch replaced
 
 
+def _go_milli(nanos: int, go_sum, resource: str, what: str, problems: list[str]) -> int:
+    """``MilliValue()`` of a sum the autoscaler holds in a resource.Quantity: exact for a sum of 0 up to int64; past
+    it, or below 0 (neon's patch can make a pod's value negative: a big decimal's scaling then reads the low 64 bits of
+    its nano-units), what Go gives (:mod:`agent.model.go_amount`), recomputed from ``go_sum()``; a problem line says
+    where that is not the exact figure."""
+    exact = _milli(nanos)
+    if 0 <= exact <= INT64_MAX:
+        return exact
+    go = milli_value(go_sum())
+    if go != exact:
+        problems.append(f"{resource}: {what} of {exact}m: the autoscaler's resource.Quantity MilliValue() gives "
+                        f"{go}m (int64), and it divides that")
+    return go
+
+
 def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSettings, rules: AutoscalerRules,
-                 clock: Clock, problems: list[str]) -> Utilization:
-    def ratio(resource: str, allocatable_text: str | None, request_of) -> float | None:
+                 clock: Clock, problems: list[str], requests: AutoscalerRequests) -> Utilization:
+    def ratio(resource: str, allocatable_text: str | None, request_of, go_request_of) -> float | None:
         allocatable = _quantity(allocatable_text, f"node allocatable {resource}", problems)
-        if allocatable is None or _milli(allocatable) == 0:
+        if allocatable is None:
             return None
-        used = taken_out = 0
+        assert allocatable_text is not None
+        allocatable_milli = _go_milli(allocatable, lambda: go_amount(allocatable_text), resource, "allocatable",
+                                      problems)
+        if allocatable_milli == 0:
+            return None
+        used_pods, taken_pods = [], []
         for pod in pods:
-            request = request_of(pod)
             ignored_daemonset = settings.ignore_daemonsets_utilization and is_daemonset_pod(pod.facts)
             if ignored_daemonset or (settings.ignore_mirror_pods_utilization and pod.facts.mirror):
-                taken_out += request
+                taken_pods.append(pod)
             elif not long_terminating(pod.facts, clock, rules.long_terminating_extra):
-                used += request
-        left = _milli(allocatable) - _milli(taken_out)
-        value = _go_divide(_milli(used), left)
+                used_pods.append(pod)
+
+        def total(of, chosen: list[_Pod]) -> int:
+            out = 0  # the autoscaler's resource.MustParse("0"), then Quantity.Add pod by pod
+            for pod in chosen:
+                out = out + of(pod)
+            return out
+
+        used = _go_milli(total(request_of, used_pods), lambda: total(go_request_of, used_pods), resource,
+                         "the pods' requests", problems)
+        taken_out = _go_milli(total(request_of, taken_pods), lambda: total(go_request_of, taken_pods), resource,
+                              "the DaemonSet/mirror pods' requests", problems)
+        left = wrap_int64(allocatable_milli - taken_out)
+        value = _go_divide(used, left)
         if left <= 0:
-            problems.append(f"{resource}: DaemonSet/mirror pods request {_milli(taken_out)}m of the allocatable "
-                            f"{_milli(allocatable)}m, so the autoscaler divides {_milli(used)}m by {left}m: "
+            problems.append(f"{resource}: DaemonSet/mirror pods request {taken_out}m of the allocatable "
+                            f"{allocatable_milli}m, so the autoscaler divides {used}m by {left}m: "
                             f"{go_ratio_text(value)}")
         return value
 
     gpu_resource = _gpu_resource(node, rules)
     if gpu_resource is not None:
-        gpu = ratio(gpu_resource, dict(node.gpu_allocatable).get(gpu_resource),
-                    lambda p: _gpu_request(p.facts, gpu_resource, problems, f"{p.value.namespace}/{p.value.name}",
-                                           p.replaced))
+        def gpu_of(p: _Pod, parse: Parse = parse_quantity) -> int:
+            return _gpu_request(p.facts, gpu_resource, problems, f"{p.value.namespace}/{p.value.name}", p.replaced,
+                                parse)
+
+        gpu = ratio(gpu_resource, dict(node.gpu_allocatable).get(gpu_resource), gpu_of,
+                    lambda p: gpu_of(p, go_amount))
         # No GPU allocatable yet (driver not ready): the autoscaler counts the node as 0 used.
         gpu = 0.0 if gpu is None else gpu
         return Utilization(cpu=None, memory=None, gpu=gpu, value=gpu, resource=gpu_resource)
-    cpu = ratio("cpu", node.allocatable.get("cpu"), lambda p: p.cpu)
-    memory = ratio("memory", node.allocatable.get("memory"), lambda p: p.memory)
+    cpu = ratio("cpu", node.allocatable.get("cpu"), lambda p: p.cpu, lambda p: go_requests(p.value, requests)[0])
+    memory = ratio("memory", node.allocatable.get("memory"), lambda p: p.memory,
+                   lambda p: go_requests(p.value, requests)[1])
     if cpu is None or memory is None:
         missing = " and ".join(r for r, v in (("cpu", cpu), ("memory", memory)) if v is None)
         problems.append(f"node allocatable {missing} missing or zero: the autoscaler cannot compute the utilization")
@@ -321,7 +358,7 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
     elif crash:
         utilization, state = Utilization(cpu=None, memory=None), AUTOSCALER_CRASH
     else:
-        utilization = _utilization(node, live, settings, rules, clock, problems)
+        utilization = _utilization(node, live, settings, rules, clock, problems, rules.requests)
         if node.scale_down_disabled == "true":
             state = SCALE_DOWN_DISABLED
         elif utilization.value is None:

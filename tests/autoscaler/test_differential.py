@@ -17,8 +17,7 @@ What a dump cannot show the agent, and is therefore not generated (not excluded 
 providers (the oracle's kwok provider has one GPU label, testkit.generated_nodes.GPU_LABEL), node readiness and
 deletion taints. Not generated either, though a dump could hold them: controller objects of another group than the
 listers' (apps/v1, batch/v1, v1: kubectl's rs,jobs,sts,rc,ds list no others, and both sides read them by kind), and
-quantities so large that a node's sum in milli-units passes int64 (1Ei of memory: Go's MilliValue() then wraps to a
-negative number or gives 0; the agent computes the true ratio; no node holds petabytes).
+a single quantity past 2**63 - 1 units (the agent refuses it as out of range; Go caps a binary one there).
 """
 
 from __future__ import annotations
