@@ -172,6 +172,13 @@ FACTS = (
              Statement("docs/deployment.md", r"at most 2 x (\d+) pod series"),
              Statement("docs/deployment.md", r"nodes x (\d+) uids"),
          )),
+    Fact("the Collector's series budget per node", re.search(r"DefaultMaxSeriesPerNode = (\d+)", _PROCESSOR)[1],
+         "otel-config/nodeidentityprocessor/processor.go DefaultMaxSeriesPerNode", (
+             Statement("otel-config/collector.yaml", r"NODEIDENTITY_MAX_SERIES_PER_NODE:-(\d+)\}"),
+             Statement("docs/deployment.md", r"within `pod_window` \(default ([\d,]+): 1\.8 times"),
+             Statement("docs/deployment.md", r"and 2 x ([\d,]+) series in all per minute"),
+             Statement("docs/deployment.md", r"nodes x ([\d,]+) series, as keys"),
+         )),
     Fact("the Collector distribution's release", _major_minor(_BUILDER["dist"]["version"]),
          "otel-config/builder-config.yaml dist.version", (
              Statement("README.md", r"repository's Collector (\d+\.\d+) distribution"),
