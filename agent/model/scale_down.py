@@ -339,7 +339,10 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
         if safe is not None and safe not in words:
             problems.append(f"{value.namespace}/{value.name}: safe-to-evict {safe[:40]!r} is not one of "
                             f"{', '.join(repr(w) for w in words)} (cluster-autoscaler {rules.release}): ignored")
-        matching = None if pdbs is None else [p for p in pdbs if selects(p, value.namespace, facts.label_map())]
+        # Labels over the agent's bound: every PDB of the namespace may cover the pod (the pdb rule says unknown).
+        matching = None if pdbs is None else [
+            p for p in pdbs if (p.namespace == value.namespace if facts.labels_over_bound
+                                else selects(p, value.namespace, facts.label_map()))]
         drain_pod = DrainPod(value.namespace, value.name, facts, matching)
         outcome = None
         for check in checks:

@@ -16,7 +16,7 @@ import msgspec
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
-from agent.model.pdb import PdbRecord
+from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, within_total
 from agent.model.rules import NEWEST, Rules
 from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.valuation import PodValue
@@ -119,10 +119,12 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
 
 class NodeState:
     def __init__(self, node_name: str, *, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER,
-                 max_pdbs: int | None = None) -> None:
+                 max_pdbs: int | None = None, max_selector_bytes: int = MAX_SELECTORS_BYTES) -> None:
         self.node_name = node_name
         self.autoscaler = autoscaler
         self.max_pdbs = max_pdbs
+        self.max_selector_bytes = max_selector_bytes
+        self._selector_bytes = 0  # of the PDBs kept (agent.model.pdb.within_total)
         self._lock = threading.Lock()
         # Notified when the pods are first synced or the Node first listed: the first export waits on it.
         self._listed = threading.Condition(self._lock)
@@ -218,13 +220,17 @@ class NodeState:
     # -- PodDisruptionBudgets (rare changes: each replaces the tuple snapshots share) ---------------------------
     def replace_pdbs(self, pdbs: Iterable[PdbRecord], more: int = 0) -> None:
         """Exactly these PDBs (a LIST); ``more`` held beyond the limit makes them unknown, with their count."""
-        fresh = {p.uid: p for p in pdbs}
+        fresh = {}
+        kept = 0
+        for p in pdbs:
+            fresh[p.uid] = p = within_total(p, kept, self.max_selector_bytes)
+            kept += p.selector_bytes
         with self._lock:
             self._version += 1
             if more:
-                self._pdbs, self._pdbs_over = {}, len(fresh) + more
+                self._pdbs, self._pdbs_over, self._selector_bytes = {}, len(fresh) + more, 0
             else:
-                self._pdbs, self._pdbs_over = fresh, 0
+                self._pdbs, self._pdbs_over, self._selector_bytes = fresh, 0, kept
             self._pdb_tuple = None
 
     def upsert_pdb(self, pdb: PdbRecord, added: bool) -> PdbRecord | None:
@@ -238,9 +244,11 @@ class NodeState:
             if self._pdbs is None:
                 self._pdbs = {}  # an event before any LIST (a replay that starts with watch events)
             previous = self._pdbs.get(pdb.uid)
-            self._pdbs[pdb.uid] = pdb
+            others = self._selector_bytes - (previous.selector_bytes if previous is not None else 0)
+            self._pdbs[pdb.uid] = pdb = within_total(pdb, others, self.max_selector_bytes)
+            self._selector_bytes = others + pdb.selector_bytes
             if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
-                self._pdbs_over, self._pdbs = len(self._pdbs), {}
+                self._pdbs_over, self._pdbs, self._selector_bytes = len(self._pdbs), {}, 0
             self._pdb_tuple = None
             return previous
 
@@ -253,7 +261,9 @@ class NodeState:
             if self._pdbs is None:
                 return None
             self._pdb_tuple = None
-            return self._pdbs.pop(uid, None)
+            removed = self._pdbs.pop(uid, None)
+            self._selector_bytes -= removed.selector_bytes if removed is not None else 0
+            return removed
 
     def pdbs(self) -> tuple[PdbRecord, ...] | None:
         """The PDBs as snapshots see them (None: not known)."""
