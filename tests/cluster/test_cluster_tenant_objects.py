@@ -5,8 +5,9 @@ The issue's attacks, scaled down to keep the suite fast: PDBs whose selector is 
 values]`` (1.47 MB each, which kube-apiserver admits; each cost every agent ~14.5 MiB) and pods on the agent's node
 with 30,000 labels each (90 such pods reached 168.6 MiB). The agent runs in-process and reads them twice: as WATCH
 events while it runs, and in a second agent's initial LIST. What the agent's own code holds once it has them is
-measured with tracemalloc (allocations in agent/ frames, after a collection), so the bound holds on a loaded machine where RSS would not be a fair measure. The verdict on the tenant's pods says
-"PDB unknown": the over-bound PDB may cover them. The full-size figures (RSS) are ``bench/run.py tenant-objects``
+measured with tracemalloc (allocations in agent/ frames, after a collection), so the bound holds on a loaded machine
+where RSS would not be a fair measure. The verdict on the tenant's pods says "PDB unknown": the over-bound PDB may
+cover them. The full-size figures (RSS) are ``bench/run.py tenant-objects``
 (docs/benchmarks.md).
 """
 
@@ -31,8 +32,8 @@ NODE = "tenant-objects-test"
 PDBS, PODS, LABELS = 2, 6, 30_000
 #: A controller of a kind the autoscaler trusts once --skip-nodes-with-custom-controller-pods is off, so the pods
 #: reach the pdb rule (no controller-manager owns it: nothing deletes or adopts the pods).
-OWNER = {"apiVersion": "tenant.example/v1", "kind": "Tenant", "name": "t", "uid": "4f3c1c9e-0000-4000-8000-000000000001",
-         "controller": True}
+OWNER = {"apiVersion": "tenant.example/v1", "kind": "Tenant", "name": "t",
+         "uid": "4f3c1c9e-0000-4000-8000-000000000001", "controller": True}
 #: What the agent may keep for all of it: a few KiB per pod and PDB (before: ~14.5 MiB per PDB, ~1.8 MiB per pod).
 HELD_BOUND = 2 * 2**20
 
