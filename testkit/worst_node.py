@@ -6,7 +6,9 @@ the agent refuses). The suite's test (tests/cluster/test_cluster_worst_node.py) 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 from testkit.cluster_client import ClusterClient
 
@@ -42,6 +44,18 @@ def add_node(cluster: ClusterClient, node: str, pods: int) -> None:
     capacity = {"cpu": "64", "memory": "256Gi", "pods": str(pods)}
     cluster.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
                                           "status": {"capacity": capacity, "allocatable": capacity}})
+
+
+@contextmanager
+def tenant_namespace(cluster: ClusterClient, node: str, pods: int) -> Iterator[str]:
+    """A node (add_node) and a new tenant namespace for the test's objects; both deleted after."""
+    add_node(cluster, node, pods=pods)
+    name = cluster.create_namespace("tenant")
+    try:
+        yield name
+    finally:
+        cluster.api("DELETE", f"/api/v1/namespaces/{name}")
+        cluster.api("DELETE", f"/api/v1/nodes/{node}")
 
 
 def create_pods(cluster: ClusterClient, running: int, completed: int, node: str, namespace: str = "default",
