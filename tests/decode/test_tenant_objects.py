@@ -165,3 +165,12 @@ def test_selectors_past_the_total_bound_are_kept_as_over_the_bound():
     assert not kept["p3"].selector_over_bound and kept["p3"].selector == records[3].selector
     state.upsert_pdb(records[0], added=True)
     assert {p.name: p for p in state.pdbs() or ()}["p0"].selector_over_bound
+
+
+def test_a_pdb_over_the_bound_counts_no_risk_for_the_pods_moved_anyway():
+    """A pod drained before the pdb rule (safe-to-evict "true") is not counted against a PDB not known to cover it."""
+    huge = PDB.record(json.dumps(huge_pdb()).encode())
+    safe = [pod(f"safe-{i}", namespace="tenant", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+                owner_references=OWNER) for i in range(3)]
+    got = verdict(safe, [huge])
+    assert got.blockers == () and got.pdb_risks == ()
