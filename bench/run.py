@@ -1,6 +1,6 @@
 """Benchmarks for node-requests-agent. Run: python bench/run.py [NAME ...], each NAME one of
-throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|all|cluster-scale|pdb-watches|worst-node|new-node|
-tenant-objects
+throughput|stream|list|memory|pdbs|churn|idle|versus|export|startup|verdict-churn|all|cluster-scale|pdb-watches|
+worst-node|new-node|tenant-objects
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -19,7 +19,19 @@ if __name__ == "__main__" and not __package__:
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
     sys.path.insert(0, str(_BENCH.parent))
 
-from bench import churn, export, idle, list_decode, memory, pdb_memory, startup, stream, throughput, versus
+from bench import (
+    churn,
+    export,
+    idle,
+    list_decode,
+    memory,
+    pdb_memory,
+    startup,
+    stream,
+    throughput,
+    verdict_churn,
+    versus,
+)
 from bench.common import machine
 
 
@@ -33,7 +45,7 @@ def cluster_scale() -> None:
 BENCHMARKS: dict[str, Callable[[], None]] = {
     "throughput": throughput.main, "stream": stream.main, "list": list_decode.main, "memory": memory.main,
     "pdbs": pdb_memory.main, "churn": churn.main, "idle": idle.main, "versus": versus.main, "export": export.main,
-    "startup": startup.main}
+    "startup": startup.main, "verdict-churn": verdict_churn.main}
 def pdb_watches() -> None:
     """1,000 PodDisruptionBudget list+watch pairs against a real API server: its CPU and memory
     (bench/pdb_watches.py)."""

@@ -131,6 +131,10 @@ def _build_oracle(build: AutoscalerBuild, out: Path) -> None:
         shutil.rmtree(out / "src", ignore_errors=True)
 
 
+#: Oracle builds kept per release in the component cache.
+ORACLES_KEPT = 2
+
+
 def autoscaler_bin(name: str) -> Path:
     """The folder holding ``cluster-autoscaler`` of build ``name`` (a key of AUTOSCALERS), built on first use."""
     build = AUTOSCALERS[name]
@@ -140,7 +144,11 @@ def autoscaler_bin(name: str) -> Path:
 def oracle_bin(name: str) -> Path:
     """The oracle program built inside build ``name``'s tree (``bin/nra-autoscaler-oracle``), built on first use."""
     build = AUTOSCALERS[name]
-    return cached("autoscaler-oracle", build.key(*_oracle_files(build)), lambda out: _build_oracle(build, out)) / "bin"
+    key = build.key(*_oracle_files(build))
+    # A new version with every change of the oracle's source: the newest two of each release stay (switching
+    # between two branches rebuilds nothing), older ones go (about 50 MB each).
+    return cached("autoscaler-oracle", key, lambda out: _build_oracle(build, out), keep=ORACLES_KEPT,
+                  family=key.rsplit("-", 1)[0]) / "bin"
 
 
 def _both(name: str) -> list[Path]:

@@ -34,11 +34,15 @@ def cache_root() -> Path:
     return Path(base) / "node-requests-agent"
 
 
-def cached(name: str, version: str, build: Callable[[Path], None], keep: int | None = None) -> Path:
+def cached(name: str, version: str, build: Callable[[Path], None], keep: int | None = None,
+           family: str = "") -> Path:
     """The folder ``<cache>/<name>/<version>``, made by ``build(partial_dir)`` the first time.
 
     With ``keep``, a new build removes the oldest other versions beyond ``keep`` in all: a component keyed by a
-    digest of the repository's own files (the agent image) gets a new version with every change of them.
+    digest of the repository's own files (the agent image, the autoscaler oracle) gets a new version with every
+    change of them. With ``family`` (a version's name without its last part, e.g. ``1.31.1-neon`` of
+    ``1.31.1-neon-5d71e572a13d``), only that family's versions count and go: one program built for several releases
+    keeps ``keep`` of each.
     """
     final = cache_root() / name / version
     if (final / ".complete").exists():
@@ -60,14 +64,15 @@ def cached(name: str, version: str, build: Callable[[Path], None], keep: int | N
         print(f"components: {name} {version} ready after {time.monotonic() - started:.0f} s", file=sys.stderr,
               flush=True)
     if keep is not None:
-        _prune(final, keep)
+        _prune(final, keep, family)
     return final
 
 
-def _prune(final: Path, keep: int) -> None:
-    """Remove the least recently built finished versions beside ``final`` so that ``keep`` remain, ``final`` among
-    them; a version another process holds the lock of (building it) is left alone."""
-    finished = sorted((p for p in final.parent.iterdir() if p.is_dir() and (p / ".complete").exists() and p != final),
+def _prune(final: Path, keep: int, family: str) -> None:
+    """Remove the least recently built finished versions of ``family`` beside ``final`` so that ``keep`` remain,
+    ``final`` among them; a version another process holds the lock of (building it) is left alone."""
+    finished = sorted((p for p in final.parent.iterdir() if p.is_dir() and (p / ".complete").exists() and p != final
+                       and (not family or p.name.rsplit("-", 1)[0] == family)),
                       key=lambda p: (p / ".complete").stat().st_mtime, reverse=True)
     for old in finished[max(0, keep - 1):]:
         with open(old.parent / f".{old.name}.lock", "w") as lock:

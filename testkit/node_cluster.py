@@ -23,6 +23,7 @@ driver, ``restrict_oom_score_adj``, runc, a preloaded sandbox image, a non-loopb
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import subprocess
@@ -41,7 +42,7 @@ from testkit.repo import REPO as ROOT
 from testkit.waiting import wait_until
 
 __all__ = ["NODE_IP", "NODE_NAME", "Node", "NodeParts", "build_node_parts", "join_node", "leave_node", "node_cluster",
-           "running_node"]
+           "running_node", "exclusive_node_session", "NODE_SESSION_LOCK"]
 
 MANIFESTS = Path(__file__).resolve().parent / "node_manifests"
 NODE_NAME = "nra-node"
@@ -52,6 +53,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 CLUSTER_DNS = "10.96.0.10"
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/run/netns"
+#: One node session per machine at a time: /run/netns, the pod sandboxes' namespaces and the cgroup roots are the
+#: machine's, and a session's clean-up removes the sandboxes pinned since it started, another run's included.
+NODE_SESSION_LOCK = Path("/run/lock/nra-node-session.lock")
 
 
 # --------------------------------------------------------------------------- parts
@@ -570,12 +574,42 @@ def node_apiserver_flags(cluster_workdir: Path) -> list[str]:
 
 
 @contextmanager
+def exclusive_node_session(lock: Path = NODE_SESSION_LOCK, *, say: Callable[[str], None] = print) -> Iterator[None]:
+    """Hold the machine's node-session lock (``flock``, released when the process ends however it ends): a second
+    test run's node session waits for the first instead of tearing down its pod network namespaces."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            say(f"node session: waiting for another run's node session to end (pid {holder}, lock {lock})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
 def running_node(workdir: Path) -> Iterator[Node]:
     """One control plane and one real node in a fresh network namespace, the test's (or a benchmark's) thread
     inside it until the end; ``workdir`` holds everything they write."""
     if os.geteuid() != 0:
         pytest.fail("the node tests need root (network namespace, containerd, kubelet)", pytrace=False)
     parts = build_node_parts()
+    with exclusive_node_session():
+        yield from _running_node(workdir, parts)
+
+
+def _running_node(workdir: Path, parts: NodeParts) -> Iterator[Node]:
     netns = NetNamespace()
     try:
         netns.enter()

@@ -35,7 +35,7 @@ timeout); ``Verdict.holds_until`` says up to when it stays exactly what it is, s
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -62,7 +62,9 @@ from agent.model.drainability import (
     long_terminating,
 )
 from agent.model.node import NodeRecord
-from agent.model.pdb import PdbRecord, selects
+from agent.model.pdb import PdbRecord
+from agent.model.pdb_index import by_namespace
+from agent.model.pdb_index import covering as covering_of
 from agent.model.pod import EvictionFacts
 from agent.model.pod_requests import aggregate
 from agent.model.quantity import QuantityError, div_round_up, parse_quantity
@@ -279,9 +281,12 @@ def _utilization(node: NodeRecord, pods: list[_Pod], settings: AutoscalerSetting
 
 def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequence[PodValue],
                        pdbs: Sequence[PdbRecord] | None, settings: AutoscalerSettings, now: float,
-                       controllers: Controllers | None = None) -> Verdict:
+                       controllers: Controllers | None = None,
+                       covering: Mapping[str, Sequence[PdbRecord]] | None = None) -> Verdict:
     """The verdict on one node at wall-clock time ``now`` (seconds since the epoch); ``pdbs`` None: not watched;
-    ``controllers`` None: no controller object known (the replicacount rule cannot run)."""
+    ``controllers`` None: no controller object known (the replicacount rule cannot run); ``covering``: the PDBs
+    that cover each pod, by uid, where the caller keeps them (the node state, agent.model.pdb_index); a pod it
+    does not hold is matched against ``pdbs`` of its namespace here."""
     problems: list[str] = []
     try:
         rules = rules_of_release(settings.release)
@@ -333,16 +338,25 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
     words = ("true", "false", ON_COMPLETION_VALUE) if rules.on_completion else ("true", "false")
     blockers = []
     to_move: dict[tuple[str, str], tuple[PdbRecord, list[str]]] = {}  # PDB -> the node's pods to move it covers
+    grouped: dict[str, list[PdbRecord]] | None = None  # pdbs by namespace, made when a pod needs it
     for pod in live:
         value, facts = pod.value, pod.facts
         safe = facts.safe_to_evict
         if safe is not None and safe not in words:
             problems.append(f"{value.namespace}/{value.name}: safe-to-evict {safe[:40]!r} is not one of "
                             f"{', '.join(repr(w) for w in words)} (cluster-autoscaler {rules.release}): ignored")
-        # Labels over the agent's bound: every PDB of the namespace may cover the pod (the pdb rule says unknown).
-        matching = None if pdbs is None else [
-            p for p in pdbs if (p.namespace == value.namespace if facts.labels_over_bound
-                                else selects(p, value.namespace, facts.label_map()))]
+        if pdbs is None:
+            matching = None
+        elif covering is not None and (kept := covering.get(value.uid)) is not None:
+            matching = list(kept)
+        else:
+            if grouped is None:
+                grouped = by_namespace(pdbs)
+            # The pod's label map is built once, for the PDBs of its namespace only. Labels over the agent's
+            # bound: every PDB of the namespace may cover the pod (the pdb rule says unknown).
+            candidates = grouped.get(value.namespace, ())
+            matching = (list(candidates) if facts.labels_over_bound
+                        else covering_of(candidates, value.namespace, facts.label_map()))
         drain_pod = DrainPod(value.namespace, value.name, facts, matching)
         outcome = None
         for check in checks:

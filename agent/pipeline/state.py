@@ -9,14 +9,16 @@ update and no reader needs to know who wrote it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
-from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, within_total
+from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, selects, within_total
+from agent.model.pdb_index import PdbIndex, may_select
+from agent.model.pod import NO_EVICTION_FACTS, EvictionFacts
 from agent.model.rules import NEWEST, Rules
 from agent.model.scale_down import Verdict, scale_down_verdict
 from agent.model.valuation import PodValue
@@ -80,9 +82,12 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER
     # Why the PDBs are not known though watched ("" when they are, or are not watched).
     pdbs_problem: str = ""
-    # Bumped by every change of what the verdict reads (pods, Node, PDBs, rules): the key of ``verdicts``.
+    # Bumped by every change of what the verdict reads (pods, Node, the PDBs that cover or could cover the node's
+    # pods, rules): the key of ``verdicts``.
     version: int = 0
     verdicts: VerdictCache | None = None  # the state's; None: computed each time
+    # The PDBs that cover each pod, by uid, kept by the state as PDBs and pods change (None: PDBs not known).
+    covering: Mapping[str, tuple[PdbRecord, ...]] | None = None
 
     def summary(self) -> NodeSummary:
         return summarize(self.node_name, self.node, self.pods, self.usage)
@@ -107,7 +112,7 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
             namespaces = {v.namespace for v in self.pods}
             pdbs = tuple(p for p in pdbs if p.namespace in namespaces)
         verdict = scale_down_verdict(node_name=self.node_name, node=self.node, pods=self.pods, pdbs=pdbs,
-                                     settings=self.autoscaler, now=now)
+                                     settings=self.autoscaler, now=now, covering=self.covering)
         # What is wrong with the PDBs that could cover this node's pods (a malformed selector covers no pod), and
         # why they are not known at all: said with the verdict they shape.
         found = [f"PodDisruptionBudget {p.namespace}/{p.name}: {problem}" for p in pdbs or () for problem in p.problems]
@@ -137,13 +142,16 @@ class NodeState:
         self._resource_version = ""
         self._kubernetes = DEFAULT_KUBERNETES
         # None until the PDBs are listed (and for good without the watch).
-        self._pdbs: dict[str, PdbRecord] | None = None
+        self._pdbs: PdbIndex | None = None
         self._pdb_tuple: tuple[PdbRecord, ...] | None = None  # what snapshots share until the next PDB change
         # Over max_pdbs: how many the cluster holds; the records are dropped until the next LIST within the limit.
         self._pdbs_over = 0
         # Every change the verdict reads bumps it (under the lock); usage samples and bookmarks do not.
         self._version = 0
         self._verdicts = VerdictCache()
+        # The PDBs covering each pod, by uid, while the PDBs are known: matched when a pod arrives or its labels or
+        # namespace change, and for the pods a PDB change can reach, so no verdict matches every (pod, PDB) pair.
+        self._covering: dict[str, tuple[PdbRecord, ...]] = {}
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
@@ -178,6 +186,7 @@ class NodeState:
         until the next relist.
         """
         key = (value.namespace, value.name)
+        cover = self._cover(value)  # outside the lock: only this thread writes what it reads
         with self._lock:
             self._version += 1
             replaced = []
@@ -186,14 +195,18 @@ class NodeState:
             older = self._by_name.get(key)
             if older is not None and older != value.uid:
                 replaced.append(self._pods.pop(older))
+                self._covering.pop(older, None)
             self._pods[value.uid] = value
             self._by_name[key] = value.uid
+            if cover is not None:
+                self._covering[value.uid] = cover
             return replaced
 
     def remove(self, uid: str) -> PodValue | None:
         with self._lock:
             self._version += 1
             value = self._pods.pop(uid, None)
+            self._covering.pop(uid, None)
             if value is not None and self._by_name.get((value.namespace, value.name)) == uid:
                 del self._by_name[(value.namespace, value.name)]
             return value
@@ -208,62 +221,122 @@ class NodeState:
                 del fresh[older]
             fresh[v.uid] = v
             by_name[key] = v.uid
+        # Kept for the pods whose namespace and labels the relist did not change (only this thread writes them).
+        covering = {v.uid: cover for v in fresh.values() if (cover := self._cover(v)) is not None}
         with self._lock:
             self._version += 1
             previous = self._pods
-            self._pods, self._by_name = fresh, by_name
+            self._pods, self._by_name, self._covering = fresh, by_name, covering
             if not self._synced:
                 self._synced = True
                 self._listed.notify_all()
         return [v for uid, v in previous.items() if uid not in fresh]
 
-    # -- PodDisruptionBudgets (rare changes: each replaces the tuple snapshots share) ---------------------------
+    # -- PodDisruptionBudgets (each change re-matches only the node's pods it can reach) -------------------------
     def replace_pdbs(self, pdbs: Iterable[PdbRecord], more: int = 0) -> None:
         """Exactly these PDBs (a LIST); ``more`` held beyond the limit makes them unknown, with their count."""
-        fresh = {}
+        fresh = PdbIndex()
         kept = 0
         for p in pdbs:
-            fresh[p.uid] = p = within_total(p, kept, self.max_selector_bytes)
+            fresh.put(p := within_total(p, kept, self.max_selector_bytes))
             kept += p.selector_bytes
+        covering = {} if more else self._covering_of(self._pods.values(), fresh)
         with self._lock:
             self._version += 1
             if more:
-                self._pdbs, self._pdbs_over, self._selector_bytes = {}, len(fresh) + more, 0
+                self._pdbs, self._pdbs_over, self._selector_bytes = PdbIndex(), len(fresh) + more, 0
             else:
                 self._pdbs, self._pdbs_over, self._selector_bytes = fresh, 0, kept
+            self._covering = covering
             self._pdb_tuple = None
 
     def upsert_pdb(self, pdb: PdbRecord, added: bool) -> PdbRecord | None:
         """Store ``pdb``; return the version it replaced. Past ``max_pdbs`` every record is dropped and only the
         count is kept (``added``: an ADDED event, which counts one more)."""
         with self._lock:
-            self._version += 1
             if self._pdbs_over:
+                self._version += 1
                 self._pdbs_over += added
                 return None
-            if self._pdbs is None:
-                self._pdbs = {}  # an event before any LIST (a replay that starts with watch events)
-            previous = self._pdbs.get(pdb.uid)
-            others = self._selector_bytes - (previous.selector_bytes if previous is not None else 0)
-            self._pdbs[pdb.uid] = pdb = within_total(pdb, others, self.max_selector_bytes)
-            self._selector_bytes = others + pdb.selector_bytes
-            if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
-                self._pdbs_over, self._pdbs, self._selector_bytes = len(self._pdbs), {}, 0
             self._pdb_tuple = None
+            old = self._pdbs.get(pdb.uid) if self._pdbs is not None else None
+            others = self._selector_bytes - (old.selector_bytes if old is not None else 0)
+            pdb = within_total(pdb, others, self.max_selector_bytes)
+            self._selector_bytes = others + pdb.selector_bytes
+            if self._pdbs is None:  # an event before any LIST (a replay that starts with watch events)
+                self._pdbs = PdbIndex([pdb])
+                self._covering = self._covering_of(self._pods.values(), self._pdbs)
+                self._version += 1
+                return None
+            previous = self._pdbs.put(pdb)
+            if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
+                self._pdbs_over, self._pdbs, self._covering = len(self._pdbs), PdbIndex(), {}
+                self._selector_bytes = 0
+                self._version += 1
+            elif self._rematch(self._pdbs, pdb.uid, previous, pdb):
+                self._version += 1
             return previous
 
     def remove_pdb(self, uid: str) -> PdbRecord | None:
         with self._lock:
-            self._version += 1
             if self._pdbs_over:
+                self._version += 1
                 self._pdbs_over = max(0, self._pdbs_over - 1)
                 return None
             if self._pdbs is None:
                 return None
-            self._pdb_tuple = None
-            removed = self._pdbs.pop(uid, None)
-            self._selector_bytes -= removed.selector_bytes if removed is not None else 0
-            return removed
+            previous = self._pdbs.pop(uid)
+            if previous is not None:
+                self._selector_bytes -= previous.selector_bytes
+                self._pdb_tuple = None
+                if self._rematch(self._pdbs, uid, previous, None):
+                    self._version += 1
+            return previous
+
+    def _rematch(self, index: PdbIndex, uid: str, previous: PdbRecord | None, pdb: PdbRecord | None) -> bool:
+        """After the PDB ``uid`` of ``index`` changed from ``previous`` to ``pdb`` (None: absent), the coverings of
+        the pods it covered or may now cover, old selector and new; whether the verdict's inputs changed (a
+        covering, or the problems of a PDB of a namespace the node has pods in). Only pods of its namespaces are
+        looked at, and only those whose joined labels ``may_select`` passes have their labels split."""
+        namespaces = {p.namespace for p in (previous, pdb) if p is not None}
+        reached = changed = False
+        for pod_uid, value in self._pods.items():
+            if value.namespace not in namespaces:
+                continue
+            reached = True
+            held = self._covering.get(pod_uid, ())
+            had = any(p.uid == uid for p in held)
+            facts = _facts(value)
+            has = (pdb is not None and pdb.namespace == value.namespace
+                   and (facts.labels_over_bound > 0 or (may_select(pdb.selector, facts.labels)
+                                                         and selects(pdb, value.namespace, facts.label_map()))))
+            if had or has:
+                cover = index.in_order([*(p for p in held if p.uid != uid), *([pdb] if has and pdb else [])])
+                if cover != held:
+                    self._covering[pod_uid] = cover
+                    changed = True
+        return changed or (reached and any(p is not None and p.problems for p in (previous, pdb)))
+
+    def _cover(self, value: PodValue) -> tuple[PdbRecord, ...] | None:
+        """The PDBs covering ``value`` (None: PDBs not known): the ones kept for its uid while its namespace and
+        labels stay the same (a status update), else matched against its namespace's PDBs."""
+        index = self._pdbs
+        if index is None or self._pdbs_over:
+            return None
+        previous = self._pods.get(value.uid)
+        if previous is not None and previous.namespace == value.namespace \
+                and _facts(previous).labels == _facts(value).labels \
+                and bool(_facts(previous).labels_over_bound) == bool(_facts(value).labels_over_bound):
+            kept = self._covering.get(value.uid)
+            if kept is not None:
+                return kept
+        return _pod_covering(index, value)
+
+    def _covering_of(self, values: Iterable[PodValue], index: PdbIndex | None) -> dict[str, tuple[PdbRecord, ...]]:
+        """Every pod's covering from ``index`` (None: PDBs not known, and none is kept)."""
+        if index is None:
+            return {}
+        return {v.uid: _pod_covering(index, v) for v in values}
 
     def pdbs(self) -> tuple[PdbRecord, ...] | None:
         """The PDBs as snapshots see them (None: not known)."""
@@ -283,7 +356,7 @@ class NodeState:
         if self._pdbs is None:
             return None, ""
         if self._pdb_tuple is None:
-            self._pdb_tuple = tuple(self._pdbs.values())
+            self._pdb_tuple = self._pdbs.values()
         return self._pdb_tuple, ""
 
     def get(self, uid: str) -> PodValue | None:
@@ -299,7 +372,8 @@ class NodeState:
             pdbs, problem = self._pdbs_snapshot()
             return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
                                 self._synced, self._node_listed, self._resource_version, self._kubernetes,
-                                pdbs, self.autoscaler, problem, self._version, self._verdicts)
+                                pdbs, self.autoscaler, problem, self._version, self._verdicts,
+                                None if pdbs is None else dict(self._covering))
 
     def __len__(self) -> int:
         with self._lock:
@@ -330,3 +404,17 @@ class NodeState:
     def node_listed(self) -> bool:
         with self._lock:
             return self._node_listed
+
+
+def _pod_covering(index: PdbIndex, value: PodValue) -> tuple[PdbRecord, ...]:
+    """The PDBs of ``index`` covering ``value``; labels over the agent's bound: every PDB of its namespace may (the
+    verdict says "PDB unknown")."""
+    facts = _facts(value)
+    if facts.labels_over_bound:
+        return tuple(index.in_namespace(value.namespace))
+    return index.covering(value.namespace, facts.label_map())
+
+
+def _facts(value: PodValue) -> EvictionFacts:
+    """What the drain rules read of ``value`` (a bare pod's facts when it has no record), as scale_down reads it."""
+    return value.record.eviction if value.record is not None else NO_EVICTION_FACTS

@@ -174,3 +174,18 @@ def test_a_pdb_over_the_bound_counts_no_risk_for_the_pods_moved_anyway():
                 owner_references=OWNER) for i in range(3)]
     got = verdict(safe, [huge])
     assert got.blockers == () and got.pdb_risks == ()
+
+
+def test_the_node_states_kept_coverings_read_pdb_unknown_too():
+    """The node state matches pods to PDBs when either changes (its own index): both unknowns reach the verdict."""
+    state = NodeState("node-a")
+    state.replace_pdbs([PDB.record(json.dumps(pdb("db", namespace="labelled", match_labels={"app": "db"},
+                                                  disruptions_allowed=1)).encode())])
+    pods = [pod("web", namespace="tenant", labels={"app": "web"}, owner_references=OWNER),
+            pod("many", namespace="labelled", labels=many_labels(), owner_references=OWNER),
+            pod("few", namespace="labelled", labels={"app": "web"}, owner_references=OWNER)]
+    state.replace([evaluate(POD.record(json.dumps(p).encode()), NEWEST) for p in pods])
+    assert {b.name: b.reason for b in state.snapshot().verdict(0.0).blockers} == {"many": PDB_UNKNOWN}
+    state.upsert_pdb(PDB.record(json.dumps(huge_pdb()).encode()), added=True)
+    assert {b.name: b.reason for b in state.snapshot().verdict(0.0).blockers} == {"many": PDB_UNKNOWN,
+                                                                                 "web": PDB_UNKNOWN}

@@ -45,6 +45,20 @@ def test_keep_removes_the_least_recently_built_versions_and_only_those(cache):
     assert sorted(p.name for p in (cache / "image").iterdir() if p.is_dir()) == ["d3", "d4", "d5"]
 
 
+def test_keep_within_a_family_leaves_the_other_families_alone(cache):
+    """One program built per release (the autoscaler oracle): a new build of one release keeps ``keep`` of that
+    release and removes nothing of another, even one whose name extends it."""
+    for i, version in enumerate(["1.31.1-a", "1.31.1-b", "1.31.1-neon-a", "1.31.1-neon-b", "1.36.1-a"]):
+        cached("oracle", version, _build(version))
+        os.utime(cache / "oracle" / version / ".complete", (time.time() - 100 + i, time.time() - 100 + i))
+    cached("oracle", "1.31.1-neon-c", _build("c"), keep=2, family="1.31.1-neon")
+    assert sorted(p.name for p in (cache / "oracle").iterdir() if p.is_dir()) == [
+        "1.31.1-a", "1.31.1-b", "1.31.1-neon-b", "1.31.1-neon-c", "1.36.1-a"]
+    cached("oracle", "1.31.1-c", _build("c"), keep=1, family="1.31.1")
+    assert sorted(p.name for p in (cache / "oracle").iterdir() if p.is_dir()) == [
+        "1.31.1-c", "1.31.1-neon-b", "1.31.1-neon-c", "1.36.1-a"]
+
+
 def test_a_version_being_built_elsewhere_is_not_removed(cache):
     cached("image", "old", _build("old"))
     os.utime(cache / "image" / "old" / ".complete", (time.time() - 100, time.time() - 100))

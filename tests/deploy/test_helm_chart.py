@@ -303,7 +303,8 @@ BAD_VALUES = [
     pytest.param(["--set", "replicas=2"], ["replicas", "additional properties"], id="unknown top-level key"),
     pytest.param(["--set", "image.digest=sha256:abc"], ["/image/digest"], id="digest not a sha256"),
     pytest.param(["--set", "kubernetesVersion=latest"], ["/kubernetesVersion", "latest"], id="version not X.Y"),
-    pytest.param(["--set", "autoscaler.release=2.0"], ["/autoscaler/release", "2.0"], id="autoscaler release"),
+    pytest.param(["--set", "autoscaler.release=1.40"], ["/autoscaler/release", "must be one of", "'neon'"],
+                 id="autoscaler release the agent refuses"),
     pytest.param(["--set-json", 'autoscaler.args=["scale-down-utilization-threshold=0.6"]'],
                  ["/autoscaler/args/0"], id="autoscaler arg not a flag"),
     pytest.param(["--set", "networkPolicy.debugPeers[0].podSelector.app=x"], ["/networkPolicy/debugPeers/0/podSelector"],
@@ -321,6 +322,62 @@ def test_helm_template_refuses_bad_values_with_the_schemas_message(helm: Helm, a
     assert "values don't meet the specifications of the schema" in result.stderr, result.stderr
     for word in named:
         assert word in result.stderr, (word, result.stderr)
+
+
+def test_the_schema_takes_exactly_the_autoscaler_releases_the_agent_takes(helm: Helm) -> None:
+    """Issue 39: a release the agent refuses at start (``1.40``) would crash-loop every node, so the schema refuses it
+    at install, on one line naming what it takes; every release of the agent's own table renders and is read back."""
+    from agent.config import from_sources
+    from agent.model.autoscaler_settings import RELEASES
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["autoscaler"]["properties"]["release"]["enum"] == ["", *RELEASES]
+    for release in RELEASES:
+        env = env_of(agent_container(helm.template("--set", f"autoscaler.release={release}")))
+        assert from_sources({}, {"NODE_NAME": "n", "NRA_AUTOSCALER_RELEASE": env["NRA_AUTOSCALER_RELEASE"]}
+                            ).autoscaler.release == release
+    minor = max(int(r.split(".")[1]) for r in RELEASES if r.startswith("1."))
+    for refused in (f"1.{minor + 2}", "1.27", "latest"):
+        result = helm("template", "node-requests-agent", str(CHART), "--namespace", NAMESPACE,
+                      "--set", f"autoscaler.release={refused}")
+        assert result.returncode != 0 and not result.stdout.strip(), result.stdout
+        (line,) = [line for line in result.stderr.splitlines() if "/autoscaler/release" in line]
+        assert all(f"'{release}'" in line for release in RELEASES), line
+
+
+def test_the_chart_says_which_kubernetes_and_agent_it_is_for(helm: Helm) -> None:
+    """kubeVersion starts at the oldest release whose rules the agent has; appVersion is the package's version."""
+    import tomllib
+
+    from agent.model.rules import OLDEST
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["appVersion"] == version
+    assert chart["kubeVersion"] == f">={OLDEST.major}.{OLDEST.minor}.0-0"
+    older = helm("template", "node-requests-agent", str(CHART),
+                 "--kube-version", f"{OLDEST.major}.{OLDEST.minor - 1}.9")
+    assert older.returncode != 0 and "chart requires kubeVersion" in older.stderr, older.stderr
+    assert helm.template("--kube-version", f"{OLDEST.major}.{OLDEST.minor}.3-gke.1")
+
+
+def test_notes_warn_while_the_autoscaler_settings_are_missing(helm: Helm) -> None:
+    def notes(*args: str) -> str:
+        result = helm("install", "node-requests-agent", str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+
+    from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER
+
+    default = notes()
+    assert f"WARNING: autoscaler.release is not set, so the verdict follows upstream cluster-autoscaler " \
+           f"{DEFAULT_AUTOSCALER.release} (the agent's default)" in default
+    assert "WARNING: autoscaler.args is empty" in default
+    neon = notes("--set", "autoscaler.release=neon")
+    assert "autoscaler.release is not set" not in neon and "WARNING: autoscaler.args is empty" in neon
+    both = notes("--set", "autoscaler.release=neon",
+                 "--set-json", 'autoscaler.args=["--scale-down-utilization-threshold=0.6"]')
+    assert "WARNING" not in both
 
 
 # --------------------------------------------------------------------------- the real API server

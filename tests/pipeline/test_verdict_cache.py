@@ -33,9 +33,10 @@ def iso(t: float) -> str:
 
 
 def fresh(state: NodeState, now: float):
-    """The verdict computed from scratch on what the state holds: what the cache must always equal."""
+    """The verdict computed from scratch on what the state holds, every pod matched against the PDBs here rather
+    than read from the state's kept coverings: what the cache must always equal."""
     s = state.snapshot()
-    return msgspec.structs.replace(s, verdicts=None).verdict(now)
+    return msgspec.structs.replace(s, verdicts=None, covering=None).verdict(now)
 
 
 def test_the_verdict_is_kept_while_nothing_it_reads_changes():
