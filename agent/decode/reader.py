@@ -87,13 +87,15 @@ class ObjectKind(Generic[R]):
             return self._build(obj, ())
         if isinstance(obj, _BYTES):
             try:
-                return self._build(self._item.decode(obj), ())
+                return self._build(self._item.decode(obj if obj.__class__ is bytes else bytes(obj)), ())
             except (msgspec.DecodeError, RecursionError):  # ValidationError included
                 obj = loads(obj)
         elif isinstance(obj, dict):
             try:
-                return self._build(msgspec.convert(obj, self.struct), ())
-            except (msgspec.ValidationError, RecursionError):
+                # Written back and decoded, not msgspec.convert: the Structs keep some fields as JSON text
+                # (spec.Undecoded), which only the JSON decoder fills.
+                return self._build(self._item.decode(msgspec.json.encode(obj)), ())
+            except (msgspec.DecodeError, msgspec.EncodeError, TypeError, RecursionError):
                 pass
         return self.tolerant(obj)
 
@@ -105,8 +107,11 @@ class ObjectKind(Generic[R]):
         return self._build(fill(self.struct, obj, problems), tuple(problems))
 
     def list_item(self, data: bytes | memoryview) -> msgspec.Struct:
-        """The Struct of exactly one LIST item's bytes; msgspec.DecodeError otherwise (the LIST reader's test)."""
-        return self._item.decode(data)
+        """The Struct of exactly one LIST item's bytes; msgspec.DecodeError otherwise (the LIST reader's test).
+
+        A view is copied first: the fields kept as JSON text (spec.Undecoded) refer to the buffer they were decoded
+        from, which the LIST reader reuses."""
+        return self._item.decode(data if data.__class__ is bytes else bytes(data))
 
     def watch_line(self, line: bytes) -> tuple[str, msgspec.Struct] | None:
         """(type, Struct) of an ADDED, MODIFIED or DELETED watch line the fast path accepts, else None.

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import sys
 import sysconfig
+from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
+
+import msgspec
 
 from agent.decode import spec
 from agent.decode.spec import (
@@ -26,14 +29,20 @@ from agent.decode.spec import (
     PodStatus,
     Quantities,
     Resources,
+    Selector,
     Spec,
+    Undecoded,
+    VmName,
 )
+from agent.decode.tolerant import fill
+from agent.decode.tolerant import labels as tolerant_labels
 from agent.model.container_bound import MAX_CONTAINERS, bound_containers, fold_gpu
 from agent.model.controllers import ControllerRecord
 from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
-from agent.model.pdb import OPERATORS, LabelSelector, PdbRecord, Requirement
+from agent.model.pdb import MAX_SELECTOR_BYTES, OPERATORS, LabelSelector, PdbRecord, Requirement, over_bound
 from agent.model.pod import (
+    MAX_LABELS_BYTES,
     NEONVM_API_VERSION,
     NO_EVICTION_FACTS,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
@@ -238,7 +247,35 @@ def _controller(refs: list[OwnerReference] | None) -> Controller | None:
     return None
 
 
-def _labels(labels: Labels) -> str:
+_LABELS: msgspec.json.Decoder[Labels | None] = msgspec.json.Decoder(Labels | None)
+_SELECTOR: msgspec.json.Decoder[Selector | None] = msgspec.json.Decoder(Selector | None)
+_VM_NAME = msgspec.json.Decoder(VmName)
+
+
+def _pod_labels(raw: Undecoded, problems: list[str]) -> tuple[Mapping[str, str | None] | None, int]:
+    """(metadata.labels, 0), or (None, their size in bytes) when over MAX_LABELS_BYTES: then never decoded."""
+    size = len(raw)
+    if size > MAX_LABELS_BYTES:
+        problems.append(f"metadata.labels of {size:,} bytes, over the agent's bound of {MAX_LABELS_BYTES:,}: not "
+                        "kept; which PodDisruptionBudgets cover the pod is unknown (\"PDB unknown\")")
+        return None, size
+    if not size:
+        return None, 0
+    try:
+        return _LABELS.decode(raw), 0
+    except msgspec.DecodeError:  # ValidationError included: a value of another type (a dump's YAML)
+        return tolerant_labels(msgspec.json.decode(raw), "metadata.labels", problems), 0
+
+
+def _vm_name(raw: Undecoded) -> str | None:
+    """The NeonVM label of labels over their bound, decoded alone (the others are skipped unbuilt)."""
+    try:
+        return _VM_NAME.decode(raw).vm_name or None
+    except msgspec.DecodeError:
+        return None
+
+
+def _labels(labels: Mapping[str, str | None]) -> str:
     """EvictionFacts.labels: every label with a value, sorted by key, NUL-separated."""
     return "\0".join([f"{key}\0{value}" for key, value in sorted(labels.items()) if value is not None])
 
@@ -263,13 +300,12 @@ def _listed_local_volumes(text: str, local: tuple[str, ...], problems: list[str]
     return ",".join(dict.fromkeys(n for n in text.split(",") if n in local))
 
 
-def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
-              problems: list[str]) -> EvictionFacts:
+def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec, labels: Mapping[str, str | None] | None,
+              labels_over_bound: int, problems: list[str]) -> EvictionFacts:
     """The drain rules' facts. Built for every watch event: each part only when its field is there, positionally."""
     if meta is None:
         return NO_EVICTION_FACTS
-    refs, labels, created, deleted = (meta.owner_references, meta.labels, meta.creation_timestamp,
-                                      meta.deletion_timestamp)
+    refs, created, deleted = meta.owner_references, meta.creation_timestamp, meta.deletion_timestamp
     volumes = _local_volumes(spec) if spec.volumes else ()
     safe = listed = daemonset = None
     mirror = False
@@ -291,6 +327,7 @@ def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec,
         None if deleted is None else _time(deleted, "metadata.deletionTimestamp", problems),
         spec.termination_grace_period_seconds,
         _gpu_requests(spec),
+        labels_over_bound,
     )
 
 
@@ -307,17 +344,18 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
     meta, spec, status = p.metadata, p.spec or _EMPTY_SPEC, p.status or _EMPTY_STATUS
     namespace = name = uid = resource_version = ""
     annotations = labels = refs = None
+    found: list[str] = []
+    over = 0
     if meta is not None:
         namespace, name, uid = _shared(meta.namespace or ""), meta.name or "", meta.uid or ""
-        resource_version, annotations, labels, refs = (meta.resource_version or "", meta.annotations, meta.labels,
-                                                      meta.owner_references)
+        resource_version, annotations, refs = meta.resource_version or "", meta.annotations, meta.owner_references
+        labels, over = _pod_labels(meta.labels, found)
     if not uid:
         if not name:
             raise DecodeError("pod has neither metadata.uid nor metadata.name")
         # Dumps and hand-written fixtures may lack a uid; the name still identifies the pod within one node.
         uid = f"{namespace}/{name}"
-    found: list[str] = []
-    eviction = _eviction(meta, annotations, spec, found)
+    eviction = _eviction(meta, annotations, spec, labels, over, found)
     share = len(spec.containers or ()) <= MAX_CONTAINERS and len(spec.init_containers or ()) <= MAX_CONTAINERS
     kept = bound_containers(_containers(spec.containers, False, share), _containers(spec.init_containers, True, share),
                             _statuses(status, share))
@@ -340,7 +378,8 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         resize_infeasible=_resize_infeasible(status.conditions),
         usage_annotation=_annotation(annotations.usage) if annotations is not None else None,
         overcommit_annotation=_annotation(annotations.overcommit) if annotations is not None else None,
-        vm_name=(labels.get(VM_NAME_LABEL) or None) if labels is not None else None,
+        vm_name=(labels.get(VM_NAME_LABEL) or None) if labels is not None else _vm_name(meta.labels) if meta and over
+        else None,
         migration_role=_migration_role(refs),
         problems=problems,
         eviction=eviction,
@@ -403,8 +442,16 @@ def pdb_of(d: Pdb, problems: tuple[str, ...] = ()) -> PdbRecord:
             raise DecodeError("poddisruptionbudget has neither metadata.uid nor metadata.name")
         uid = f"{namespace}/{name}"
     found = list(problems)
+    resource_version = (meta.resource_version or "") if meta else ""
+    allowed = (d.status.disruptions_allowed if d.status is not None else None) or 0
+    undecoded = d.spec.selector if d.spec is not None else msgspec.Raw()
+    size = len(undecoded)
+    if size > MAX_SELECTOR_BYTES:
+        return over_bound(PdbRecord(uid=uid, namespace=namespace, name=name, resource_version=resource_version,
+                                    disruptions_allowed=allowed, problems=tuple(found)),
+                          size, f"the agent's bound of {MAX_SELECTOR_BYTES:,} per PDB")
     selector = None
-    raw = d.spec.selector if d.spec is not None else None
+    raw = _selector(undecoded, found) if size else None
     if raw is not None:
         requirements = []
         for i, r in enumerate(raw.match_expressions or ()):
@@ -418,10 +465,19 @@ def pdb_of(d: Pdb, problems: tuple[str, ...] = ()) -> PdbRecord:
             requirements.append(requirement)
         labels = {k: v for k, v in (raw.match_labels or {}).items() if v is not None}
         selector = LabelSelector(match_labels=labels, match_expressions=tuple(requirements))
-    allowed = d.status.disruptions_allowed if d.status is not None else None
-    return PdbRecord(uid=uid, namespace=namespace, name=name,
-                     resource_version=(meta.resource_version or "") if meta else "", selector=selector,
-                     disruptions_allowed=allowed or 0, problems=tuple(found))
+    # What the total bound counts: the selector as the agent reads it, the same whichever path decoded it.
+    kept = len(msgspec.json.encode(raw)) if raw is not None else 0
+    return PdbRecord(uid=uid, namespace=namespace, name=name, resource_version=resource_version, selector=selector,
+                     disruptions_allowed=allowed, problems=tuple(found), selector_bytes=kept)
+
+
+def _selector(raw: Undecoded, problems: list[str]) -> Selector | None:
+    """spec.selector within its bound, decoded; read tolerantly when the fast path refuses it."""
+    try:
+        return _SELECTOR.decode(raw)
+    except msgspec.DecodeError:  # ValidationError included
+        parsed = msgspec.json.decode(raw)
+        return None if parsed is None else fill(Selector, parsed, problems, "spec.selector")
 
 
 #: The kinds whose spec.replicas the replicacount rule compares with --min-replica-count.

@@ -27,16 +27,20 @@ from agent.model.pod import (
     SAFE_TO_EVICT_ANNOTATION,
     SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
     USAGE_ANNOTATION,
+    VM_NAME_LABEL,
 )
 
 __all__ = ["Pod", "Node", "Pdb", "PodEvent", "NodeEvent", "PdbEvent", "Controller", "ControllerEvent", "Quantities",
-           "Labels"]
+           "Labels", "Selector", "Undecoded", "VmName"]
 
 #: A resource map as the API server writes it (cpu, memory, pods, hugepages-*, ...): quantity strings.
 Quantities = dict[str, str]
 #: metadata.labels: every label (PDB selectors may name any of them); a null value (which the API server never
 #: sends) reads as absent.
 Labels = dict[str, str | None]
+#: A field kept as its JSON text, undecoded (empty: absent): records measures it against its bound before
+#: decoding it, so a tenant's 1.5 MB selector or 256 KiB of labels is never built as Python strings.
+Undecoded = msgspec.Raw
 
 
 class _S(msgspec.Struct, rename="camel", gc=False):
@@ -55,6 +59,12 @@ class Annotations(_S):
     mirror: str | None = msgspec.field(default=None, name=MIRROR_ANNOTATION)
 
 
+class VmName(_S):
+    """The one label the agent reads of a pod whose labels are over their bound (decoded without building the rest)."""
+
+    vm_name: str | None = msgspec.field(default=None, name=VM_NAME_LABEL)
+
+
 class OwnerReference(_S):
     api_version: str | None = None
     kind: str | None = None
@@ -68,7 +78,7 @@ class Meta(_S):
     uid: str | None = None
     resource_version: str | None = None
     annotations: Annotations | None = None
-    labels: Labels | None = None
+    labels: Undecoded = msgspec.field(default_factory=msgspec.Raw)  # Labels, up to MAX_LABELS_BYTES
     owner_references: list[OwnerReference] | None = None
     # RFC 3339 times, read as seconds since the epoch by records.
     creation_timestamp: str | None = None
@@ -187,7 +197,7 @@ class Selector(_S):
 
 
 class PdbSpec(_S):
-    selector: Selector | None = None
+    selector: Undecoded = msgspec.field(default_factory=msgspec.Raw)  # a Selector, up to MAX_SELECTOR_BYTES
 
 
 class PdbStatus(_S):

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 import msgspec.inspect as mi
 
-__all__ = ["fill"]
+__all__ = ["fill", "labels"]
 
 S = TypeVar("S", bound=msgspec.Struct)
 # (value, path, problems) -> the field's value, or None when absent or unusable.
@@ -96,6 +96,19 @@ def _labels(value: Any, path: str, problems: list[str]) -> dict[str, str] | None
     return out
 
 
+def _undecoded(value: Any, path: str, problems: list[str]) -> msgspec.Raw:
+    """A field kept as JSON text (spec.Undecoded): the parsed value written back, checked where it is decoded."""
+    try:
+        return msgspec.Raw(msgspec.json.encode(value))
+    except (TypeError, ValueError, msgspec.EncodeError):
+        problems.append(f"{path} is not JSON")
+        return msgspec.Raw()
+
+
+#: A label map read tolerantly (what records does with labels the fast path refused).
+labels = _labels
+
+
 def _list_of(read_item: _Read, empty: Callable[[], Any]) -> _Read:
     def read(value: Any, path: str, problems: list[str]) -> list | None:
         if not isinstance(value, list):
@@ -112,6 +125,8 @@ def _reader(t: mi.Type) -> _Read:
         return _reader(inner)
     if isinstance(t, mi.StrType):
         return _string
+    if isinstance(t, mi.RawType):
+        return _undecoded
     if isinstance(t, mi.BoolType):
         return _boolean
     if isinstance(t, mi.IntType):

@@ -29,8 +29,8 @@ __all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "blocks", "DrainPod", "Drain
            "long_terminating", "is_daemonset_pod", "MIRROR", "LONG_TERMINATING", "DAEMONSET", "SAFE_TO_EVICT",
            "REPLICATED", "SYSTEM", "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
-           "DEFAULT_GRACE", "REPLICA_COUNT", "REPLICA_COUNT_ANY_GROUP", "ON_COMPLETION_RULE", "CONTROLLER_NOT_FOUND",
-           "MIN_REPLICAS_REACHED", "ON_COMPLETION", "ON_COMPLETION_VALUE", "parse_group"]
+           "PDB_UNKNOWN", "DEFAULT_GRACE", "REPLICA_COUNT", "REPLICA_COUNT_ANY_GROUP", "ON_COMPLETION_RULE",
+           "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION", "ON_COMPLETION_VALUE", "parse_group"]
 
 # Why a pod blocks removal: the autoscaler's drainability reasons, snake-cased (bounded: exported as a label value).
 NOT_REPLICATED = "not_replicated"
@@ -39,13 +39,16 @@ KUBE_SYSTEM_PDB_UNKNOWN = "kube_system_pdb_unknown"  # no PDB watch: blocks unle
 NOT_SAFE_TO_EVICT = "not_safe_to_evict"
 LOCAL_STORAGE = "local_storage"
 NOT_ENOUGH_PDB = "not_enough_pdb"
+# Not the autoscaler's: which PDBs cover the pod is unknown to the agent (a PDB's selector or the pod's labels over
+# the agent's bounds, agent.model.pdb / agent.model.pod), so it cannot say whether the pdb rule would block.
+PDB_UNKNOWN = "pdb_unknown"
 CONTROLLER_NOT_FOUND = "controller_not_found"  # replicacount: the pod's controller object is gone
 MIN_REPLICAS_REACHED = "min_replicas_reached"  # replicacount: spec.replicas below --min-replica-count
 # oncompletion (1.36 on): safe-to-evict "on-completion"; the autoscaler waits for the pod (BlockedByOnCompletionPod).
 ON_COMPLETION = "on_completion"
 # In the order of the rules that give them (rules.Default).
 REASONS = (CONTROLLER_NOT_FOUND, MIN_REPLICAS_REACHED, ON_COMPLETION, NOT_REPLICATED, UNMOVABLE_KUBE_SYSTEM,
-           KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE, NOT_ENOUGH_PDB)
+           KUBE_SYSTEM_PDB_UNKNOWN, NOT_SAFE_TO_EVICT, LOCAL_STORAGE, NOT_ENOUGH_PDB, PDB_UNKNOWN)
 #: drain.PodSafeToEvictOnCompletionValue.
 ON_COMPLETION_VALUE = "on-completion"
 
@@ -273,10 +276,21 @@ def _local_storage(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
 
 
 def _pdb(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
+    """A known PDB that allows no disruption blocks; else a PDB that may cover the pod but whose selector (or the
+    pod's labels) the agent did not keep makes the outcome unknown: said as PDB_UNKNOWN, never free."""
+    unknown = None
+    labels_unknown = pod.facts.labels_over_bound > 0
     for pdb in pod.matching or ():
-        if pdb.disruptions_allowed < 1:
+        if pdb.selector_over_bound or labels_unknown:
+            unknown = unknown or pdb
+        elif pdb.disruptions_allowed < 1:
             return blocks(NOT_ENOUGH_PDB, f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows "
                                           f"{pdb.disruptions_allowed} disruptions")
+    if unknown is not None:
+        why = ("the pod's labels are over the agent's bound" if labels_unknown
+               else f"its selector ({unknown.selector_over_bound:,} bytes) is over the agent's bound")
+        return blocks(PDB_UNKNOWN, f"PodDisruptionBudget {unknown.namespace}/{unknown.name} may cover it: {why}, "
+                                   "so whether it allows the eviction is unknown")
     return None
 
 
@@ -304,4 +318,4 @@ REPLICA_COUNT = msgspec.structs.replace(REPLICA_COUNT_ANY_GROUP,
                                         check=lambda pod, ctx: _replica_count(pod, ctx, apps_only_statefulsets=True))
 ON_COMPLETION_RULE = DrainRule(name="oncompletion", upstream=_UPSTREAM + "oncompletion/rule.go",
                                reasons=(ON_COMPLETION,), check=_on_completion)
-PDB = DrainRule(name="pdb", upstream=_UPSTREAM + "pdb/rule.go", reasons=(NOT_ENOUGH_PDB,), check=_pdb)
+PDB = DrainRule(name="pdb", upstream=_UPSTREAM + "pdb/rule.go", reasons=(NOT_ENOUGH_PDB, PDB_UNKNOWN), check=_pdb)

@@ -8,12 +8,27 @@ from collections.abc import Mapping
 
 import msgspec
 
-__all__ = ["PDBS", "Requirement", "LabelSelector", "PdbRecord", "selects", "OPERATORS"]
+__all__ = ["PDBS", "Requirement", "LabelSelector", "PdbRecord", "selects", "OPERATORS", "MAX_SELECTOR_BYTES",
+           "MAX_SELECTORS_BYTES", "EVERY_POD", "over_bound",
+           "within_total"]
 
 # The watched resource's name, as the agent's own metrics label it.
 PDBS = "poddisruptionbudgets"
 #: metav1.LabelSelectorOperator values; any other is refused at decode time (a problem) and matches nothing.
 OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+#: The largest selector (its JSON as the API server sends it, matchLabels and matchExpressions) the agent keeps per
+#: PDB. An honest selector names a few labels (well under 1 KiB); an ``In`` list of 100 values of the longest label
+#: value (63 characters) is 6.6 KiB. A tenant may write about 1.5 MB (the API server's object limit), which the agent
+#: would keep as some 210,000 Python strings (~14.5 MiB) on every node: beyond this bound the selector is not kept
+#: and the PDB's coverage is unknown (docs/autoscaler.md#pdb-unknown).
+MAX_SELECTOR_BYTES = 16 * 1024
+#: The most selector bytes kept across every PDB of the cluster (``--max-pdbs`` of them at most): 10,000 honest PDBs
+#: of about 100 bytes each take half of it. Kept selectors cost at most about 15 times their JSON size in memory (a
+#: one-character ``In`` value: 4 bytes of JSON, a ~58-byte string and its pointer), so this bounds them to about
+#: 30 MiB. A PDB that would pass it is kept as one over the bound.
+MAX_SELECTORS_BYTES = 2 * 2**20
 
 
 class Requirement(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,6 +55,23 @@ class PdbRecord(msgspec.Struct, frozen=True, kw_only=True):
     # status.disruptionsAllowed: 0 blocks the eviction of every pod it covers.
     disruptions_allowed: int = 0
     problems: tuple[str, ...] = ()
+    # The size in bytes of its selector's JSON (what MAX_SELECTORS_BYTES counts).
+    selector_bytes: int = 0
+    # Not 0: the selector was over the agent's bound (its size in bytes) and is not kept: the PDB is read as
+    # covering every pod of its namespace (EVERY_POD), whose verdict then says "PDB unknown", never free or blocked.
+    selector_over_bound: int = 0
+
+
+#: The selector of a PDB whose own is not kept: it matches every pod of the namespace, so whatever finds the PDBs
+#: that may cover a pod finds this one too (and the drain rules read ``selector_over_bound``).
+EVERY_POD = LabelSelector()
+
+
+def over_bound(pdb: PdbRecord, size: int, why: str) -> PdbRecord:
+    """``pdb`` without its selector of ``size`` bytes, which ``why`` (a bound) refused: coverage unknown."""
+    return msgspec.structs.replace(pdb, selector=EVERY_POD, selector_bytes=0, selector_over_bound=size,
+                                   problems=(*pdb.problems, f"selector of {size:,} bytes over {why}: not kept; the "
+                                             "pods of its namespace read \"PDB unknown\""))
 
 
 def _holds(requirement: Requirement, labels: Mapping[str, str]) -> bool:
@@ -71,3 +103,10 @@ def selects(pdb: PdbRecord, namespace: str, labels: Mapping[str, str]) -> bool:
         if labels.get(key) != value:
             return False
     return all(_holds(requirement, labels) for requirement in selector.match_expressions)
+
+
+def within_total(pdb: PdbRecord, kept: int, limit: int = MAX_SELECTORS_BYTES) -> PdbRecord:
+    """``pdb``, or ``pdb`` over the bound when its selector would take the ``kept`` selector bytes past ``limit``."""
+    if pdb.selector_bytes and kept + pdb.selector_bytes > limit:
+        return over_bound(pdb, pdb.selector_bytes, f"the agent's bound of {limit:,} selector bytes across PDBs")
+    return pdb

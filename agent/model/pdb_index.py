@@ -72,6 +72,10 @@ class PdbIndex:
     def __len__(self) -> int:
         return len(self._all)
 
+    def get(self, uid: str) -> PdbRecord | None:
+        """The PDB ``uid``, if held."""
+        return self._all.get(uid)
+
     def values(self) -> tuple[PdbRecord, ...]:
         """Every PDB, in the cluster's order."""
         return tuple(self._all.values())

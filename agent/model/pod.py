@@ -18,6 +18,7 @@ __all__ = [
     "ContainerRequests",
     "Controller",
     "EvictionFacts",
+    "MAX_LABELS_BYTES",
     "NO_EVICTION_FACTS",
     "StatusRequests",
     "PodRecord",
@@ -85,6 +86,13 @@ class Controller(NamedTuple):
     name: str
 
 
+#: The most label bytes (metadata.labels as JSON) the agent keeps per pod. Honest pods carry a few dozen labels at
+#: most (Helm, Argo CD and a mesh together write about 1 KiB); the API server admits 256 KiB of labels per object,
+#: which the agent would keep on every event of the pod (90 such pods: 168.6 MiB). Beyond it the labels are not
+#: kept (EvictionFacts.labels_over_bound).
+MAX_LABELS_BYTES = 16 * 1024
+
+
 class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     """What the cluster-autoscaler's drain rules read of a pod, and nothing its value depends on.
 
@@ -117,6 +125,10 @@ class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     # GPU requests, per container that has one: (container kind "container"/"init"/"sidecar", container name,
     # resource, quantity). The name tells the first app container's apart: neon's patch replaces its requests.
     gpu: tuple[tuple[str, str, str, str], ...] = ()
+    # Not 0: the pod's labels were over MAX_LABELS_BYTES (their size in bytes) and are not kept (``labels`` is
+    # empty): which PDBs cover the pod is unknown, so every PDB of its namespace may, and its verdict says
+    # "PDB unknown".
+    labels_over_bound: int = 0
 
     def label(self, key: str) -> str | None:
         return self.label_map().get(key)

@@ -389,8 +389,11 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
         else:
             if grouped is None:
                 grouped = by_namespace(pdbs)
-            # The pod's label map is built once, for the PDBs of its namespace only.
-            matching = covering_of(grouped.get(value.namespace, ()), value.namespace, facts.label_map())
+            # The pod's label map is built once, for the PDBs of its namespace only. Labels over the agent's
+            # bound: every PDB of the namespace may cover the pod (the pdb rule says unknown).
+            candidates = grouped.get(value.namespace, ())
+            matching = (list(candidates) if facts.labels_over_bound
+                        else covering_of(candidates, value.namespace, facts.label_map()))
         drain_pod = DrainPod(value.namespace, value.name, facts, matching)
         outcome = None
         for check in checks:
@@ -402,7 +405,8 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
                                     detail=outcome.detail))
         elif matching and (outcome is None or not outcome.skips) and not is_daemonset_pod(facts):
             for pdb in matching:  # a pod the autoscaler would move (PodsToReschedule; DaemonSet pods aside)
-                to_move.setdefault((pdb.namespace, pdb.name), (pdb, []))[1].append(value.name)
+                if not (pdb.selector_over_bound or facts.labels_over_bound):  # not known to cover it: no risk said
+                    to_move.setdefault((pdb.namespace, pdb.name), (pdb, []))[1].append(value.name)
     risks = tuple(PdbRisk(namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed,
                           pods=len(names))
                   for pdb, names in sorted(to_move.values(), key=lambda e: (e[0].namespace, e[0].name))

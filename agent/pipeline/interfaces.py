@@ -17,12 +17,16 @@ from typing import Protocol
 from agent.pipeline.events import Event
 
 __all__ = ["Emit", "SourceMetrics", "QueueMetrics", "HandlerMetrics", "ExportMetrics", "NO_QUEUE_METRICS",
-           "UNDECODABLE", "OTHER_NODE", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
+           "UNDECODABLE", "OTHER_NODE", "SELECTOR_OVER_BOUND",
+           "LABELS_OVER_BOUND", "SOURCE_LOOP", "HANDLER_LOOP", "EXPORT_LOOP", "source_loop"]
 
 # The bounded ``resource`` attribute of the watch signals is model.pod.PODS or model.node.NODES.
 # Why a source skipped an object (objects_skipped_total{resource, reason}).
 UNDECODABLE = "undecodable"  # not JSON, nested too deep, no identity, an unknown event type
 OTHER_NODE = "other_node"  # bound to another node: the server did not apply the field selector
+# Kept without a part over the agent's bounds (agent.model.pdb, agent.model.pod): coverage by PDBs unknown.
+SELECTOR_OVER_BOUND = "selector_over_bound"  # a PDB's selector
+LABELS_OVER_BOUND = "labels_over_bound"  # a pod's labels
 # Liveness loop names: "source" (a replay) or "source:<resource>", "handler", "export".
 SOURCE_LOOP = "source"
 HANDLER_LOOP = "handler"

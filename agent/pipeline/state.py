@@ -16,7 +16,7 @@ import msgspec
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
-from agent.model.pdb import PdbRecord, selects
+from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, selects, within_total
 from agent.model.pdb_index import PdbIndex, may_select
 from agent.model.pod import NO_EVICTION_FACTS, EvictionFacts
 from agent.model.rules import NEWEST, Rules
@@ -124,10 +124,12 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
 
 class NodeState:
     def __init__(self, node_name: str, *, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER,
-                 max_pdbs: int | None = None) -> None:
+                 max_pdbs: int | None = None, max_selector_bytes: int = MAX_SELECTORS_BYTES) -> None:
         self.node_name = node_name
         self.autoscaler = autoscaler
         self.max_pdbs = max_pdbs
+        self.max_selector_bytes = max_selector_bytes
+        self._selector_bytes = 0  # of the PDBs kept (agent.model.pdb.within_total)
         self._lock = threading.Lock()
         # Notified when the pods are first synced or the Node first listed: the first export waits on it.
         self._listed = threading.Condition(self._lock)
@@ -233,14 +235,18 @@ class NodeState:
     # -- PodDisruptionBudgets (each change re-matches only the node's pods it can reach) -------------------------
     def replace_pdbs(self, pdbs: Iterable[PdbRecord], more: int = 0) -> None:
         """Exactly these PDBs (a LIST); ``more`` held beyond the limit makes them unknown, with their count."""
-        fresh = PdbIndex(pdbs)
+        fresh = PdbIndex()
+        kept = 0
+        for p in pdbs:
+            fresh.put(p := within_total(p, kept, self.max_selector_bytes))
+            kept += p.selector_bytes
         covering = {} if more else self._covering_of(self._pods.values(), fresh)
         with self._lock:
             self._version += 1
             if more:
-                self._pdbs, self._pdbs_over = PdbIndex(), len(fresh) + more
+                self._pdbs, self._pdbs_over, self._selector_bytes = PdbIndex(), len(fresh) + more, 0
             else:
-                self._pdbs, self._pdbs_over = fresh, 0
+                self._pdbs, self._pdbs_over, self._selector_bytes = fresh, 0, kept
             self._covering = covering
             self._pdb_tuple = None
 
@@ -253,6 +259,10 @@ class NodeState:
                 self._pdbs_over += added
                 return None
             self._pdb_tuple = None
+            old = self._pdbs.get(pdb.uid) if self._pdbs is not None else None
+            others = self._selector_bytes - (old.selector_bytes if old is not None else 0)
+            pdb = within_total(pdb, others, self.max_selector_bytes)
+            self._selector_bytes = others + pdb.selector_bytes
             if self._pdbs is None:  # an event before any LIST (a replay that starts with watch events)
                 self._pdbs = PdbIndex([pdb])
                 self._covering = self._covering_of(self._pods.values(), self._pdbs)
@@ -261,6 +271,7 @@ class NodeState:
             previous = self._pdbs.put(pdb)
             if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
                 self._pdbs_over, self._pdbs, self._covering = len(self._pdbs), PdbIndex(), {}
+                self._selector_bytes = 0
                 self._version += 1
             elif self._rematch(self._pdbs, pdb.uid, previous, pdb):
                 self._version += 1
@@ -276,6 +287,7 @@ class NodeState:
                 return None
             previous = self._pdbs.pop(uid)
             if previous is not None:
+                self._selector_bytes -= previous.selector_bytes
                 self._pdb_tuple = None
                 if self._rematch(self._pdbs, uid, previous, None):
                     self._version += 1
@@ -295,8 +307,9 @@ class NodeState:
             held = self._covering.get(pod_uid, ())
             had = any(p.uid == uid for p in held)
             facts = _facts(value)
-            has = (pdb is not None and pdb.namespace == value.namespace and may_select(pdb.selector, facts.labels)
-                   and selects(pdb, value.namespace, facts.label_map()))
+            has = (pdb is not None and pdb.namespace == value.namespace
+                   and (facts.labels_over_bound > 0 or (may_select(pdb.selector, facts.labels)
+                                                         and selects(pdb, value.namespace, facts.label_map()))))
             if had or has:
                 cover = index.in_order([*(p for p in held if p.uid != uid), *([pdb] if has and pdb else [])])
                 if cover != held:
@@ -312,17 +325,18 @@ class NodeState:
             return None
         previous = self._pods.get(value.uid)
         if previous is not None and previous.namespace == value.namespace \
-                and _facts(previous).labels == _facts(value).labels:
+                and _facts(previous).labels == _facts(value).labels \
+                and bool(_facts(previous).labels_over_bound) == bool(_facts(value).labels_over_bound):
             kept = self._covering.get(value.uid)
             if kept is not None:
                 return kept
-        return index.covering(value.namespace, _facts(value).label_map())
+        return _pod_covering(index, value)
 
     def _covering_of(self, values: Iterable[PodValue], index: PdbIndex | None) -> dict[str, tuple[PdbRecord, ...]]:
         """Every pod's covering from ``index`` (None: PDBs not known, and none is kept)."""
         if index is None:
             return {}
-        return {v.uid: index.covering(v.namespace, _facts(v).label_map()) for v in values}
+        return {v.uid: _pod_covering(index, v) for v in values}
 
     def pdbs(self) -> tuple[PdbRecord, ...] | None:
         """The PDBs as snapshots see them (None: not known)."""
@@ -390,6 +404,15 @@ class NodeState:
     def node_listed(self) -> bool:
         with self._lock:
             return self._node_listed
+
+
+def _pod_covering(index: PdbIndex, value: PodValue) -> tuple[PdbRecord, ...]:
+    """The PDBs of ``index`` covering ``value``; labels over the agent's bound: every PDB of its namespace may (the
+    verdict says "PDB unknown")."""
+    facts = _facts(value)
+    if facts.labels_over_bound:
+        return tuple(index.in_namespace(value.namespace))
+    return index.covering(value.namespace, facts.label_map())
 
 
 def _facts(value: PodValue) -> EvictionFacts:

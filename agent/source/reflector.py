@@ -289,6 +289,9 @@ class Reflector:
                             self._resource, self._watched.field_selector)
                 self._warned_other_node = True
             return None
+        partial = self._watched.over_bound(record)
+        if partial:
+            self._stats.skipped(partial, self._resource)
         return record
 
     def _watch(self, stop: threading.Event) -> str:

@@ -31,6 +31,7 @@ from agent.pipeline.events import (
     PodDeleted,
     PodsListed,
 )
+from agent.pipeline.interfaces import LABELS_OVER_BOUND, SELECTOR_OVER_BOUND
 
 __all__ = ["Watched", "PodsOfNode", "NodeObject", "PdbsOfCluster"]
 
@@ -58,6 +59,9 @@ class Watched(Protocol[R]):
     def accept(self, record: R) -> bool:
         """The field selector, checked again on our side."""
 
+    def over_bound(self, record: R) -> str:
+        """Why a part of ``record`` was not kept (a bounded reason, counted with the skipped objects); "" if none."""
+
     def changed(self, type: str, record: R) -> ObjectEvent:
         """The event of one ADDED, MODIFIED or DELETED object."""
 
@@ -79,6 +83,9 @@ class PodsOfNode(msgspec.Struct, frozen=True, kw_only=True):
 
     def accept(self, record: PodRecord) -> bool:
         return self.node_name is None or record.node_name == self.node_name
+
+    def over_bound(self, record: PodRecord) -> str:
+        return LABELS_OVER_BOUND if record.eviction.labels_over_bound else ""
 
     def changed(self, type: str, record: PodRecord) -> ObjectEvent:
         if type == DELETED:
@@ -104,6 +111,9 @@ class NodeObject(msgspec.Struct, frozen=True, kw_only=True):
 
     def accept(self, record: NodeRecord) -> bool:
         return self.node_name is None or record.name == self.node_name
+
+    def over_bound(self, record: NodeRecord) -> str:
+        return ""
 
     def changed(self, type: str, record: NodeRecord) -> ObjectEvent:
         if type == DELETED:
@@ -132,6 +142,9 @@ class PdbsOfCluster(msgspec.Struct, frozen=True, kw_only=True):
 
     def accept(self, record: PdbRecord) -> bool:
         return True
+
+    def over_bound(self, record: PdbRecord) -> str:
+        return SELECTOR_OVER_BOUND if record.selector_over_bound else ""
 
     def changed(self, type: str, record: PdbRecord) -> ObjectEvent:
         if type == DELETED:

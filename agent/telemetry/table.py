@@ -99,7 +99,8 @@ RUNTIME_METRICS: tuple[RuntimeMetric, ...] = (
                   _by("result", lambda s: s.events_handled_by_result)),
     RuntimeMetric("objects_skipped_total", "counter", "{object}",
                   "Objects a source dropped, by resource and reason (undecodable; other_node: the server ignored the "
-                  "field selector)",
+                  "field selector), or kept without a part over the agent's bounds (selector_over_bound, "
+                  "labels_over_bound: their PDB coverage unknown)",
                   _by_pair("resource", "reason", lambda s: s.skipped)),
     RuntimeMetric("handler_errors_total", "counter", "{error}",
                   "Events whose handling failed, by bounded error type", _by("error_type", lambda s: s.handler_errors)),

@@ -16,7 +16,7 @@ import pytest
 
 from agent.run.agent import Agent
 from testkit.cluster import Cluster
-from testkit.worst_node import add_node, create_pods, held_per_pod, start_agent
+from testkit.worst_node import create_pods, held_per_pod, start_agent, tenant_namespace
 
 pytestmark = pytest.mark.cluster
 
@@ -39,11 +39,8 @@ WANT = {"Running": RUNNING, "Succeeded": COMPLETED}
 
 @pytest.fixture
 def namespace(cluster: Cluster):
-    add_node(cluster, NODE, pods=RUNNING + COMPLETED + 10)
-    name = cluster.create_namespace("tenant")
-    yield name
-    cluster.api("DELETE", f"/api/v1/namespaces/{name}")
-    cluster.api("DELETE", f"/api/v1/nodes/{NODE}")
+    with tenant_namespace(cluster, NODE, pods=RUNNING + COMPLETED + 10) as name:
+        yield name
 
 
 def test_a_tenants_job_of_huge_completed_pods_leaves_a_bounded_agent(cluster: Cluster, namespace: str):

@@ -110,7 +110,8 @@ def test_every_kind_of_pod_gets_the_rules_answer_and_the_schema_is_complete():
                                                                                  b["name"]))]
     assert v["blocking_pods"] == {"controller_not_found": 0, "min_replicas_reached": 0, "on_completion": 0,
                                   "not_replicated": 2, "unmovable_kube_system": 1, "kube_system_pdb_unknown": 0,
-                                  "not_safe_to_evict": 1, "local_storage": 2, "not_enough_pdb": 1}
+                                  "not_safe_to_evict": 1, "local_storage": 2, "not_enough_pdb": 1,
+                                  "pdb_unknown": 0}
     assert v["pdbs_known"] is True and v["release"] == "1.36" and v["differing"] == []
     assert any("maybe" in p for p in v["problems"])
     assert any("minimum size" in s for s in v["cannot_see"])

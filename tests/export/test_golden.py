@@ -189,7 +189,8 @@ def expected_points() -> dict[tuple[str, frozenset], F]:
     out[("node_requests_node_autoscaler_scale_down_candidate", frozenset())] = F(STATE == "underutilized")
     out[("node_requests_node_autoscaler_removable", frozenset())] = F(STATE == "underutilized" and not BLOCKING)
     reasons = ("controller_not_found", "min_replicas_reached", "on_completion", "not_replicated",
-               "unmovable_kube_system", "kube_system_pdb_unknown", "not_safe_to_evict", "local_storage", "not_enough_pdb")
+               "unmovable_kube_system", "kube_system_pdb_unknown", "not_safe_to_evict", "local_storage", "not_enough_pdb",
+               "pdb_unknown")
     for reason in reasons:
         out[("node_requests_node_autoscaler_blocking_pods", frozenset({("reason", reason)}))] = F(
             sum(r == reason for r in BLOCKING.values()))
