@@ -7,14 +7,17 @@ the agent refuses). The suite's test (tests/cluster/test_cluster_worst_node.py) 
 from __future__ import annotations
 
 import gc
+import json
 import tracemalloc
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 from agent.config import from_sources
+from agent.model.pdb import MAX_SELECTOR_BYTES
 from agent.run.agent import Agent
-from testkit.cluster_client import ClusterClient
+from testkit.cluster_client import ApiError, ClusterClient
 from testkit.waiting import wait_until
 
 USAGE = "vm.neon.tech/usage"
@@ -29,19 +32,22 @@ def huge_usage() -> str:
 
 
 def tenant_pod(name: str, job: bool, usage: str, node: str, namespace: str = "default",
-               labels: dict[str, str] | None = None, owner: dict | None = None) -> dict:
+               labels: dict[str, str] | None = None, owner: dict | None = None,
+               containers: list[dict] | None = None) -> dict:
     """A pod bound to ``node`` (no scheduler, no kubelet: its status is written as a kubelet would), tolerating the
     taints a node without a kubelet gets, so the taint manager never evicts it during the run. ``usage`` "": no
-    annotation; ``labels``: more labels; ``owner``: its controller's ownerReference."""
+    annotation; ``labels``: more labels; ``owner``: its controller's ownerReference; ``containers``: its containers
+    (default: one asking 100m and 128Mi)."""
     labels = ({"job-name": "batch"} if job else {"app": "tenant"}) | (labels or {})
-    meta = {"name": name, "namespace": namespace, "labels": labels, "annotations": {USAGE: usage} if usage else {}}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels,
+                            "annotations": {USAGE: usage} if usage else {}}
     if owner is not None:
         meta["ownerReferences"] = [owner]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
             "spec": {"nodeName": node, "restartPolicy": "Never" if job else "Always",
                      "tolerations": [{"operator": "Exists"}],
-                     "containers": [{"name": "app", "image": "example.invalid/app:1",
-                                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
+                     "containers": containers or [{"name": "app", "image": "example.invalid/app:1",
+                                                   "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}}
 
 
 def add_node(cluster: ClusterClient, node: str, pods: int) -> None:
@@ -64,16 +70,18 @@ def tenant_namespace(cluster: ClusterClient, node: str, pods: int) -> Iterator[s
 
 
 def create_pods(cluster: ClusterClient, running: int, completed: int, node: str, namespace: str = "default",
-                usage: str | None = None, labels: dict[str, str] | None = None, owner: dict | None = None) -> None:
-    """``running`` pods Running and ``completed`` Succeeded (as a Job leaves them), four requests at a time; each
-    with ``usage`` (default: huge_usage(); "": none) and ``labels``, ``owner`` as tenant_pod takes them."""
+                usage: str | None = None, labels: dict[str, str] | None = None, owner: dict | None = None,
+                containers: list[dict] | None = None, prefix: str = "app") -> None:
+    """``running`` pods Running (``<prefix>-<i>``) and ``completed`` Succeeded (``batch-<i>``, as a Job leaves them),
+    four requests at a time; each with ``usage`` (default: huge_usage(); "": none) and ``labels``, ``owner``,
+    ``containers`` as tenant_pod takes them."""
     usage = huge_usage() if usage is None else usage
 
     def one(i: int) -> None:
         job = i >= running
-        name = f"batch-{i - running}" if job else f"app-{i}"
+        name = f"batch-{i - running}" if job else f"{prefix}-{i}"
         cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods",
-                    tenant_pod(name, job, usage, node, namespace, labels, owner), timeout=120)
+                    tenant_pod(name, job, usage, node, namespace, labels, owner, containers), timeout=120)
         cluster.api("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                     {"status": {"phase": "Succeeded" if job else "Running"}}, timeout=120)
 
@@ -132,15 +140,89 @@ def _per_pod(start: Callable[[], Agent], create: Callable[[], None] | None, held
 SELECTOR_VALUES = 210_000
 
 
+def selector_pdb(name: str, values: list[str]) -> dict:
+    """A PDB whose selector is ``app In values``."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"minAvailable": 1, "selector": _selector(values)}}
+
+
+def _selector(values: list[str]) -> dict:
+    return {"matchExpressions": [{"key": "app", "operator": "In", "values": values}]}
+
+
 def huge_selector_pdb(name: str, values: int = SELECTOR_VALUES) -> dict:
     """A PDB whose selector is ``app In`` ``values`` distinct four-letter values."""
-    letters = [f"{chr(97 + i // 17576 % 26)}{chr(97 + i // 676 % 26)}{chr(97 + i // 26 % 26)}{chr(97 + i % 26)}"
-               for i in range(values)]
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
-            "spec": {"minAvailable": 1,
-                     "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": letters}]}}}
+    return selector_pdb(name, [f"{chr(97 + i // 17576 % 26)}{chr(97 + i // 676 % 26)}{chr(97 + i // 26 % 26)}"
+                               f"{chr(97 + i % 26)}" for i in range(values)])
 
 
-def many_labels(count: int) -> dict[str, str]:
-    """``count`` distinct labels (issue 38, item 3: 30,000 per pod)."""
-    return {f"l{i:05d}": f"v{i:05d}" for i in range(count)}
+#: Label values of two characters (3,844 of them): five bytes of JSON each, a Python string of about 50 bytes and its
+#: pointer once decoded, the most memory per selector byte a distinct value costs (one-character strings are
+#: CPython's shared singletons).
+_ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_PAIRS = [a + b for a in _ALNUM for b in _ALNUM]
+
+
+def kept_selector_pdb(name: str) -> dict:
+    """A PDB whose selector is the largest the agent keeps (MAX_SELECTOR_BYTES of JSON as the API server writes it,
+    within a few bytes), in the shape that costs it the most memory per byte: ``app In`` distinct two-character
+    values. 127 of them fill the agent's bound across PDBs (MAX_SELECTORS_BYTES, which counts each as the agent
+    reads it back: 16,402 bytes)."""
+    empty = len(selector_json([]))
+    return selector_pdb(name, _PAIRS[:(MAX_SELECTOR_BYTES - empty + 1) // 5])
+
+
+def selector_json(values: list[str]) -> bytes:
+    """The JSON of an ``app In values`` selector as the API server writes it (Go's field order, no spaces)."""
+    return json.dumps(_selector(values), separators=(",", ":")).encode()
+
+
+def many_labels(count: int, prefix: str = "") -> dict[str, str]:
+    """``count`` distinct labels (issue 38, item 3: 30,000 per pod), their keys under ``prefix``
+    (``tenant.example.com/``: labels as a tenant's tooling names them)."""
+    return {f"{prefix}l{i:05d}": f"v{i:05d}" for i in range(count)}
+
+
+def minimal_containers(count: int) -> list[dict]:
+    """``count`` containers of the least a container needs (a name and an image) and requests (issue 38, item 4)."""
+    return [{"name": f"c{i}", "image": "example.invalid/app:1",
+             "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}} for i in range(count)]
+
+
+def stored(cluster: ClusterClient, collection: str, obj: dict, status: dict | None = None) -> bool:
+    """Whether the API server stores ``obj`` in ``collection`` (and then ``status``, as a kubelet or controller
+    writes it), or refuses it for its size (HTTP 413, or etcd's "request is too large"); found by trying, the
+    object deleted at once after (no grace period: no kubelet confirms it). Any other refusal is an error."""
+    name = obj["metadata"]["name"]
+    try:
+        cluster.api("POST", collection, obj, timeout=120)
+    except ApiError as exc:
+        if _too_large(exc):
+            return False
+        raise
+    try:
+        if status is not None:
+            cluster.api("PATCH", f"{collection}/{name}/status", {"status": status}, timeout=120)
+        return True
+    except ApiError as exc:
+        if _too_large(exc):
+            return False
+        raise
+    finally:
+        cluster.api("DELETE", f"{collection}/{name}", {"apiVersion": "v1", "kind": "DeleteOptions",
+                                                      "gracePeriodSeconds": 0}, timeout=120)
+
+
+def _too_large(exc: ApiError) -> bool:
+    return exc.status == 413 or "too large" in exc.body or "larger than max" in exc.body
+
+
+def largest(fits: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest n in [low, high) for which ``fits(n)``, by bisection: ``low`` must fit and ``high`` must not
+    (checked, so a bound that moved says so rather than returning a wrong number)."""
+    if not fits(low) or fits(high):
+        raise RuntimeError(f"the search for the largest size needs {low} to fit and {high} not to")
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
