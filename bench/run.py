@@ -57,8 +57,8 @@ def pdb_watches() -> None:
 
 
 def worst_node() -> None:
-    """110 running and 600 completed pods, annotations at the 256 KiB limit, against a real API server
-    (bench/worst_node.py)."""
+    """110 running and 600 completed pods, annotations at the 256 KiB limit, labels, containers and PDB selectors at
+    the API server's limits, all on one node, against a real API server (bench/worst_node.py)."""
     from bench import worst_node
 
     worst_node.main()
@@ -81,7 +81,7 @@ def new_node() -> None:
 
 
 #: Not part of "all": each runs a control plane (cluster-scale about an hour, NRA_SCALE_QUICK=1: minutes;
-#: pdb-watches about 6 minutes; worst-node about 6 minutes; new-node about 6 minutes, as root; tenant-objects about
+#: pdb-watches about 6 minutes; worst-node about 10 minutes; new-node about 6 minutes, as root; tenant-objects about
 #: 5 minutes).
 SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches, "worst-node": worst_node, "new-node": new_node,
             "tenant-objects": tenant_objects}

@@ -169,21 +169,27 @@ def wait_held(agent: RunningAgent, running: int, completed: int, timeout: float 
         time.sleep(1)
 
 
-def wait_pdbs(agent: RunningAgent, over: int, timeout: float = 120.0) -> None:
-    """Until the agent has counted ``over`` PDBs whose selector it did not keep (Tenant.create_pdbs makes those
-    last) and its queue is empty; an agent without the bound (NRA_BENCH_TREE) counts none: then ``timeout``."""
+def wait_pdbs(agent: RunningAgent, over: int, timeout: float = 120.0, settle: float = 3.0) -> None:
+    """Until the agent has counted at least ``over`` PDB events whose selector it did not keep (Tenant.create_pdbs
+    makes those PDBs last; the disruption controller's status writes count too), the count has not moved for
+    ``settle`` seconds and its queue is empty; an agent without the bound (NRA_BENCH_TREE) counts none: then
+    ``timeout``."""
     deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
     while True:
         runtime = agent.runtime()
-        if runtime["skipped"].get(PDBS_OVER, 0) >= over and runtime["queue_depth"] == 0:
+        count = runtime["skipped"].get(PDBS_OVER, 0)
+        if count != last:
+            last, since = count, time.monotonic()
+        elif count >= over and runtime["queue_depth"] == 0 and time.monotonic() - since >= settle:
             return
         if agent.proc.poll() is not None:
             raise SystemExit("the agent ended while the PDBs arrived")
         if time.monotonic() > deadline:
-            print(f"(the agent counted {runtime['skipped'].get(PDBS_OVER, 0)} PDBs over its bound, not {over}, in "
-                  f"{timeout:.0f} s: measured anyway)\n")
+            print(f"(the agent counted {count} events of PDBs over its bound, not {over}, in {timeout:.0f} s: "
+                  "measured anyway)\n")
             return
-        time.sleep(1)
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,8 @@ twice: as WATCH events while it runs (created, then their status written as a ku
 agent's initial LIST. What the agent's own code still holds once it has every pod is measured with tracemalloc
 (the Python heap, allocations made in agent/ frames, after a collection), so the per-pod bound holds on a loaded
 machine where RSS would not be a fair measure: before the fix each pod kept its 256 KiB annotation. The full-size
-node (110 + 600 pods) and its RSS are ``bench/run.py worst-node`` (docs/benchmarks.md).
+node (110 + 600 pods, with labels, containers and PDB selectors at the API server's limits, each size found by trying
+as the second test tries it) and its RSS are ``bench/run.py worst-node`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,18 @@ import pytest
 
 from agent.run.agent import Agent
 from testkit.cluster import Cluster
-from testkit.worst_node import create_pods, held_per_pod, start_agent, tenant_namespace
+from testkit.cluster_client import ApiError
+from testkit.worst_node import (
+    create_pods,
+    held_per_pod,
+    huge_usage,
+    largest,
+    minimal_containers,
+    start_agent,
+    stored,
+    tenant_namespace,
+    tenant_pod,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -56,3 +68,19 @@ def test_a_tenants_job_of_huge_completed_pods_leaves_a_bounded_agent(cluster: Cl
         lambda agent: holds(agent) == WANT, check, RUNNING + COMPLETED)
     assert by_watch < PER_POD_BOUND, f"{by_watch / 1024:.1f} KiB per pod kept after the WATCH"
     assert by_list < PER_POD_BOUND, f"{by_list / 1024:.1f} KiB per pod kept after the LIST"
+
+
+def test_the_search_for_the_largest_pod_reads_etcds_refusal_and_leaves_nothing_behind(cluster: Cluster, namespace: str):
+    """bench/worst_node.py sizes its objects by trying: a pod past etcd's request limit is refused (not an error),
+    the largest one found is stored and one container more is not, and no try is left on the node."""
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+
+    def fits(containers: int) -> bool:
+        pod = tenant_pod("wide-try", False, huge_usage(), NODE, namespace, containers=minimal_containers(containers))
+        return stored(cluster, pods, pod, {"phase": "Running"})
+
+    most = largest(fits, 1, 10_000)
+    assert fits(most) and not fits(most + 1)
+    with pytest.raises(ApiError) as gone:
+        cluster.api("GET", f"{pods}/wide-try")
+    assert gone.value.status == 404
