@@ -79,6 +79,8 @@ NODE = "worst-node"
 NAMESPACE = "default"
 #: Label keys as a tenant's tooling names them.
 LABEL_PREFIX = "tenant.example.com/"
+#: A merge patch that leaves a PDB's selector small (a PDB at etcd's limit cannot be deleted as it is).
+SMALL_SELECTOR = {"spec": {"selector": {"matchExpressions": None, "matchLabels": {"app": "gone"}}}}
 #: The skipped-objects counter (/debug/runtime) of PDBs whose selector the agent did not keep.
 PDBS_OVER = "poddisruptionbudgets/selector_over_bound"
 
@@ -261,7 +263,7 @@ def admitted(cluster: ClusterClient, node: str) -> Tenant:
         lambda n: stored(cluster, pods, tenant.wide_pod(f"wide-{WIDE - 1}", node, n), running), 1, 10_000))
     values = HUGE_VALUES or (HUGE_PDBS and largest(
         lambda n: stored(cluster, f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets",
-                         huge_selector_pdb(f"huge-{HUGE_PDBS - 1}", n)), SELECTOR_VALUES, 2**19))
+                         huge_selector_pdb(f"huge-{HUGE_PDBS - 1}", n), shrink=SMALL_SELECTOR), SELECTOR_VALUES, 2**19))
     return replace(tenant, labels=labels, containers=containers, selector_values=values or SELECTOR_VALUES)
 
 

@@ -189,10 +189,17 @@ def minimal_containers(count: int) -> list[dict]:
              "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}} for i in range(count)]
 
 
-def stored(cluster: ClusterClient, collection: str, obj: dict, status: dict | None = None) -> bool:
+#: What leaves a tenant's object small: an object at etcd's limit cannot be deleted as it is (the API server writes
+#: the deletion into the object first, and etcd refuses that write too).
+SHRUNK = {"metadata": {"labels": None, "annotations": None}}
+
+
+def stored(cluster: ClusterClient, collection: str, obj: dict, status: dict | None = None,
+           shrink: dict | None = None) -> bool:
     """Whether the API server stores ``obj`` in ``collection`` (and then ``status``, as a kubelet or controller
     writes it), or refuses it for its size (HTTP 413, or etcd's "request is too large"); found by trying, the
-    object deleted at once after (no grace period: no kubelet confirms it). Any other refusal is an error."""
+    object deleted at once after (no grace period: no kubelet confirms it; made small by the merge patch ``shrink``,
+    default SHRUNK, first when it is too large to delete). Any other refusal is an error."""
     name = obj["metadata"]["name"]
     try:
         cluster.api("POST", collection, obj, timeout=120)
@@ -209,8 +216,18 @@ def stored(cluster: ClusterClient, collection: str, obj: dict, status: dict | No
             return False
         raise
     finally:
-        cluster.api("DELETE", f"{collection}/{name}", {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                      "gracePeriodSeconds": 0}, timeout=120)
+        _delete(cluster, f"{collection}/{name}", SHRUNK if shrink is None else shrink)
+
+
+def _delete(cluster: ClusterClient, path: str, shrink: dict) -> None:
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    try:
+        cluster.api("DELETE", path, now, timeout=120)
+    except ApiError as exc:
+        if not _too_large(exc):
+            raise
+        cluster.api("PATCH", path, shrink, timeout=120)
+        cluster.api("DELETE", path, now, timeout=120)
 
 
 def _too_large(exc: ApiError) -> bool:
