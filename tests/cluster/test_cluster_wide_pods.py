@@ -24,7 +24,7 @@ from agent.model.quantity import NANO
 from agent.run.agent import Agent
 from testkit.cluster import Cluster
 from testkit.http import raw_get
-from testkit.worst_node import add_node, held_per_pod, minimal_containers, start_agent
+from testkit.worst_node import add_node, held_per_pod, start_agent
 
 pytestmark = pytest.mark.cluster
 
@@ -38,9 +38,10 @@ BODY_BOUND = 64 * 1024
 
 
 def wide_pod(name: str, namespace: str, count: int = CONTAINERS) -> dict:
+    containers = [{"name": f"c{i}", "image": "example.invalid/app:1",
+                   "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}} for i in range(count)]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
-                     "containers": minimal_containers(count)}}
+            "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}], "containers": containers}}
 
 
 def running(agent: Agent) -> int:
