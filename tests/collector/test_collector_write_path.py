@@ -460,15 +460,16 @@ def test_an_allowed_gauge_sent_as_a_histogram_or_summary_creates_no_series(chain
                       message="the dropped points counted") == {"wrong_type": 2}
 
 
-def _histogram_push(points: list[list[float]]) -> ExportMetricsServiceRequest:
-    """The agent's three histograms, each a point per list of bounds (a count per bucket and a sum, as it sends)."""
+def _histogram_push(points: list[list[float]], names: list[str] = HISTOGRAMS) -> ExportMetricsServiceRequest:
+    """The agent's histograms (``names``), each a point per list of bounds (a count per bucket and a sum, as the agent
+    sends them)."""
     now = time.time_ns()
     return otlp_request({}, [metrics_pb2.Metric(name=name, unit="s", histogram=metrics_pb2.Histogram(
         aggregation_temporality=metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE,
         data_points=[metrics_pb2.HistogramDataPoint(time_unix_nano=now, start_time_unix_nano=now - 10**9, count=1,
                                                     sum=0.5, explicit_bounds=b, bucket_counts=[1] + [0] * len(b))
                      for b in points]))
-        for name in HISTOGRAMS])
+        for name in names])
 
 
 def test_histogram_bounds_are_bounded_on_the_wire_and_in_series(chain):
@@ -478,9 +479,8 @@ def test_histogram_bounds_are_bounded_on_the_wire_and_in_series(chain):
     at most max_series_per_node series."""
     otelcol, prom, token = chain
     pusher, url = Pusher(token, otelcol.ca_file), otelcol.otlp_http_metrics_url
-    huge = _histogram_push([[i / 1000 for i in range(130_000)]])
-    del huge.resource_metrics[0].scope_metrics[0].metrics[1:]  # one point: node_requests_agent_*_duration_seconds
-    assert len(huge.SerializeToString()) < MAX_BODY
+    huge = _histogram_push([[i / 1000 for i in range(130_000)]], HISTOGRAMS[:1])  # one point
+    assert len(huge.SerializeToString()) < MAX_BODY and _items(huge) > MAX_ITEMS
     assert pusher.post(url, huge, timeout=30) == 413
     # Within the items: three points of 5,000 bounds each per push, all dropped (too_many_buckets).
     wide = [_histogram_push([[push + i / 10_000 for i in range(5_000)]]) for push in range(5)]
@@ -497,8 +497,8 @@ def test_histogram_bounds_are_bounded_on_the_wire_and_in_series(chain):
     dropped = wait_until(lambda: _dropped(otelcol).get("too_many_buckets") == 15 and _dropped(otelcol), timeout=10,
                          message="the dropped points counted")
     written = pushes * len(HISTOGRAMS) - dropped.get("series_budget", 0)
-    print(f"130,000 bounds: 413; 15 points of 5,000 bounds dropped; {pushes * len(HISTOGRAMS)} points of "
-          f"{MAX_BUCKETS} buckets with fresh bounds: {written} written, {series} series in Prometheus "
+    print(f"one point of 130,000 bounds ({len(huge.SerializeToString()):,} bytes, {_items(huge):,} items): 413; "
+          f"15 points of 5,000 bounds dropped; {pushes * len(HISTOGRAMS)} points of {MAX_BUCKETS} buckets with fresh bounds: {written} written, {series} series in Prometheus "
           f"(max_series_per_node {SERIES_BUDGET}); dropped {dropped}; refused {_refused(otelcol)}")
     # Each name's first point is 66 series (63 bounds, +Inf, _count, _sum), each later one 63 new _bucket series.
     assert series == written * (MAX_BUCKETS - 1) + len(HISTOGRAMS) * 3
