@@ -25,13 +25,13 @@ OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 #: and the PDB's coverage is unknown (docs/autoscaler.md#pdb-unknown).
 MAX_SELECTOR_BYTES = 16 * 1024
 #: A selector of at most this many bytes is always kept and counts against no shared bound: an honest selector
-#: (``app=foo``, a few labels) is some tens of bytes, so no tenant's large selectors can push it out. ``--max-pdbs``
-#: (10,000) of them at this size cost what docs/operations.md#pdb-selector-bounds measures.
-SMALL_SELECTOR_BYTES = 1024
+#: (``app: web`` is 53 bytes as counted, two prefixed labels ~140), so no tenant's large selectors can push it out.
+#: ``--max-pdbs`` (10,000) of them at this size cost what docs/benchmarks.md#poddisruptionbudgets-held measures.
+SMALL_SELECTOR_BYTES = 256
 #: The most bytes of larger selectors (over SMALL_SELECTOR_BYTES) kept across the cluster. Kept selectors cost at most
 #: about 15 times their JSON size in memory (a two-character ``In`` value: 5 bytes of JSON, a ~51-byte string and its
-#: pointer), so this bounds them to about 30 MiB. A PDB that would pass it is kept as one over the bound.
-MAX_SELECTORS_BYTES = 2 * 2**20
+#: pointer), so this bounds them to about 15 MiB. A PDB that would pass it is kept as one over the bound.
+MAX_SELECTORS_BYTES = 2**20
 #: The most bytes of larger selectors one namespace keeps (1/32 of MAX_SELECTORS_BYTES): a tenant filling its
 #: namespace's share leaves the rest of the total to the others, so it takes 32 namespaces to fill it.
 NAMESPACE_SELECTORS_BYTES = MAX_SELECTORS_BYTES // 32
