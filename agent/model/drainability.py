@@ -315,11 +315,15 @@ def drain_outcome(pod: DrainPod, checks: Sequence[Check], ctx: DrainContext) -> 
     reasons, it blocks with the first, whose detail names the others."""
     matching = pod.matching
     labels_unknown = pod.facts.labels_over_bound > 0
-    unsure = [p for p in matching or () if coverage_unknown(p, labels_unknown)]
-    if not unsure or matching is None:
+    if not matching or (not labels_unknown and not any(p.selector_over_bound for p in matching)):
+        return _first(pod, checks, ctx)  # every coverage known (the common case, read without a call per PDB)
+    placed = [not coverage_unknown(p, labels_unknown) for p in matching]
+    if all(placed):
         return _first(pod, checks, ctx)
-    lenient = [p for p in matching if p.disruptions_allowed >= 1 or p not in unsure]
-    outcomes = [_first(pod._replace(matching=[p for p in matching if p not in unsure]), checks, ctx)]
+    unsure = [p for p, known in zip(matching, placed, strict=True) if not known]
+    known_only = [p for p, known in zip(matching, placed, strict=True) if known]
+    lenient = [p for p, known in zip(matching, placed, strict=True) if known or p.disruptions_allowed >= 1]
+    outcomes = [_first(pod._replace(matching=known_only), checks, ctx)]
     quiet = ctx._replace(problems=[])  # a problem is said once, from the first run
     outcomes += [_first(pod._replace(matching=m), checks, quiet) for m in (lenient, matching)]
     first = outcomes[0]

@@ -34,6 +34,7 @@ timeout); ``Verdict.holds_until`` says up to when it stays exactly what it is, s
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -411,13 +412,13 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
             labels_unknown = facts.labels_over_bound > 0
             for pdb in matching:  # a pod the autoscaler would move (PodsToReschedule; DaemonSet pods aside)
                 counts = to_move.setdefault((pdb.namespace, pdb.name), (pdb, [0, 0]))[1]
-                counts[coverage_unknown(pdb, labels_unknown)] += 1
+                counts[(labels_unknown or pdb.selector_over_bound > 0) and coverage_unknown(pdb, labels_unknown)] += 1
     # A PDB is risky when the pods it covers pass its allowance, and may be when those it may cover do too.
     risky = [(pdb, known, unsure) for pdb, (known, unsure) in to_move.values()
              if known + unsure > pdb.disruptions_allowed]
-    risky.sort(key=lambda e: (e[0].namespace, e[0].name))
+    shown = heapq.nsmallest(MAX_PDB_RISKS, risky, key=lambda e: (e[0].namespace, e[0].name))
     risks = tuple(PdbRisk(namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed,
-                          pods=known, unknown=unsure) for pdb, known, unsure in risky[:MAX_PDB_RISKS])
+                          pods=known, unknown=unsure) for pdb, known, unsure in shown)
     return Verdict(node=node_name, state=state, utilization=utilization, threshold=threshold,
                    blockers=tuple(blockers), pdbs_known=pdbs is not None, controllers_known=controllers is not None,
                    release=settings.release,
