@@ -212,11 +212,12 @@ class NodeState:
             by_name[key] = v.uid
         # Kept for the pods whose namespace and labels the relist did not change (only this thread writes them).
         covering = {v.uid: cover for v in fresh.values() if (cover := self._cover(v)) is not None}
+        uids = self._uids(covering)
         with self._lock:
             self._version += 1
             previous = self._pods
             self._pods, self._by_name = fresh, by_name
-            self._set_coverings(covering)
+            self._covering, self._covering_uids = covering, uids
             if not self._synced:
                 self._synced = True
                 self._listed.notify_all()
@@ -228,10 +229,11 @@ class NodeState:
         kept, budget, held = as_kept(pdbs, more=more, limit=self.max_selector_bytes)
         fresh = PdbIndex(kept or ())
         covering = {} if kept is None else self._covering_of(self._pods.values(), fresh)
+        uids = self._uids(covering)
         with self._lock:
             self._version += 1
             self._pdbs, self._pdbs_over, self._budget = fresh, 0 if kept is not None else held, budget
-            self._set_coverings(covering)
+            self._covering, self._covering_uids = covering, uids
             self._pdb_tuple = None
 
     def upsert_pdb(self, pdb: PdbRecord, added: bool) -> PdbRecord | None:
@@ -246,13 +248,14 @@ class NodeState:
             pdb = self._budget.admit(pdb, self._pdbs.get(pdb.uid) if self._pdbs is not None else None)
             if self._pdbs is None:  # an event before any LIST (a replay that starts with watch events)
                 self._pdbs = PdbIndex([pdb])
-                self._set_coverings(self._covering_of(self._pods.values(), self._pdbs))
+                self._covering = self._covering_of(self._pods.values(), self._pdbs)
+                self._covering_uids = self._uids(self._covering)
                 self._version += 1
                 return None
             previous = self._pdbs.put(pdb)
             if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
                 self._pdbs_over, self._pdbs = len(self._pdbs), PdbIndex()
-                self._set_coverings({})
+                self._covering, self._covering_uids = {}, {}
                 self._budget = SelectorBudget(self.max_selector_bytes)
                 self._version += 1
             elif self._rematch(self._pdbs, pdb.uid, previous, pdb):
@@ -281,13 +284,16 @@ class NodeState:
         if cover is None:
             self._covering.pop(pod_uid, None)
             self._covering_uids.pop(pod_uid, None)
-        else:
+        elif self._covering.get(pod_uid) is not cover:  # a pod's status update keeps its covering: nothing to do
             self._covering[pod_uid] = cover
             self._covering_uids[pod_uid] = tuple(p.uid for p in cover) if uids is None else uids
 
-    def _set_coverings(self, covering: dict[str, tuple[PdbRecord, ...]]) -> None:
-        self._covering = covering
-        self._covering_uids = {pod: tuple(p.uid for p in cover) for pod, cover in covering.items()}
+    def _uids(self, covering: dict[str, tuple[PdbRecord, ...]]) -> dict[str, tuple[str, ...]]:
+        """The PDB uids of each of ``covering``, those of a covering kept unchanged reused (read outside the lock:
+        only this thread writes them)."""
+        kept, uids = self._covering, self._covering_uids
+        return {pod: uids[pod] if kept.get(pod) is cover and pod in uids else tuple(p.uid for p in cover)
+                for pod, cover in covering.items()}
 
     def _rematch(self, index: PdbIndex, uid: str, previous: PdbRecord | None, pdb: PdbRecord | None) -> bool:
         """After the PDB ``uid`` of ``index`` changed from ``previous`` to ``pdb`` (None: absent), the coverings of
