@@ -87,9 +87,10 @@ class Controller(NamedTuple):
 
 
 #: The most label bytes (metadata.labels as JSON) the agent keeps per pod. Honest pods carry a few dozen labels at
-#: most (Helm, Argo CD and a mesh together write about 1 KiB); the API server admits 256 KiB of labels per object,
-#: which the agent would keep on every event of the pod (90 such pods: 168.6 MiB). Beyond it the labels are not
-#: kept (EvictionFacts.labels_over_bound).
+#: most (Helm, Argo CD and a mesh together write about 1 KiB). The API server bounds labels only by the object's size
+#: (etcd's 1.5 MiB request limit; the 256 KiB limit is annotations'), so a pod may carry some 30,000 of them, which
+#: the agent would keep on every event of the pod (90 such pods: 168.6 MiB). Beyond it the labels are not kept
+#: (EvictionFacts.labels_over_bound).
 MAX_LABELS_BYTES = 16 * 1024
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent.model.node_summary import NodeSummary, pod_totals
-from agent.model.problems import at_most
+from agent.model.problems import MAX_PROBLEMS_SHOWN, at_most
 from agent.model.quantity import to_bytes, to_float
 from agent.model.scale_down import go_ratio_text
 from agent.model.units import le_label
@@ -33,7 +33,6 @@ def sorted_values(values: Iterable[PodValue]) -> list[PodValue]:
 
 #: Problems shown per pod: a pod read by the tolerant path can carry one per malformed field; past this many the rest
 #: are counted in one last line.
-MAX_PROBLEMS_SHOWN = 20
 
 
 def pod_report(v: PodValue) -> dict[str, Any]:
@@ -161,9 +160,10 @@ def verdict_report(v: VerdictView) -> dict[str, Any]:
         "pdbs_known": v.pdbs_known,
         "controllers_known": v.controllers_known,
         "pdb_risks": [{"namespace": r.namespace, "name": r.name, "disruptions_allowed": r.disruptions_allowed,
-                       "pods": r.pods} for r in v.pdb_risks],
+                       "pods": r.pods, "unknown": r.unknown} for r in v.pdb_risks],
+        "pdb_risks_more": v.pdb_risks_more,
         "pdb_risk": v.pdb_risk or None,
         "release": v.release,
-        "problems": list(v.problems),
+        "problems": list(v.problems),  # at most MAX_PROBLEMS_SHOWN (verdict_view)
         "cannot_see": list(v.cannot_see),
     }
