@@ -40,8 +40,9 @@ def local_storage(local: list[str], listed: str | None, problems: list[str]) -> 
     else:
         names = listed.split(",")
         if len(listed) > MAX_ANNOTATION:
-            problems.append(f"metadata.annotations[{SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION}] longer than {MAX_ANNOTATION} characters "
-                            f"({bounded(listed)}): only the names of the pod's local volumes in it are read")
+            problems.append(f"metadata.annotations[{SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION}] longer than "
+                            f"{MAX_ANNOTATION} characters ({bounded(listed)}): only the names of the pod's local "
+                            "volumes in it are read")
         else:
             volumes = set(local)
             unknown = [n for n in names if n not in volumes]
