@@ -94,7 +94,8 @@ def test_pods_of_thousands_of_containers_are_counted_exactly_and_held_bounded(cl
     assert by_list < PER_POD_BOUND, f"{by_list / 1024:.1f} KiB per pod kept after the LIST"
 
 
-#: emptyDir volumes in one pod (no bound but etcd's request size): what the API server admits with a minimal spec.
+#: emptyDir volumes in one pod. The API server sets no bound on them; here it admitted up to 87,175 such volumes in
+#: one pod (3.1 MB of JSON as this test writes it) and refused 87,804 with 413 (its 3 MiB request-body limit).
 VOLUMES = 45_000
 
 
