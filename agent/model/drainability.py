@@ -260,25 +260,21 @@ def _not_safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
 
 
 def _local_storage(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
-    """drain.HasBlockingLocalStorage: the local volumes not named in safe-to-evict-local-volumes."""
-    facts = pod.facts
-    if not facts.local_volumes:
+    """drain.HasBlockingLocalStorage: the local volumes not named in safe-to-evict-local-volumes (read at decode,
+    agent.model.local_storage)."""
+    local = pod.facts.local_storage
+    if local is None:
         return None
-    listed = facts.safe_to_evict_local_volumes
-    if listed is None:
-        blocking = facts.local_volumes
-    else:
-        names = listed.split(",")  # not trimmed, as upstream
-        unknown = [n for n in names if n not in facts.local_volumes]
-        if unknown:
-            shown = ", ".join(repr(n[:40]) for n in unknown[:5]) + (f" and {len(unknown) - 5} more"
-                                                                      if len(unknown) > 5 else "")
-            ctx.problems.append(f"{pod.namespace}/{pod.name}: safe-to-evict-local-volumes names {shown}, no local "
-                                "volume of the pod: ignored")
-        blocking = tuple(v for v in facts.local_volumes if v not in names)
-    if not blocking:
+    if local.unknown:
+        shown = ", ".join(repr(n) for n in local.unknown) + (f" and {local.more_unknown} more"
+                                                             if local.more_unknown else "")
+        ctx.problems.append(f"{pod.namespace}/{pod.name}: safe-to-evict-local-volumes names {shown}, no local "
+                            "volume of the pod: ignored")
+    if not local.blocking:
         return None
-    return blocks(LOCAL_STORAGE, f"local storage: {', '.join(blocking)} (not in safe-to-evict-local-volumes)")
+    more = f" and {local.more_blocking} more" if local.more_blocking else ""
+    return blocks(LOCAL_STORAGE, f"local storage: {', '.join(local.blocking)}{more} (not in "
+                                 "safe-to-evict-local-volumes)")
 
 
 def _pdb(pod: DrainPod, ctx: DrainContext) -> Outcome | None:

@@ -7,7 +7,6 @@ reads and what a script reads cannot disagree.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,6 +18,7 @@ from agent.model.scale_down import go_ratio_text
 from agent.model.units import le_label
 from agent.model.valuation import PodValue
 from agent.pipeline.state import NodeSnapshot
+from agent.report.json_body import item_bytes, json_body
 from agent.report.verdict_view import VerdictView
 from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot
 
@@ -75,22 +75,25 @@ def pod_key(v: PodValue) -> tuple[str, str, str]:
 
 
 def pods_report(values: Iterable[PodValue], after: tuple[str, str, str] | None = None, limit: int | None = None,
-                max_bytes: int | None = None) -> dict[str, Any]:
-    """Every pod past ``after`` in pod_key order, at most ``limit`` of them and, past the first, only while their
-    compact JSON stays within ``max_bytes``; ``remaining``: how many more follow. The totals are always the node's."""
+                max_bytes: int | None = None, reserved: int = 0) -> dict[str, Any]:
+    """Every pod past ``after`` in pod_key order, at most ``limit`` of them and, past the first, only while the page
+    as served (agent.report.json_body: these keys, and ``reserved`` bytes of the keys the caller adds) stays within
+    ``max_bytes``; ``remaining``: how many more follow. The totals are always the node's."""
     ordered = sorted_values(values)
     start = bisect.bisect_right(ordered, after, key=pod_key) if after is not None else 0
     end = len(ordered) if limit is None else min(len(ordered), start + limit)
+    totals = totals_report(ordered)
     pods: list[dict[str, Any]] = []
-    size = 0
+    # The page without pods, and the 2 bytes its "[]" grows by when it opens onto lines for them.
+    size = reserved + len(json_body({"pods": [], "totals": totals, "remaining": len(ordered)})) + 2
     for v in ordered[start:end]:
         report = pod_report(v)
         if max_bytes is not None:
-            size += len(json.dumps(report))
+            size += item_bytes(report, 2)
             if pods and size > max_bytes:
                 break
         pods.append(report)
-    return {"pods": pods, "totals": totals_report(ordered), "remaining": len(ordered) - start - len(pods)}
+    return {"pods": pods, "totals": totals, "remaining": len(ordered) - start - len(pods)}
 
 
 def summary_report(s: NodeSummary) -> dict[str, Any]:
