@@ -16,14 +16,37 @@ from bench.common import load, machine
 from testkit.factory import pdb
 
 COUNT = 10_000
+_SMALL: list[list[str]] = []  # 100 value lists for the "small-bound" shape, made once by main()
 
 
-def _pdb(i: int, larger: bool) -> bytes:
-    labels = {"app.kubernetes.io/name": f"app-{i:05d}"}
+#: Two-character values (CPython shares one-character strings): the most strings a selector of
+#: SMALL_SELECTOR_BYTES can make the agent keep, every PDB's values distinct from the others'.
+_PAIRS = [a + b for a in "abcdefghijklmnopqrstuvwxyz0123456789" for b in "abcdefghijklmnopqrstuvwxyz0123456789"]
+
+
+def _small_values(i: int) -> list[str]:
+    """As many distinct two-character values as keep the selector within SMALL_SELECTOR_BYTES (always kept)."""
+    from agent.decode.reader import PDB
+    from agent.model.pdb import SMALL_SELECTOR_BYTES
+
+    count = 1
+    while PDB.record(json.dumps(pdb("x", match_expressions=[
+            {"key": "k", "operator": "In", "values": _PAIRS[:count + 1]}])).encode()).selector_bytes \
+            <= SMALL_SELECTOR_BYTES:
+        count += 1
+    start = i * count % (len(_PAIRS) - count)
+    return _PAIRS[start:start + count]
+
+
+def _pdb(i: int, shape: str) -> bytes:
+    labels: dict[str, str] = {"app.kubernetes.io/name": f"app-{i:05d}"}
     expressions = None
-    if larger:
+    if shape == "larger":
         labels |= {"app.kubernetes.io/instance": f"release-{i:05d}", "tier": "backend"}
         expressions = [{"key": "track", "operator": "In", "values": ["stable", "canary"]}]
+    elif shape == "small-bound":
+        labels = {}
+        expressions = [{"key": "k", "operator": "In", "values": _SMALL[i % len(_SMALL)]}]
     p = pdb(f"app-{i:05d}", namespace=f"team-{i % 200:03d}", match_labels=labels, match_expressions=expressions,
             disruptions_allowed=1)
     p["metadata"]["creationTimestamp"] = "2026-11-30T06:00:00Z"
@@ -33,7 +56,7 @@ def _pdb(i: int, larger: bool) -> bytes:
     return json.dumps(p, separators=(",", ":")).encode()
 
 
-def held(count: int, larger: bool) -> tuple[float, float]:
+def held(count: int, shape: str) -> tuple[float, float]:
     """(bytes held per PDB, peak MiB while the LIST is handled)."""
     from agent.decode.reader import PDB
     from agent.pipeline.events import PdbsListed
@@ -41,7 +64,7 @@ def held(count: int, larger: bool) -> tuple[float, float]:
     from agent.pipeline.state import NodeState
     from agent.telemetry.stats import RuntimeStats
 
-    raw = [_pdb(i, larger) for i in range(count)]
+    raw = [_pdb(i, shape) for i in range(count)]
     state = NodeState("bench-node", max_pdbs=None)
     handler = Handler(state=state, metrics=RuntimeStats())
     gc.collect()
@@ -59,7 +82,10 @@ def main() -> None:
     print(f"machine: {machine()}; {load()}\n")
     print("| PDB shape | JSON bytes per PDB | held per PDB | peak while handling a LIST of 10,000 |")
     print("|---|---:|---:|---:|")
-    for larger, shape in ((False, "one matchLabels entry"), (True, "three matchLabels, one In expression")):
-        size = sum(len(_pdb(i, larger)) for i in range(100)) / 100
-        per_pdb, peak = held(COUNT, larger)
-        print(f"| {shape} | {size:.0f} B | {per_pdb / 1024:.2f} KiB | {peak:.1f} MiB |")
+    _SMALL.extend(_small_values(i) for i in range(100))
+    for shape, text in (("one", "one matchLabels entry"), ("larger", "three matchLabels, one In expression"),
+                        ("small-bound", "the largest always kept: In two-character values, selector at most "
+                                        "SMALL_SELECTOR_BYTES")):
+        size = sum(len(_pdb(i, shape)) for i in range(100)) / 100
+        per_pdb, peak = held(COUNT, shape)
+        print(f"| {text} | {size:.0f} B | {per_pdb / 1024:.2f} KiB | {peak:.1f} MiB |")

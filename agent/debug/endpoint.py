@@ -30,6 +30,7 @@ from agent.config import VIEWS_LOCAL, Address
 from agent.debug.http_server import HttpServer, Request, Response, listen_socket
 from agent.debug.page import refresh_seconds, render_page
 from agent.pipeline.state import NodeSnapshot, NodeState
+from agent.report.json_body import json_body
 from agent.report.verdict_view import verdict_view
 from agent.report.views import pods_report, runtime_report, summary_report, verdict_report
 from agent.telemetry.health import HealthLimits, liveness, readiness
@@ -78,7 +79,7 @@ def host_allowed(host: str, local: str, names: Iterable[str] = ()) -> bool:
     return address is not None and (address.is_loopback or address == _address(local))
 
 
-#: The most pods one /debug/pods page lists (the default), and the most JSON it holds: a page past either ends
+#: The most pods one /debug/pods page lists (the default), and the most bytes it is served in: a page past either ends
 #: early and says where the next begins. An honest pod's report is under 1 KB, so an honest node is one page.
 PAGE_PODS = 500
 PAGE_BYTES = 1 << 20
@@ -173,7 +174,7 @@ class DebugServer:
         return None
 
     def _refusal(self, message: str) -> Response:
-        return Response(403, "application/json", (json.dumps({"error": message}) + "\n").encode())
+        return Response(403, "application/json", json_body({"error": message}))
 
     def _respond(self, target: str) -> Response:
         path, _, query = target.partition("?")
@@ -220,14 +221,16 @@ class DebugServer:
             after, limit = page_query(query)
         except ValueError as exc:
             return self._json(400, {"error": str(exc)})
-        page = pods_report(self.state.snapshot().pods, after, limit, PAGE_BYTES)
+        # The keys added here, the longest continue token a query may carry included: counted in the page's budget.
+        reserved = len(json_body({"node": self.state.node_name, "continue": "A" * _MAX_TOKEN}))
+        page = pods_report(self.state.snapshot().pods, after, limit, PAGE_BYTES, reserved)
         more = page["remaining"] > 0 and page["pods"]
         token = continue_token(page["pods"][-1]) if more else None
         return self._json(200, {"node": self.state.node_name, **page, "continue": token})
 
     @staticmethod
     def _json(status: int, body: Any) -> tuple[int, str, bytes]:
-        return status, "application/json", (json.dumps(body, indent=2) + "\n").encode()
+        return status, "application/json", json_body(body)
 
     def _page(self, refresh: int) -> str:
         node = self.state.snapshot()

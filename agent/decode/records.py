@@ -38,14 +38,14 @@ from agent.decode.tolerant import fill
 from agent.decode.tolerant import labels as tolerant_labels
 from agent.model.container_bound import MAX_CONTAINERS, bound_containers, fold_gpu
 from agent.model.controllers import ControllerRecord
-from agent.model.fields import MAX_ANNOTATION, NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
+from agent.model.fields import NO_REQUESTS, DecodeError, Oversized, Requests, bounded, clipped
+from agent.model.local_storage import local_storage
 from agent.model.node import GPU_LABELS, GPU_RESOURCES, NodeRecord
 from agent.model.pdb import MAX_SELECTOR_BYTES, OPERATORS, LabelSelector, PdbRecord, Requirement, over_bound
 from agent.model.pod import (
     MAX_LABELS_BYTES,
     NEONVM_API_VERSION,
     NO_EVICTION_FACTS,
-    SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION,
     VM_NAME_LABEL,
     ContainerRequests,
     Controller,
@@ -280,24 +280,13 @@ def _labels(labels: Mapping[str, str | None]) -> str:
     return "\0".join([f"{key}\0{value}" for key, value in sorted(labels.items()) if value is not None])
 
 
-def _local_volumes(spec: Spec) -> tuple[str, ...]:
-    """Names of hostPath volumes and of emptyDir volumes not in memory (drain.HasBlockingLocalStorage)."""
+def _local_volumes(spec: Spec) -> list[str]:
+    """Names of hostPath volumes and of emptyDir volumes not in memory (drain.isLocalVolume), in the pod's order."""
     out = []
     for i, v in enumerate(spec.volumes or ()):
         if v.host_path is not None or (v.empty_dir is not None and v.empty_dir.medium != "Memory"):
             out.append(v.name if v.name is not None else f"#{i}")
-    return tuple(out)
-
-
-def _listed_local_volumes(text: str, local: tuple[str, ...], problems: list[str]) -> str:
-    """safe-to-evict-local-volumes as the drain rules read it; a list too long to keep is cut to the names that are
-    the pod's local volumes (the only ones the rules use: upstream ignores the others), with a problem saying so."""
-    if len(text) <= MAX_ANNOTATION:
-        return text
-    problems.append(f"metadata.annotations[{SAFE_TO_EVICT_LOCAL_VOLUMES_ANNOTATION}] longer than {MAX_ANNOTATION} "
-                    f"characters ({bounded(text)}): only the names of the pod's local volumes "
-                    "in it are kept")
-    return ",".join(dict.fromkeys(n for n in text.split(",") if n in local))
+    return out
 
 
 def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec, labels: Mapping[str, str | None] | None,
@@ -306,23 +295,21 @@ def _eviction(meta: Meta | None, annotations: Annotations | None, spec: Spec, la
     if meta is None:
         return NO_EVICTION_FACTS
     refs, created, deleted = meta.owner_references, meta.creation_timestamp, meta.deletion_timestamp
-    volumes = _local_volumes(spec) if spec.volumes else ()
-    safe = listed = daemonset = None
+    safe = daemonset = None
     mirror = False
     if annotations is not None:
-        safe, listed, daemonset = (annotations.safe_to_evict, annotations.safe_to_evict_local_volumes,
-                                   annotations.daemonset_pod)
+        safe, daemonset = annotations.safe_to_evict, annotations.daemonset_pod
         mirror = annotations.mirror is not None
         if safe is not None:
             safe = clipped(safe)
-        if listed is not None:
-            listed = _listed_local_volumes(listed, volumes, problems)
         if daemonset is not None:
             daemonset = clipped(daemonset)
     return EvictionFacts(
         _controller(refs) if refs else None,
         _labels(labels) if labels else "",
-        volumes, safe, listed, daemonset, mirror,
+        local_storage(_local_volumes(spec), annotations.safe_to_evict_local_volumes if annotations else None, problems)
+        if spec.volumes else None,
+        safe, daemonset, mirror,
         None if created is None else _time(created, "metadata.creationTimestamp", problems),
         None if deleted is None else _time(deleted, "metadata.deletionTimestamp", problems),
         spec.termination_grace_period_seconds,

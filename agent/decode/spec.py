@@ -39,7 +39,8 @@ Quantities = dict[str, str]
 #: sends) reads as absent.
 Labels = dict[str, str | None]
 #: A field kept as its JSON text, undecoded (empty: absent): records measures it against its bound before
-#: decoding it, so a tenant's 1.5 MB selector or 256 KiB of labels is never built as Python strings.
+#: decoding it, so a tenant's 1.5 MB selector or labels up to the object's size limit (etcd's 1.5 MiB request limit;
+#: labels have no limit of their own) are never built as Python strings.
 Undecoded = msgspec.Raw
 
 

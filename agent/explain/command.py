@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.config import ClusterAccess
+from agent.config import SETTINGS, ClusterAccess
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.rules import NEWEST, KubernetesVersion
 
@@ -61,7 +61,8 @@ def explain(args: argparse.Namespace, cluster: ClusterAccess,
         rules, warning = (NEWEST, None) if version is None else rules_for(version)
         view = explain_view(read.pods, read.nodes, rules, args.node, args.sort)
         # The verdict at this moment, or --at's (a kube-system pod stops blocking after the autoscaler's timeout).
-        judged = verdicts(view, read.pdbs, autoscaler, now, read_problems, read.controllers)
+        judged = verdicts(view, read.pdbs, autoscaler, now, read_problems, read.controllers,
+                          max_pdbs=SETTINGS["max_pdbs"].default)  # as an agent with the default keeps them
     except (OSError, UnicodeDecodeError, DumpError, _Failed) as exc:
         print(f"node-requests-agent explain: {exc}", file=sys.stderr)
         return getattr(exc, "code", EXIT_CONFIG)

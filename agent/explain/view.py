@@ -15,18 +15,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import msgspec
-
 from agent.decode.reader import CONTROLLERS, NODE, PDB, POD, Skipped
 from agent.model.autoscaler_settings import AutoscalerSettings
 from agent.model.cluster import ClusterView, cluster_totals, group_by_node, order, sections
 from agent.model.controllers import ControllerRecord, controller_index
 from agent.model.node import NodeRecord
-from agent.model.pdb import PdbRecord
+from agent.model.pdb import PdbRecord, as_kept, too_many_pdbs
 from agent.model.pod import PodRecord
 from agent.model.quantity import to_bytes, to_float
 from agent.model.rules import KubernetesVersion, Rules
-from agent.model.scale_down import Verdict, scale_down_verdict
+from agent.model.scale_down import Verdict, node_verdict
 from agent.model.valuation import PodValue, evaluate
 from agent.pipeline.events import DELETED
 from agent.report.verdict_view import verdict_view
@@ -159,18 +157,19 @@ def explain_view(pods: Iterable[PodRecord], nodes: Iterable[NodeRecord], rules: 
 
 
 def verdicts(view: ClusterView, pdbs: Iterable[PdbRecord] | None, settings: AutoscalerSettings, now: float,
-             problems: tuple[str, ...] = (), controllers: Iterable[ControllerRecord] | None = None
-             ) -> dict[str, Verdict]:
-    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``; ``pdbs`` and
+             problems: tuple[str, ...] = (), controllers: Iterable[ControllerRecord] | None = None,
+             max_pdbs: int | None = None) -> dict[str, Verdict]:
+    """The cluster-autoscaler's verdict on every node of ``view`` at Unix time ``now``, the PDBs read as the agent
+    keeps them (``max_pdbs`` at most, selectors within the agent's bounds: agent.model.pdb.as_kept); ``pdbs`` and
     ``controllers`` None: not known; ``problems`` (why the PDBs or controllers could not be read) are added to each."""
-    known = None if pdbs is None else tuple(pdbs)
+    known: list[PdbRecord] | None = None
+    if pdbs is not None:
+        known, _, held = as_kept(pdbs, max_pdbs=max_pdbs)
+        if known is None:
+            problems = (*problems, too_many_pdbs(held, max_pdbs))
     listers = None if controllers is None else controller_index(controllers)
-    out = {}
-    for g in view.nodes:
-        v = scale_down_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings, now=now,
-                               controllers=listers)
-        out[g.name] = msgspec.structs.replace(v, problems=(*v.problems, *problems)) if problems else v
-    return out
+    return {g.name: node_verdict(node_name=g.name, node=g.node, pods=g.pods, pdbs=known, settings=settings, now=now,
+                                 controllers=listers, said=problems) for g in view.nodes}
 
 
 def _cluster_report(view: ClusterView) -> dict[str, Any]:

@@ -31,10 +31,11 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from agent.model.fields import Requests
+from agent.model.go_amount import go_amount, go_text
 from agent.model.pod import ContainerRequests, StatusRequests
 from agent.model.pod_requests import Resources, aggregate, parse_requests
 from agent.model.problems import Problem, at_most
-from agent.model.quantity import QuantityError, parse_quantity
+from agent.model.quantity import QuantityError
 
 __all__ = ["MAX_CONTAINERS", "BoundedContainers", "bound_containers", "fold_gpu"]
 
@@ -55,8 +56,12 @@ class BoundedContainers(NamedTuple):
 
 
 def _text(values: Resources) -> Requests:
-    """Nano-units as a quantity string ("1500000000n" is 1.5): exact, and parsed back to the same number."""
-    return {resource: f"{value}n" for resource, value in values.items()}
+    """A folded sum per resource as quantity text that keeps both its exact value and its Go form (go_text)."""
+    return {resource: go_text(value) for resource, value in values.items()}
+
+
+def _gpu_text(items: list[tuple[str, dict[str, int]]]) -> str:
+    return go_text(aggregate(items).get("gpu", 0))
 
 
 def _kind(c: ContainerRequests, init: bool) -> str:
@@ -67,7 +72,7 @@ def _fold(name: str, items: list[ContainerRequests], init: bool, restartable: bo
           statuses: Mapping[str, StatusRequests], problems: list[Problem]) -> tuple[ContainerRequests,
                                                                                    StatusRequests | None]:
     """One line for ``items`` (aggregate over them as the pod's order gives) and its folded status, if any had one."""
-    specs = [parse_requests(c.requests, c.name, problems) for c in items]
+    specs = [parse_requests(c.requests, c.name, problems, go_amount) for c in items]
     kinds = [_kind(c, init) for c in items]
 
     def total(values: Iterable[Mapping[str, int] | None]) -> Requests:
@@ -79,11 +84,11 @@ def _fold(name: str, items: list[ContainerRequests], init: bool, restartable: bo
         return line, None
     # A status that repeats its spec (the kubelet's report for nearly every running container) reuses its parse.
     allocated = [spec if s is None or s.allocated is None or s.allocated == c.requests
-                 else parse_requests(s.allocated, c.name, problems)
+                 else parse_requests(s.allocated, c.name, problems, go_amount)
                  for c, s, spec in zip(items, own, specs, strict=True)]
     actual = [mine if s is None or s.requests is None
               or s.requests == (c.requests if s.allocated is None else s.allocated)
-              else parse_requests(s.requests, c.name, problems)
+              else parse_requests(s.requests, c.name, problems, go_amount)
               for c, s, mine in zip(items, own, allocated, strict=True)]
 
     def folded(values: list[Resources]) -> Requests:
@@ -144,23 +149,20 @@ def fold_gpu(entries: list[tuple[str, str, str, str]], count: int) -> tuple[tupl
     by_resource: dict[str, list[tuple[str, dict[str, int]]]] = {}
     for kind, name, resource, text in entries:
         try:
-            value = parse_quantity(text)
+            value = go_amount(text)
         except QuantityError:
             out.append((kind, name, resource, text))
             continue
         by_resource.setdefault(resource, []).append((kind, {"gpu": value}))
     for resource, items in by_resource.items():
         if all(kind == "container" for kind, _ in items):
-            out.append(("container", f"({count:,} more containers: sum)", resource, _gpu_text(aggregate(items))))
+            out.append(("container", f"({count:,} more containers: sum)", resource, _gpu_text(items)))
             continue
         if any(kind == "init" for kind, _ in items):
-            out.append(("init", f"({count:,} more init containers: peak)", resource, _gpu_text(aggregate(items))))
+            out.append(("init", f"({count:,} more init containers: peak)", resource, _gpu_text(items)))
         sidecars = [item for item in items if item[0] == "sidecar"]
         if sidecars:
             out.append(("sidecar", f"({len(sidecars):,} more sidecars: sum)", resource,
-                        _gpu_text(aggregate(sidecars))))
+                        _gpu_text(sidecars)))
     return tuple(out)
 
-
-def _gpu_text(values: Resources) -> str:
-    return f"{values.get('gpu', 0)}n"

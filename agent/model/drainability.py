@@ -16,13 +16,13 @@ Pure: the time a rule compares against comes in through :class:`Clock`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import msgspec
 
 from agent.model.controllers import Controllers
-from agent.model.pdb import PdbRecord
+from agent.model.pdb import PdbRecord, coverage_unknown
 from agent.model.pod import EvictionFacts
 
 __all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "blocks", "DrainPod", "DrainContext", "DrainRule",
@@ -30,7 +30,8 @@ __all__ = ["Clock", "Outcome", "SKIP", "DRAINABLE", "blocks", "DrainPod", "Drain
            "REPLICATED", "SYSTEM", "NOT_SAFE_TO_EVICT_RULE", "LOCAL_STORAGE_RULE", "PDB", "REASONS", "NOT_REPLICATED",
            "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE", "NOT_ENOUGH_PDB",
            "PDB_UNKNOWN", "DEFAULT_GRACE", "REPLICA_COUNT", "REPLICA_COUNT_ANY_GROUP", "ON_COMPLETION_RULE",
-           "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION", "ON_COMPLETION_VALUE", "parse_group"]
+           "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION", "ON_COMPLETION_VALUE", "parse_group",
+           "Check", "drain_outcome"]
 
 # Why a pod blocks removal: the autoscaler's drainability reasons, snake-cased (bounded: exported as a label value).
 NOT_REPLICATED = "not_replicated"
@@ -39,8 +40,9 @@ KUBE_SYSTEM_PDB_UNKNOWN = "kube_system_pdb_unknown"  # no PDB watch: blocks unle
 NOT_SAFE_TO_EVICT = "not_safe_to_evict"
 LOCAL_STORAGE = "local_storage"
 NOT_ENOUGH_PDB = "not_enough_pdb"
-# Not the autoscaler's: which PDBs cover the pod is unknown to the agent (a PDB's selector or the pod's labels over
-# the agent's bounds, agent.model.pdb / agent.model.pod), so it cannot say whether the pdb rule would block.
+# Not the autoscaler's: whether a PDB covers the pod is unknown to the agent (a PDB's selector or the pod's labels over
+# the agent's bounds, agent.model.pdb / agent.model.pod), and the answer would change whether it blocks
+# (drain_outcome).
 PDB_UNKNOWN = "pdb_unknown"
 CONTROLLER_NOT_FOUND = "controller_not_found"  # replicacount: the pod's controller object is gone
 MIN_REPLICAS_REACHED = "min_replicas_reached"  # replicacount: spec.replicas below --min-replica-count
@@ -107,7 +109,8 @@ def blocks(reason: str, detail: str) -> Outcome:
 
 
 class DrainPod(NamedTuple):
-    """One pod as the rules read it; ``matching`` None: PDBs not watched."""
+    """One pod as the rules read it; ``matching`` None: PDBs not watched (the PDBs that may cover it, some with their
+    coverage unknown: drain_outcome gives each rule a covering without those)."""
 
     namespace: str
     name: str
@@ -127,6 +130,9 @@ class DrainContext(NamedTuple):
     min_replica_count: int = 0  # --min-replica-count
 
 
+Check = Callable[[DrainPod, DrainContext], Outcome | None]
+
+
 class DrainRule(msgspec.Struct, frozen=True, kw_only=True):
     """One drainability rule: its name, the upstream file it follows, the reasons it may block with, the setting
     that must be on for it to run (None: always runs) and the check itself."""
@@ -135,7 +141,7 @@ class DrainRule(msgspec.Struct, frozen=True, kw_only=True):
     upstream: str
     reasons: tuple[str, ...] = ()
     enabled_by: str | None = None  # an AutoscalerSettings field, as rules.Default's ``skip``
-    check: Callable[[DrainPod, DrainContext], Outcome | None]
+    check: Check
 
 
 def _go_seconds(seconds: int) -> float:
@@ -186,7 +192,7 @@ def _replicated(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
 
 
 def _system(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
-    if pod.namespace != _SYSTEM_NAMESPACE or pod.matching:
+    if pod.namespace != _SYSTEM_NAMESPACE or pod.matching:  # covered by a PDB: the later rules decide
         return None
     timeout, created = ctx.system_pod_timeout, pod.facts.created
     # A pod with no creationTimestamp has no age: it never outlives the timeout (upstream checks IsZero first).
@@ -254,44 +260,81 @@ def _not_safe_to_evict(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
 
 
 def _local_storage(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
-    """drain.HasBlockingLocalStorage: the local volumes not named in safe-to-evict-local-volumes."""
-    facts = pod.facts
-    if not facts.local_volumes:
+    """drain.HasBlockingLocalStorage: the local volumes not named in safe-to-evict-local-volumes (read at decode,
+    agent.model.local_storage)."""
+    local = pod.facts.local_storage
+    if local is None:
         return None
-    listed = facts.safe_to_evict_local_volumes
-    if listed is None:
-        blocking = facts.local_volumes
-    else:
-        names = listed.split(",")  # not trimmed, as upstream
-        unknown = [n for n in names if n not in facts.local_volumes]
-        if unknown:
-            shown = ", ".join(repr(n[:40]) for n in unknown[:5]) + (f" and {len(unknown) - 5} more"
-                                                                      if len(unknown) > 5 else "")
-            ctx.problems.append(f"{pod.namespace}/{pod.name}: safe-to-evict-local-volumes names {shown}, no local "
-                                "volume of the pod: ignored")
-        blocking = tuple(v for v in facts.local_volumes if v not in names)
-    if not blocking:
+    if local.unknown:
+        shown = ", ".join(repr(n) for n in local.unknown) + (f" and {local.more_unknown} more"
+                                                             if local.more_unknown else "")
+        ctx.problems.append(f"{pod.namespace}/{pod.name}: safe-to-evict-local-volumes names {shown}, no local "
+                            "volume of the pod: ignored")
+    if not local.blocking:
         return None
-    return blocks(LOCAL_STORAGE, f"local storage: {', '.join(blocking)} (not in safe-to-evict-local-volumes)")
+    more = f" and {local.more_blocking} more" if local.more_blocking else ""
+    return blocks(LOCAL_STORAGE, f"local storage: {', '.join(local.blocking)}{more} (not in "
+                                 "safe-to-evict-local-volumes)")
 
 
 def _pdb(pod: DrainPod, ctx: DrainContext) -> Outcome | None:
-    """A known PDB that allows no disruption blocks; else a PDB that may cover the pod but whose selector (or the
-    pod's labels) the agent did not keep makes the outcome unknown: said as PDB_UNKNOWN, never free."""
-    unknown = None
-    labels_unknown = pod.facts.labels_over_bound > 0
+    """pdb/rule.go: the first PDB covering the pod that allows no disruption blocks it."""
     for pdb in pod.matching or ():
-        if pdb.selector_over_bound or labels_unknown:
-            unknown = unknown or pdb
-        elif pdb.disruptions_allowed < 1:
+        if pdb.disruptions_allowed < 1:
             return blocks(NOT_ENOUGH_PDB, f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows "
                                           f"{pdb.disruptions_allowed} disruptions")
-    if unknown is not None:
-        why = ("the pod's labels are over the agent's bound" if labels_unknown
-               else f"its selector ({unknown.selector_over_bound:,} bytes) is over the agent's bound")
-        return blocks(PDB_UNKNOWN, f"PodDisruptionBudget {unknown.namespace}/{unknown.name} may cover it: {why}, "
-                                   "so whether it allows the eviction is unknown")
     return None
+
+
+def _first(pod: DrainPod, checks: Sequence[Check], ctx: DrainContext) -> Outcome | None:
+    for check in checks:
+        outcome = check(pod, ctx)
+        if outcome is not None:
+            return outcome
+    return None
+
+
+def _kind(outcome: Outcome | None) -> tuple[str, str]:
+    """What an outcome means for the verdict: no outcome moves the pod, as "drain" does."""
+    return ("drain", "") if outcome is None else (outcome.kind, outcome.reason)
+
+
+def drain_outcome(pod: DrainPod, checks: Sequence[Check], ctx: DrainContext) -> Outcome | None:
+    """The first outcome of ``checks`` (rules.Rules.Drainable) for ``pod``, whose ``matching`` may hold PDBs whose
+    coverage of the pod is unknown (:func:`agent.model.pdb.coverage_unknown`).
+
+    Only two facts of the coverage reach a rule: whether any PDB covers the pod (the system rule) and whether one
+    that allows no disruption does (the pdb rule). So the chain runs on the three coverings that give every
+    reachable pair: the known PDBs alone, with the unknown ones that allow disruptions, and with every one. Where
+    they agree, that is the outcome (an unknown PDB that allows disruptions changes nothing for a pod outside
+    kube-system); where some block and some do not, the pod blocks as PDB_UNKNOWN; where all block for different
+    reasons, it blocks with the first, whose detail names the others."""
+    matching = pod.matching
+    labels_unknown = pod.facts.labels_over_bound > 0
+    if not matching or (not labels_unknown and not any(p.selector_over_bound for p in matching)):
+        return _first(pod, checks, ctx)  # every coverage known (the common case, read without a call per PDB)
+    placed = [not coverage_unknown(p, labels_unknown) for p in matching]
+    if all(placed):
+        return _first(pod, checks, ctx)
+    unsure = [p for p, known in zip(matching, placed, strict=True) if not known]
+    known_only = [p for p, known in zip(matching, placed, strict=True) if known]
+    lenient = [p for p, known in zip(matching, placed, strict=True) if known or p.disruptions_allowed >= 1]
+    outcomes = [_first(pod._replace(matching=known_only), checks, ctx)]
+    quiet = ctx._replace(problems=[])  # a problem is said once, from the first run
+    outcomes += [_first(pod._replace(matching=m), checks, quiet) for m in (lenient, matching)]
+    first = outcomes[0]
+    kinds = {_kind(o) for o in outcomes}
+    if len(kinds) == 1:
+        return first
+    culprit = next((p for p in unsure if p.disruptions_allowed < 1), unsure[0])
+    why = ("the pod's labels are over the agent's bound" if labels_unknown and not culprit.selector_over_bound
+           else f"its selector ({culprit.selector_over_bound:,} bytes) is over the agent's bound")
+    where = f"PodDisruptionBudget {culprit.namespace}/{culprit.name} may cover it: {why}"
+    if all(kind == "block" for kind, _ in kinds):
+        assert first is not None
+        others = ", ".join(sorted(reason for _, reason in kinds if reason != first.reason))
+        return first._replace(detail=f"{first.detail} (or {others}: {where})")
+    return blocks(PDB_UNKNOWN, f"{where}, so whether the autoscaler may evict it is unknown")
 
 
 MIRROR = DrainRule(name="mirror", upstream=_UPSTREAM + "mirror/rule.go", check=_mirror)

@@ -19,7 +19,7 @@ from typing import Any
 from agent.model.neon_patch import GoQuantity, GoValueError, parse_go_quantity, scaled_value
 from agent.model.quantity import parse_quantity
 
-__all__ = ["GoAmount", "go_amount", "as_go_amount", "milli_value", "INT64_MAX"]
+__all__ = ["GoAmount", "GoText", "go_amount", "go_text", "as_go_amount", "milli_value", "INT64_MAX"]
 
 INT64_MAX = 2**63 - 1
 
@@ -93,9 +93,31 @@ def as_go_amount(value: int) -> GoAmount:
     return GoAmount(value, dec=not _fits(value), exp10=-9)
 
 
+class GoText(str):
+    """A sum's quantity text in nano-units ("1500000000n" is 1.5: exact, read back by parse_quantity to the same
+    number) that also holds the :class:`GoAmount` Go's running sum ended in, which ``go_amount`` returns.
+
+    What a sum folded into one line (agent.model.container_bound) is written as: no text parses to every form a Go
+    sum can end in (an int64Amount of 19 digits, an inf.Dec at a power of ten other than -9), and the form decides
+    ``MilliValue()`` past int64, so the folded line keeps it. Equal to, and hashed as, its text."""
+
+    amount: GoAmount
+
+
+def go_text(value: int) -> str:
+    """``value`` (a GoAmount, or nano-units read as :func:`as_go_amount` does) as a quantity text that keeps its Go
+    form (:class:`GoText`)."""
+    amount = as_go_amount(value)
+    text = GoText(f"{int(amount)}n")
+    text.amount = amount
+    return text
+
+
 def go_amount(text: str) -> GoAmount:
     """The quantity ``text`` as the agent reads it (:func:`~agent.model.quantity.parse_quantity`, whose errors it
-    raises), in the form ``resource.ParseQuantity`` leaves it."""
+    raises), in the form ``resource.ParseQuantity`` leaves it; a :class:`GoText`'s own form."""
+    if text.__class__ is GoText:
+        return text.amount
     nanos = parse_quantity(text)
     try:
         form = parse_go_quantity(text)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from agent.model.pdb import LabelSelector, PdbRecord, selects
+from agent.model.pod import EvictionFacts
 
-__all__ = ["PdbIndex", "by_namespace", "covering", "may_select"]
+__all__ = ["PdbIndex", "by_namespace", "covering", "may_cover", "may_select"]
 
 
 def may_select(selector: LabelSelector | None, labels: str) -> bool:
@@ -38,6 +39,15 @@ def may_select(selector: LabelSelector | None, labels: str) -> bool:
 def covering(candidates: Iterable[PdbRecord], namespace: str, labels: Mapping[str, str]) -> list[PdbRecord]:
     """The ``candidates`` (in their order) that cover a pod of ``namespace`` with ``labels``."""
     return [p for p in candidates if selects(p, namespace, labels)]
+
+
+def may_cover(candidates: Iterable[PdbRecord], namespace: str, facts: EvictionFacts) -> list[PdbRecord]:
+    """The ``candidates`` (in their order) that cover, or may cover, a pod of ``namespace`` with ``facts``: with its
+    labels over the agent's bound, every one with a selector (whether one that reads labels covers it is unknown:
+    agent.model.pdb.coverage_unknown; no selector covers no pod)."""
+    if facts.labels_over_bound:
+        return [p for p in candidates if p.selector is not None and p.namespace == namespace]
+    return covering(candidates, namespace, facts.label_map())
 
 
 def by_namespace(pdbs: Sequence[PdbRecord]) -> dict[str, list[PdbRecord]]:
@@ -100,6 +110,10 @@ class PdbIndex:
                 if labels.get(key) == value:
                     uids.update(found)
         return tuple(covering((group[uid] for uid in sorted(uids, key=self._place.__getitem__)), namespace, labels))
+
+    def place(self, pdb: PdbRecord) -> int:
+        """``pdb``'s (held here) place in the cluster's order."""
+        return self._place[pdb.uid]
 
     def in_order(self, pdbs: Iterable[PdbRecord]) -> tuple[PdbRecord, ...]:
         """``pdbs`` (held here) in the cluster's order."""

@@ -18,6 +18,7 @@ __all__ = [
     "ContainerRequests",
     "Controller",
     "EvictionFacts",
+    "LocalStorage",
     "MAX_LABELS_BYTES",
     "NO_EVICTION_FACTS",
     "StatusRequests",
@@ -87,10 +88,22 @@ class Controller(NamedTuple):
 
 
 #: The most label bytes (metadata.labels as JSON) the agent keeps per pod. Honest pods carry a few dozen labels at
-#: most (Helm, Argo CD and a mesh together write about 1 KiB); the API server admits 256 KiB of labels per object,
-#: which the agent would keep on every event of the pod (90 such pods: 168.6 MiB). Beyond it the labels are not
-#: kept (EvictionFacts.labels_over_bound).
+#: most (Helm, Argo CD and a mesh together write about 1 KiB). The API server bounds labels only by the object's size
+#: (etcd's 1.5 MiB request limit; the 256 KiB limit is annotations'), so a pod may carry some 30,000 of them, which
+#: the agent would keep on every event of the pod (90 such pods: 168.6 MiB). Beyond it the labels are not kept
+#: (EvictionFacts.labels_over_bound).
 MAX_LABELS_BYTES = 16 * 1024
+
+
+class LocalStorage(msgspec.Struct, frozen=True, gc=False):
+    """What the local-storage drain rule reads (agent.model.local_storage): the local volumes it blocks on and the
+    listed names it ignores, the first of each in the pod's order (volumes) and the annotation's (names), and how
+    many more."""
+
+    blocking: tuple[str, ...] = ()
+    more_blocking: int = 0
+    unknown: tuple[str, ...] = ()
+    more_unknown: int = 0
 
 
 class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
@@ -107,13 +120,13 @@ class EvictionFacts(msgspec.Struct, frozen=True, gc=False):
     # not a tuple of them: no object the garbage collector tracks, one allocation per event. No label key or value
     # holds a NUL (the API server admits only a few ASCII characters in both).
     labels: str = ""
-    # Names of the volumes the autoscaler calls local storage: hostPath, and emptyDir whose medium is not Memory.
-    local_volumes: tuple[str, ...] = ()
+    # The local-storage rule's facts, bounded whatever the pod's volumes (None: no hostPath volume nor emptyDir
+    # volume outside memory, the rule never blocks).
+    local_storage: LocalStorage | None = None
     # The annotations as written (None when absent): the rules compare them to exact strings. Words compared to
-    # "true"/"false" are kept clipped (agent.model.fields.clipped); a local-volumes list longer than MAX_ANNOTATION
-    # keeps only the names of the pod's local volumes (the rest could only be ignored).
+    # "true"/"false" are kept clipped (agent.model.fields.clipped); safe-to-evict-local-volumes is read into
+    # ``local_storage``.
     safe_to_evict: str | None = None
-    safe_to_evict_local_volumes: str | None = None
     daemonset_pod: str | None = None
     mirror: bool = False
     # metadata.creationTimestamp and metadata.deletionTimestamp as seconds since the epoch (None: absent or

@@ -6,7 +6,10 @@ from collections.abc import Iterable
 
 import msgspec
 
-__all__ = ["Problem", "at_most"]
+__all__ = ["Problem", "at_most", "MAX_PROBLEMS_SHOWN"]
+
+#: The most problem lines a view shows of one pod or verdict (the rest counted in one more line).
+MAX_PROBLEMS_SHOWN = 20
 
 
 class Problem(msgspec.Struct, frozen=True):

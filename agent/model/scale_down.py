@@ -34,6 +34,7 @@ timeout); ``Verdict.holds_until`` says up to when it stays exactly what it is, s
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -58,23 +59,24 @@ from agent.model.drainability import (
     UNMOVABLE_KUBE_SYSTEM,
     Clock,
     DrainPod,
+    drain_outcome,
     is_daemonset_pod,
     long_terminating,
 )
 from agent.model.go_amount import INT64_MAX, go_amount, milli_value
 from agent.model.neon_patch import wrap_int64
 from agent.model.node import NodeRecord
-from agent.model.pdb import PdbRecord
-from agent.model.pdb_index import by_namespace
-from agent.model.pdb_index import covering as covering_of
+from agent.model.pdb import PdbRecord, coverage_unknown
+from agent.model.pdb_index import by_namespace, may_cover
 from agent.model.pod import EvictionFacts
 from agent.model.pod_requests import Parse, aggregate
+from agent.model.problems import at_most
 from agent.model.quantity import QuantityError, div_round_up, parse_quantity
 from agent.model.valuation import PodValue
 
 __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "scale_down_verdict", "STATES", "REASONS",
            "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE",
-           "AUTOSCALER_CRASH", "go_ratio_text",
+           "AUTOSCALER_CRASH", "go_ratio_text", "MAX_PDB_RISKS", "MAX_PDB_PROBLEMS", "node_verdict",
            "NOT_REPLICATED", "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE",
            "NOT_ENOUGH_PDB", "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION"]
 
@@ -92,6 +94,12 @@ AUTOSCALER_CRASH = "autoscaler_crash"
 STATES = (UNDERUTILIZED, NOT_UNDERUTILIZED, SCALE_DOWN_DISABLED, NO_NODE, ALLOCATABLE_UNUSABLE, AUTOSCALER_CRASH)
 
 _MILLI = 10**6  # nano-units per milli-unit
+#: The most PDB risks a verdict holds (the rest counted): a namespace of 10,000 PDBs covering every pod would
+#: otherwise make every verdict, export and view carry 10,000 of them.
+MAX_PDB_RISKS = 20
+#: The most problem lines the PDBs of a node's namespaces add to its verdict (the rest counted in one more line): a
+#: tenant's PDBs over the bound would otherwise add one each to every node with a pod in its namespace.
+MAX_PDB_PROBLEMS = 5
 
 
 class Utilization(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,6 +145,9 @@ class PdbRisk(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     disruptions_allowed: int
     pods: int  # the node's pods to move that it covers
+    # The node's pods to move that it may cover (its selector or their labels over the agent's bounds): with them
+    # the PDB may be risky; it is for certain only when ``pods`` alone pass the allowance.
+    unknown: int = 0
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -153,7 +164,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     differing: tuple[AutoscalerValue, ...] = ()
     problems: tuple[str, ...] = ()  # e.g. a malformed safe-to-evict annotation, read as documented
     # PDBs that cover more of the node's pods to move than they allow: the node stays removable, but risky.
-    pdb_risks: tuple[PdbRisk, ...] = ()
+    pdb_risks: tuple[PdbRisk, ...] = ()  # the first MAX_PDB_RISKS by namespace and name
+    pdb_risks_more: int = 0  # how many more PDBs are risky than ``pdb_risks`` holds
     # The verdict is exactly this for every ``now`` from the one it was computed at up to and including this time
     # (a grace period or a kube-system pod's timeout then runs out); None: time alone never changes it.
     holds_until: float | None = None
@@ -337,7 +349,7 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
     for value in pods:
         if not value.reported:
             continue  # Succeeded/Failed: the autoscaler's pod lister leaves them out
-        facts = value.record.eviction if value.record is not None else EvictionFacts()
+        facts = value.eviction
         cpu, memory, why, panic, replaced_first = autoscaler_requests(value, rules.requests)
         if panic:
             crash = True
@@ -374,7 +386,8 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
     context = rules.context(settings, clock, problems, controllers)
     words = ("true", "false", ON_COMPLETION_VALUE) if rules.on_completion else ("true", "false")
     blockers = []
-    to_move: dict[tuple[str, str], tuple[PdbRecord, list[str]]] = {}  # PDB -> the node's pods to move it covers
+    # PDB -> how many of the node's pods to move it covers, and may cover (coverage unknown)
+    to_move: dict[tuple[str, str], tuple[PdbRecord, list[int]]] = {}
     grouped: dict[str, list[PdbRecord]] | None = None  # pdbs by namespace, made when a pod needs it
     for pod in live:
         value, facts = pod.value, pod.facts
@@ -389,29 +402,48 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
         else:
             if grouped is None:
                 grouped = by_namespace(pdbs)
-            # The pod's label map is built once, for the PDBs of its namespace only. Labels over the agent's
-            # bound: every PDB of the namespace may cover the pod (the pdb rule says unknown).
-            candidates = grouped.get(value.namespace, ())
-            matching = (list(candidates) if facts.labels_over_bound
-                        else covering_of(candidates, value.namespace, facts.label_map()))
-        drain_pod = DrainPod(value.namespace, value.name, facts, matching)
-        outcome = None
-        for check in checks:
-            outcome = check(drain_pod, context)
-            if outcome is not None:
-                break
+            # The pod's label map is built once, for the PDBs of its namespace only.
+            matching = may_cover(grouped.get(value.namespace, ()), value.namespace, facts)
+        outcome = drain_outcome(DrainPod(value.namespace, value.name, facts, matching), checks, context)
         if outcome is not None and outcome.blocks:
             blockers.append(Blocker(uid=value.uid, namespace=value.namespace, name=value.name, reason=outcome.reason,
                                     detail=outcome.detail))
         elif matching and (outcome is None or not outcome.skips) and not is_daemonset_pod(facts):
+            labels_unknown = facts.labels_over_bound > 0
             for pdb in matching:  # a pod the autoscaler would move (PodsToReschedule; DaemonSet pods aside)
-                if not (pdb.selector_over_bound or facts.labels_over_bound):  # not known to cover it: no risk said
-                    to_move.setdefault((pdb.namespace, pdb.name), (pdb, []))[1].append(value.name)
+                counts = to_move.setdefault((pdb.namespace, pdb.name), (pdb, [0, 0]))[1]
+                counts[(labels_unknown or pdb.selector_over_bound > 0) and coverage_unknown(pdb, labels_unknown)] += 1
+    # A PDB is risky when the pods it covers pass its allowance, and may be when those it may cover do too.
+    risky = [(pdb, known, unsure) for pdb, (known, unsure) in to_move.values()
+             if known + unsure > pdb.disruptions_allowed]
+    shown = heapq.nsmallest(MAX_PDB_RISKS, risky, key=lambda e: (e[0].namespace, e[0].name))
     risks = tuple(PdbRisk(namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed,
-                          pods=len(names))
-                  for pdb, names in sorted(to_move.values(), key=lambda e: (e[0].namespace, e[0].name))
-                  if len(names) > pdb.disruptions_allowed)
+                          pods=known, unknown=unsure) for pdb, known, unsure in shown)
     return Verdict(node=node_name, state=state, utilization=utilization, threshold=threshold,
                    blockers=tuple(blockers), pdbs_known=pdbs is not None, controllers_known=controllers is not None,
                    release=settings.release,
-                   differing=tuple(differing), problems=tuple(problems), pdb_risks=risks, holds_until=clock.next)
+                   differing=tuple(differing), problems=tuple(problems), pdb_risks=risks,
+                   pdb_risks_more=len(risky) - len(risks), holds_until=clock.next)
+
+
+def node_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequence[PodValue],
+                 pdbs: Sequence[PdbRecord] | None, settings: AutoscalerSettings, now: float,
+                 controllers: Controllers | None = None, covering: Mapping[str, Sequence[PdbRecord]] | None = None,
+                 said: Sequence[str] = ()) -> Verdict:
+    """:func:`scale_down_verdict` on the node from every PDB of the cluster as the agent keeps them
+    (agent.model.pdb.as_kept), with the problems of the PDBs of its pods' namespaces (the first MAX_PDB_PROBLEMS;
+    a malformed selector covers no pod) and ``said`` (why PDBs or controllers are not known): what the agent
+    exports and ``explain`` prints for a node alike."""
+    if pdbs:
+        # A PDB covers pods of its own namespace only: the model matches the node's pods against the few PDBs of
+        # their namespaces, not every PDB of the cluster.
+        namespaces = {v.namespace for v in pods}
+        pdbs = tuple(p for p in pdbs if p.namespace in namespaces)
+    verdict = scale_down_verdict(node_name=node_name, node=node, pods=pods, pdbs=pdbs, settings=settings, now=now,
+                                 controllers=controllers, covering=covering)
+    found = at_most((f"PodDisruptionBudget {p.namespace}/{p.name}: {problem}" for p in pdbs or ()
+                     for problem in p.problems), MAX_PDB_PROBLEMS)
+    found += said
+    if found:
+        verdict = msgspec.structs.replace(verdict, problems=(*verdict.problems, *found))
+    return verdict

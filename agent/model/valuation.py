@@ -16,7 +16,7 @@ import msgspec
 
 from agent.model.fields import Oversized
 from agent.model.neon import AnnotationError, VmResources, parse_overcommit, parse_vm_usage
-from agent.model.pod import TERMINAL_PHASES, PodRecord
+from agent.model.pod import NO_EVICTION_FACTS, TERMINAL_PHASES, EvictionFacts, PodRecord
 from agent.model.pod_requests import Contribution, pod_requests
 from agent.model.problems import Problem
 from agent.model.rules import Rules
@@ -67,6 +67,11 @@ class PodValue(NamedTuple):
     def identity(self) -> dict[str, str]:
         """The pod under OTel's attribute names: its series' attributes and its log lines' fields alike."""
         return {"k8s.namespace.name": self.namespace, "k8s.pod.name": self.name, "k8s.pod.uid": self.uid}
+
+    @property
+    def eviction(self) -> EvictionFacts:
+        """What the drain rules read of the pod (a bare pod's facts for a value without its record)."""
+        return self.record.eviction if self.record is not None else NO_EVICTION_FACTS
 
     @property
     def reported(self) -> bool:

@@ -9,6 +9,7 @@ update and no reader needs to know who wrote it.
 from __future__ import annotations
 
 import threading
+from bisect import bisect
 from collections.abc import Iterable, Mapping
 
 import msgspec
@@ -16,11 +17,10 @@ import msgspec
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
-from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, selects, within_total
-from agent.model.pdb_index import PdbIndex, may_select
-from agent.model.pod import NO_EVICTION_FACTS, EvictionFacts
+from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, SelectorBudget, as_kept, selects, too_many_pdbs
+from agent.model.pdb_index import PdbIndex, may_cover, may_select
 from agent.model.rules import NEWEST, Rules
-from agent.model.scale_down import Verdict, scale_down_verdict
+from agent.model.scale_down import Verdict, node_verdict
 from agent.model.valuation import PodValue
 
 __all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo", "VerdictCache"]
@@ -105,21 +105,9 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
         return verdict
 
     def _verdict(self, now: float) -> Verdict:
-        pdbs = self.pdbs
-        if pdbs:
-            # A PDB covers pods of its own namespace only: the model matches the node's pods against the few
-            # PDBs of their namespaces, not every PDB of the cluster.
-            namespaces = {v.namespace for v in self.pods}
-            pdbs = tuple(p for p in pdbs if p.namespace in namespaces)
-        verdict = scale_down_verdict(node_name=self.node_name, node=self.node, pods=self.pods, pdbs=pdbs,
-                                     settings=self.autoscaler, now=now, covering=self.covering)
-        # What is wrong with the PDBs that could cover this node's pods (a malformed selector covers no pod), and
-        # why they are not known at all: said with the verdict they shape.
-        found = [f"PodDisruptionBudget {p.namespace}/{p.name}: {problem}" for p in pdbs or () for problem in p.problems]
-        found += [self.pdbs_problem] if self.pdbs_problem else []
-        if found:
-            verdict = msgspec.structs.replace(verdict, problems=(*verdict.problems, *found))
-        return verdict
+        return node_verdict(node_name=self.node_name, node=self.node, pods=self.pods, pdbs=self.pdbs,
+                            settings=self.autoscaler, now=now, covering=self.covering,
+                            said=(self.pdbs_problem,) if self.pdbs_problem else ())
 
 
 class NodeState:
@@ -129,7 +117,7 @@ class NodeState:
         self.autoscaler = autoscaler
         self.max_pdbs = max_pdbs
         self.max_selector_bytes = max_selector_bytes
-        self._selector_bytes = 0  # of the PDBs kept (agent.model.pdb.within_total)
+        self._budget = SelectorBudget(max_selector_bytes)  # which PDBs keep their selector
         self._lock = threading.Lock()
         # Notified when the pods are first synced or the Node first listed: the first export waits on it.
         self._listed = threading.Condition(self._lock)
@@ -152,6 +140,7 @@ class NodeState:
         # The PDBs covering each pod, by uid, while the PDBs are known: matched when a pod arrives or its labels or
         # namespace change, and for the pods a PDB change can reach, so no verdict matches every (pod, PDB) pair.
         self._covering: dict[str, tuple[PdbRecord, ...]] = {}
+        self._covering_uids: dict[str, tuple[str, ...]] = {}  # the same, as PDB uids (found with a C search)
 
     def set_node(self, node: NodeRecord | None, listed: bool = False) -> None:
         """The Node object, or None when it does not exist (deleted, or not yet created)."""
@@ -195,18 +184,18 @@ class NodeState:
             older = self._by_name.get(key)
             if older is not None and older != value.uid:
                 replaced.append(self._pods.pop(older))
-                self._covering.pop(older, None)
+                self._set_cover(older, None)
             self._pods[value.uid] = value
             self._by_name[key] = value.uid
             if cover is not None:
-                self._covering[value.uid] = cover
+                self._set_cover(value.uid, cover)
             return replaced
 
     def remove(self, uid: str) -> PodValue | None:
         with self._lock:
             self._version += 1
             value = self._pods.pop(uid, None)
-            self._covering.pop(uid, None)
+            self._set_cover(uid, None)
             if value is not None and self._by_name.get((value.namespace, value.name)) == uid:
                 del self._by_name[(value.namespace, value.name)]
             return value
@@ -223,10 +212,12 @@ class NodeState:
             by_name[key] = v.uid
         # Kept for the pods whose namespace and labels the relist did not change (only this thread writes them).
         covering = {v.uid: cover for v in fresh.values() if (cover := self._cover(v)) is not None}
+        uids = self._uids(covering)
         with self._lock:
             self._version += 1
             previous = self._pods
-            self._pods, self._by_name, self._covering = fresh, by_name, covering
+            self._pods, self._by_name = fresh, by_name
+            self._covering, self._covering_uids = covering, uids
             if not self._synced:
                 self._synced = True
                 self._listed.notify_all()
@@ -235,19 +226,14 @@ class NodeState:
     # -- PodDisruptionBudgets (each change re-matches only the node's pods it can reach) -------------------------
     def replace_pdbs(self, pdbs: Iterable[PdbRecord], more: int = 0) -> None:
         """Exactly these PDBs (a LIST); ``more`` held beyond the limit makes them unknown, with their count."""
-        fresh = PdbIndex()
-        kept = 0
-        for p in pdbs:
-            fresh.put(p := within_total(p, kept, self.max_selector_bytes))
-            kept += p.selector_bytes
-        covering = {} if more else self._covering_of(self._pods.values(), fresh)
+        kept, budget, held = as_kept(pdbs, more=more, limit=self.max_selector_bytes)
+        fresh = PdbIndex(kept or ())
+        covering = {} if kept is None else self._covering_of(self._pods.values(), fresh)
+        uids = self._uids(covering)
         with self._lock:
             self._version += 1
-            if more:
-                self._pdbs, self._pdbs_over, self._selector_bytes = PdbIndex(), len(fresh) + more, 0
-            else:
-                self._pdbs, self._pdbs_over, self._selector_bytes = fresh, 0, kept
-            self._covering = covering
+            self._pdbs, self._pdbs_over, self._budget = fresh, 0 if kept is not None else held, budget
+            self._covering, self._covering_uids = covering, uids
             self._pdb_tuple = None
 
     def upsert_pdb(self, pdb: PdbRecord, added: bool) -> PdbRecord | None:
@@ -259,19 +245,18 @@ class NodeState:
                 self._pdbs_over += added
                 return None
             self._pdb_tuple = None
-            old = self._pdbs.get(pdb.uid) if self._pdbs is not None else None
-            others = self._selector_bytes - (old.selector_bytes if old is not None else 0)
-            pdb = within_total(pdb, others, self.max_selector_bytes)
-            self._selector_bytes = others + pdb.selector_bytes
+            pdb = self._budget.admit(pdb, self._pdbs.get(pdb.uid) if self._pdbs is not None else None)
             if self._pdbs is None:  # an event before any LIST (a replay that starts with watch events)
                 self._pdbs = PdbIndex([pdb])
                 self._covering = self._covering_of(self._pods.values(), self._pdbs)
+                self._covering_uids = self._uids(self._covering)
                 self._version += 1
                 return None
             previous = self._pdbs.put(pdb)
             if self.max_pdbs is not None and len(self._pdbs) > self.max_pdbs:
-                self._pdbs_over, self._pdbs, self._covering = len(self._pdbs), PdbIndex(), {}
-                self._selector_bytes = 0
+                self._pdbs_over, self._pdbs = len(self._pdbs), PdbIndex()
+                self._covering, self._covering_uids = {}, {}
+                self._budget = SelectorBudget(self.max_selector_bytes)
                 self._version += 1
             elif self._rematch(self._pdbs, pdb.uid, previous, pdb):
                 self._version += 1
@@ -287,34 +272,60 @@ class NodeState:
                 return None
             previous = self._pdbs.pop(uid)
             if previous is not None:
-                self._selector_bytes -= previous.selector_bytes
+                self._budget.release(previous)
                 self._pdb_tuple = None
                 if self._rematch(self._pdbs, uid, previous, None):
                     self._version += 1
             return previous
 
+    def _set_cover(self, pod_uid: str, cover: tuple[PdbRecord, ...] | None,
+                   uids: tuple[str, ...] | None = None) -> None:
+        """``cover`` for the pod ``pod_uid`` (None: none kept), with its PDBs' ``uids`` where the caller has them."""
+        if cover is None:
+            self._covering.pop(pod_uid, None)
+            self._covering_uids.pop(pod_uid, None)
+        elif self._covering.get(pod_uid) is not cover:  # a pod's status update keeps its covering: nothing to do
+            self._covering[pod_uid] = cover
+            self._covering_uids[pod_uid] = tuple(p.uid for p in cover) if uids is None else uids
+
+    def _uids(self, covering: dict[str, tuple[PdbRecord, ...]]) -> dict[str, tuple[str, ...]]:
+        """The PDB uids of each of ``covering``, those of a covering kept unchanged reused (read outside the lock:
+        only this thread writes them)."""
+        kept, uids = self._covering, self._covering_uids
+        return {pod: uids[pod] if kept.get(pod) is cover and pod in uids else tuple(p.uid for p in cover)
+                for pod, cover in covering.items()}
+
     def _rematch(self, index: PdbIndex, uid: str, previous: PdbRecord | None, pdb: PdbRecord | None) -> bool:
         """After the PDB ``uid`` of ``index`` changed from ``previous`` to ``pdb`` (None: absent), the coverings of
         the pods it covered or may now cover, old selector and new; whether the verdict's inputs changed (a
         covering, or the problems of a PDB of a namespace the node has pods in). Only pods of its namespaces are
-        looked at, and only those whose joined labels ``may_select`` passes have their labels split."""
+        looked at, only those whose joined labels ``may_select`` passes have their labels split, and a covering
+        changes in place (the PDB found by a C search of its uids, put in the cluster's order by bisection): the
+        cost is the pods reached, not the PDBs that cover them."""
         namespaces = {p.namespace for p in (previous, pdb) if p is not None}
         reached = changed = False
         for pod_uid, value in self._pods.items():
             if value.namespace not in namespaces:
                 continue
             reached = True
-            held = self._covering.get(pod_uid, ())
-            had = any(p.uid == uid for p in held)
-            facts = _facts(value)
-            has = (pdb is not None and pdb.namespace == value.namespace
-                   and (facts.labels_over_bound > 0 or (may_select(pdb.selector, facts.labels)
-                                                         and selects(pdb, value.namespace, facts.label_map()))))
-            if had or has:
-                cover = index.in_order([*(p for p in held if p.uid != uid), *([pdb] if has and pdb else [])])
-                if cover != held:
-                    self._covering[pod_uid] = cover
+            held, uids = self._covering.get(pod_uid, ()), self._covering_uids.get(pod_uid, ())
+            at = uids.index(uid) if uid in uids else None
+            facts = value.eviction
+            has = pdb is not None and pdb.namespace == value.namespace and (
+                pdb.selector is not None if facts.labels_over_bound
+                else may_select(pdb.selector, facts.labels) and selects(pdb, value.namespace, facts.label_map()))
+            if has:
+                assert pdb is not None
+                if at is None:
+                    at = bisect(held, index.place(pdb), key=index.place)
+                    self._set_cover(pod_uid, (*held[:at], pdb, *held[at:]), (*uids[:at], uid, *uids[at:]))
                     changed = True
+                elif held[at] != pdb:
+                    self._set_cover(pod_uid, (*held[:at], pdb, *held[at + 1:]), uids)
+                    changed = True
+            elif at is not None:
+                self._set_cover(pod_uid, held[:at] + held[at + 1:], uids[:at] + uids[at + 1:])
+                changed = True
         return changed or (reached and any(p is not None and p.problems for p in (previous, pdb)))
 
     def _cover(self, value: PodValue) -> tuple[PdbRecord, ...] | None:
@@ -325,8 +336,8 @@ class NodeState:
             return None
         previous = self._pods.get(value.uid)
         if previous is not None and previous.namespace == value.namespace \
-                and _facts(previous).labels == _facts(value).labels \
-                and bool(_facts(previous).labels_over_bound) == bool(_facts(value).labels_over_bound):
+                and previous.eviction.labels == value.eviction.labels \
+                and bool(previous.eviction.labels_over_bound) == bool(value.eviction.labels_over_bound):
             kept = self._covering.get(value.uid)
             if kept is not None:
                 return kept
@@ -351,8 +362,7 @@ class NodeState:
 
     def _pdbs_snapshot(self) -> tuple[tuple[PdbRecord, ...] | None, str]:
         if self._pdbs_over:
-            return None, (f"the cluster holds {self._pdbs_over} PodDisruptionBudgets, more than the agent keeps "
-                          f"(--max-pdbs {self.max_pdbs}): PDBs are unknown until it holds {self.max_pdbs} or fewer")
+            return None, too_many_pdbs(self._pdbs_over, self.max_pdbs)
         if self._pdbs is None:
             return None, ""
         if self._pdb_tuple is None:
@@ -407,14 +417,9 @@ class NodeState:
 
 
 def _pod_covering(index: PdbIndex, value: PodValue) -> tuple[PdbRecord, ...]:
-    """The PDBs of ``index`` covering ``value``; labels over the agent's bound: every PDB of its namespace may (the
-    verdict says "PDB unknown")."""
-    facts = _facts(value)
+    """The PDBs of ``index`` covering ``value``; labels over the agent's bound: every PDB of its namespace with a
+    selector may (agent.model.pdb_index.may_cover)."""
+    facts = value.eviction
     if facts.labels_over_bound:
-        return tuple(index.in_namespace(value.namespace))
+        return tuple(may_cover(index.in_namespace(value.namespace), value.namespace, facts))
     return index.covering(value.namespace, facts.label_map())
-
-
-def _facts(value: PodValue) -> EvictionFacts:
-    """What the drain rules read of ``value`` (a bare pod's facts when it has no record), as scale_down reads it."""
-    return value.record.eviction if value.record is not None else NO_EVICTION_FACTS

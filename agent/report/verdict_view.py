@@ -13,6 +13,7 @@ import math
 
 import msgspec
 
+from agent.model.problems import MAX_PROBLEMS_SHOWN, at_most
 from agent.model.scale_down import (
     ALLOCATABLE_UNUSABLE,
     AUTOSCALER_CRASH,
@@ -81,6 +82,7 @@ class VerdictView(msgspec.Struct, frozen=True, kw_only=True):
     pdbs: str  # "known", or "not known: ..." with what that means
     controllers_known: bool  # the controller objects were read: a pod whose controller is gone is seen
     pdb_risks: tuple[PdbRisk, ...]
+    pdb_risks_more: int  # risky PDBs beyond those the verdict holds
     pdb_risk: str  # the one sentence on the risky PDBs; "" when there is none
     differing: tuple[DifferingView, ...]  # by namespace, name and uid
     problems: tuple[str, ...]
@@ -148,11 +150,13 @@ def _headline(v: Verdict, threshold: str) -> str:
     return "unknown: no Node object to judge utilization against"
 
 
-def _pdb_risk(risks: tuple[PdbRisk, ...]) -> str:
+def _pdb_risk(risks: tuple[PdbRisk, ...], more: int = 0) -> str:
     if not risks:
         return ""
     return ("; ".join(f"PodDisruptionBudget {r.namespace}/{r.name} allows {plural(r.disruptions_allowed, 'disruption')}"
-                      f" and covers {r.pods} of the node's pods" for r in risks)
+                      f" and covers {r.pods} of the node's pods"
+                      + (f" (and may cover {r.unknown} more: coverage unknown)" if r.unknown else "") for r in risks)
+            + (f"; and {more:,} more PodDisruptionBudgets" if more else "")
             + ": not blocking the node's removal, but its pods cannot all be evicted at once (the drain may time out)")
 
 
@@ -177,7 +181,7 @@ def verdict_view(v: Verdict) -> VerdictView:
         blockers=blockers, blocking_counts=v.blocking_counts(), pdbs_known=v.pdbs_known,
         pdbs="known" if v.pdbs_known else
              "not known: a kube-system pod is shown as blocking unless a PodDisruptionBudget covers it",
-        pdb_risks=v.pdb_risks, pdb_risk=_pdb_risk(v.pdb_risks),
+        pdb_risks=v.pdb_risks, pdb_risks_more=v.pdb_risks_more, pdb_risk=_pdb_risk(v.pdb_risks, v.pdb_risks_more),
         differing=tuple(_differing(d) for d in sorted(v.differing, key=lambda d: (d.namespace, d.name, d.uid))),
-        problems=v.problems, controllers_known=v.controllers_known,
+        problems=tuple(at_most(v.problems, MAX_PROBLEMS_SHOWN)), controllers_known=v.controllers_known,
         cannot_see=tuple(c for c in CANNOT_SEE if not (v.controllers_known and c == _CONTROLLERS_UNSEEN)))

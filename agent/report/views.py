@@ -7,18 +7,18 @@ reads and what a script reads cannot disagree.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent.model.node_summary import NodeSummary, pod_totals
-from agent.model.problems import at_most
+from agent.model.problems import MAX_PROBLEMS_SHOWN, at_most
 from agent.model.quantity import to_bytes, to_float
 from agent.model.scale_down import go_ratio_text
 from agent.model.units import le_label
 from agent.model.valuation import PodValue
 from agent.pipeline.state import NodeSnapshot
+from agent.report.json_body import item_bytes, json_body
 from agent.report.verdict_view import VerdictView
 from agent.telemetry.stats import HistogramSnapshot, StatsSnapshot
 
@@ -33,7 +33,6 @@ def sorted_values(values: Iterable[PodValue]) -> list[PodValue]:
 
 #: Problems shown per pod: a pod read by the tolerant path can carry one per malformed field; past this many the rest
 #: are counted in one last line.
-MAX_PROBLEMS_SHOWN = 20
 
 
 def pod_report(v: PodValue) -> dict[str, Any]:
@@ -76,22 +75,25 @@ def pod_key(v: PodValue) -> tuple[str, str, str]:
 
 
 def pods_report(values: Iterable[PodValue], after: tuple[str, str, str] | None = None, limit: int | None = None,
-                max_bytes: int | None = None) -> dict[str, Any]:
-    """Every pod past ``after`` in pod_key order, at most ``limit`` of them and, past the first, only while their
-    compact JSON stays within ``max_bytes``; ``remaining``: how many more follow. The totals are always the node's."""
+                max_bytes: int | None = None, reserved: int = 0) -> dict[str, Any]:
+    """Every pod past ``after`` in pod_key order, at most ``limit`` of them and, past the first, only while the page
+    as served (agent.report.json_body: these keys, and ``reserved`` bytes of the keys the caller adds) stays within
+    ``max_bytes``; ``remaining``: how many more follow. The totals are always the node's."""
     ordered = sorted_values(values)
     start = bisect.bisect_right(ordered, after, key=pod_key) if after is not None else 0
     end = len(ordered) if limit is None else min(len(ordered), start + limit)
+    totals = totals_report(ordered)
     pods: list[dict[str, Any]] = []
-    size = 0
+    # The page without pods, and the 2 bytes its "[]" grows by when it opens onto lines for them.
+    size = reserved + len(json_body({"pods": [], "totals": totals, "remaining": len(ordered)})) + 2
     for v in ordered[start:end]:
         report = pod_report(v)
         if max_bytes is not None:
-            size += len(json.dumps(report))
+            size += item_bytes(report, 2)
             if pods and size > max_bytes:
                 break
         pods.append(report)
-    return {"pods": pods, "totals": totals_report(ordered), "remaining": len(ordered) - start - len(pods)}
+    return {"pods": pods, "totals": totals, "remaining": len(ordered) - start - len(pods)}
 
 
 def summary_report(s: NodeSummary) -> dict[str, Any]:
@@ -161,9 +163,10 @@ def verdict_report(v: VerdictView) -> dict[str, Any]:
         "pdbs_known": v.pdbs_known,
         "controllers_known": v.controllers_known,
         "pdb_risks": [{"namespace": r.namespace, "name": r.name, "disruptions_allowed": r.disruptions_allowed,
-                       "pods": r.pods} for r in v.pdb_risks],
+                       "pods": r.pods, "unknown": r.unknown} for r in v.pdb_risks],
+        "pdb_risks_more": v.pdb_risks_more,
         "pdb_risk": v.pdb_risk or None,
         "release": v.release,
-        "problems": list(v.problems),
+        "problems": list(v.problems),  # at most MAX_PROBLEMS_SHOWN (verdict_view)
         "cannot_see": list(v.cannot_see),
     }

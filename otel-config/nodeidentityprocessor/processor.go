@@ -11,15 +11,22 @@
 //   - clears the scope's version and attributes (they change on every upgrade);
 //   - drops every metric whose name is not in the allow-list or that arrives with another type
 //     than the one declared for it (a gauge sent as a histogram or summary would create
-//     _bucket/_sum/quantile series), and every point attribute not allowed for that metric;
+//     _bucket/_sum/quantile series), and every point attribute not allowed for that metric; the types
+//     that can be declared are the agent's (gauge, sum, histogram): exponential histograms and summaries
+//     are always dropped;
 //   - drops a point of a per-pod metric (one whose allowed keys include k8s.pod.uid) that carries no
-//     uid, and a point with an attribute value longer than max_label_value_length;
+//     uid, a point with an attribute value longer than max_label_value_length, and a histogram point of
+//     more than max_histogram_buckets buckets;
 //   - keeps a per-node pod budget: at most max_pods_per_node distinct k8s.pod.uid values per node
 //     within pod_window; points of further pods are dropped (a compromised agent cannot create
 //     series for more pods than a node can run);
-//   - keeps a per-node series budget: at most max_series_per_node distinct series (metric name and
-//     attribute values: uids x names x label values) per node within pod_window; points of further
-//     series are dropped (one uid with thousands of pod names, free info values).
+//   - keeps a per-node series budget: at most max_series_per_node distinct series as Prometheus stores
+//     them (metric name and attribute values: uids x names x label values; a histogram point is a _bucket
+//     series per bound and +Inf, _count and _sum) per node within pod_window; a point whose series do not
+//     all fit is dropped (one uid with thousands of pod names, free info values, fresh bucket bounds).
+//
+// A point refused by one check takes no place in a later one: a point the series budget refuses does not
+// keep a place in the pod budget.
 //
 // Every dropped point is counted in otelcol_nodeidentity_dropped_points{reason,node}.
 //
@@ -34,6 +41,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,16 +72,18 @@ const (
 	DefaultMaxSeriesPerNode = 2048
 	// DefaultMaxLabelValueLength: the longest value Kubernetes writes into one (a pod name, 253).
 	DefaultMaxLabelValueLength = 253
+	// DefaultMaxHistogramBuckets: the agent's histograms have 25 buckets (agent/telemetry/stats.py's 24
+	// LATENCY_BUCKETS and +Inf); over twice that leaves room for a finer set, not for a bucket per value.
+	DefaultMaxHistogramBuckets = 64
 	uidKey                     = "k8s.pod.uid"
 )
 
-// Metric types as the configuration names them (the OTLP data kinds the agent sends).
+// Metric types as the configuration names them: the OTLP data kinds the agent sends, and only those
+// (an exponential histogram or a summary would need its own series count; the agent sends neither).
 var typeNames = map[pmetric.MetricType]string{
-	pmetric.MetricTypeGauge:                "gauge",
-	pmetric.MetricTypeSum:                  "sum",
-	pmetric.MetricTypeHistogram:            "histogram",
-	pmetric.MetricTypeExponentialHistogram: "exponential_histogram",
-	pmetric.MetricTypeSummary:              "summary",
+	pmetric.MetricTypeGauge:     "gauge",
+	pmetric.MetricTypeSum:       "sum",
+	pmetric.MetricTypeHistogram: "histogram",
 }
 
 // Config of the processor. Metrics maps each declared type (gauge, sum, histogram, ...) to the
@@ -89,6 +99,8 @@ type Config struct {
 	MaxSeriesPerNode int `mapstructure:"max_series_per_node"`
 	// MaxLabelValueLength bounds each attribute value a point keeps; a point with a longer one is dropped.
 	MaxLabelValueLength int `mapstructure:"max_label_value_length"`
+	// MaxHistogramBuckets bounds a histogram point's buckets (its bounds and +Inf); a point with more is dropped.
+	MaxHistogramBuckets int `mapstructure:"max_histogram_buckets"`
 }
 
 // Validate is called by the Collector when it loads the configuration.
@@ -127,6 +139,9 @@ func (c *Config) Validate() error {
 	if c.MaxLabelValueLength < 1 {
 		return errors.New("max_label_value_length must be at least 1")
 	}
+	if c.MaxHistogramBuckets < 1 {
+		return errors.New("max_histogram_buckets must be at least 1")
+	}
 	return nil
 }
 
@@ -143,7 +158,8 @@ func containsString(list []string, s string) bool {
 func NewFactory() processor.Factory {
 	return processor.NewFactory(component.MustNewType(typeStr), func() component.Config {
 		return &Config{ServiceName: "node-requests-agent", MaxPodsPerNode: DefaultMaxPodsPerNode, PodWindow: DefaultPodWindow,
-			MaxSeriesPerNode: DefaultMaxSeriesPerNode, MaxLabelValueLength: DefaultMaxLabelValueLength}
+			MaxSeriesPerNode: DefaultMaxSeriesPerNode, MaxLabelValueLength: DefaultMaxLabelValueLength,
+			MaxHistogramBuckets: DefaultMaxHistogramBuckets}
 	}, processor.WithMetrics(createMetrics, component.StabilityLevelDevelopment))
 }
 
@@ -192,8 +208,8 @@ func newIdentity(c *Config, meter metric.Meter, now func() time.Time) (*identity
 	p.dropped, err = meter.Int64Counter("otelcol_nodeidentity_dropped_points",
 		metric.WithDescription("Points the nodeidentity processor dropped: reason pod_budget (a pod beyond the node's "+
 			"budget), series_budget (a series beyond it), missing_uid (a per-pod metric without k8s.pod.uid), "+
-			"label_too_long (an attribute value over max_label_value_length) or wrong_type (an allowed name sent "+
-			"with another type than declared)"),
+			"label_too_long (an attribute value over max_label_value_length), too_many_buckets (a histogram point "+
+			"over max_histogram_buckets) or wrong_type (an allowed name sent with another type than declared)"),
 		metric.WithUnit("{point}"))
 	return p, err
 }
@@ -266,14 +282,6 @@ func forEachPointAttributes(m pmetric.Metric, f func(pcommon.Map)) {
 		for i, dps := 0, m.Histogram().DataPoints(); i < dps.Len(); i++ {
 			f(dps.At(i).Attributes())
 		}
-	case pmetric.MetricTypeExponentialHistogram:
-		for i, dps := 0, m.ExponentialHistogram().DataPoints(); i < dps.Len(); i++ {
-			f(dps.At(i).Attributes())
-		}
-	case pmetric.MetricTypeSummary:
-		for i, dps := 0, m.Summary().DataPoints(); i < dps.Len(); i++ {
-			f(dps.At(i).Attributes())
-		}
 	}
 }
 
@@ -294,11 +302,14 @@ func pointCount(m pmetric.Metric) int {
 }
 
 // removeRefusedPoints drops the points of m that the node may not write, counting each in drops by reason:
-// a per-pod point without a uid, an attribute value too long, a pod beyond the pod budget, a series beyond
-// the series budget. The checks run in that order, so a point refused by one takes no place in the next.
+// a per-pod point without a uid, an attribute value too long, a histogram of too many buckets, a pod beyond
+// the pod budget, a series beyond the series budget. The checks run in that order, and a point refused by
+// one takes no place in the next: the pod budget records a uid only once the point's series are admitted.
 func (p *identity) removeRefusedPoints(node string, m pmetric.Metric, allowed allowance, drops map[string]int64) {
-	refuse := func(a pcommon.Map) bool {
-		reason := p.refusal(node, m.Name(), allowed, a)
+	var keys []uint64 // the series of one point, reused from point to point
+	refuse := func(a pcommon.Map, h *pmetric.HistogramDataPoint) bool {
+		var reason string
+		reason, keys = p.refusal(node, m.Name(), allowed, a, h, keys[:0])
 		if reason != "" {
 			drops[reason]++
 		}
@@ -306,60 +317,93 @@ func (p *identity) removeRefusedPoints(node string, m pmetric.Metric, allowed al
 	}
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
-		m.Gauge().DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool { return refuse(dp.Attributes()) })
+		m.Gauge().DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool { return refuse(dp.Attributes(), nil) })
 	case pmetric.MetricTypeSum:
-		m.Sum().DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool { return refuse(dp.Attributes()) })
+		m.Sum().DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool { return refuse(dp.Attributes(), nil) })
 	case pmetric.MetricTypeHistogram:
-		m.Histogram().DataPoints().RemoveIf(func(dp pmetric.HistogramDataPoint) bool { return refuse(dp.Attributes()) })
-	case pmetric.MetricTypeExponentialHistogram:
-		m.ExponentialHistogram().DataPoints().RemoveIf(func(dp pmetric.ExponentialHistogramDataPoint) bool {
-			return refuse(dp.Attributes())
-		})
-	case pmetric.MetricTypeSummary:
-		m.Summary().DataPoints().RemoveIf(func(dp pmetric.SummaryDataPoint) bool { return refuse(dp.Attributes()) })
+		m.Histogram().DataPoints().RemoveIf(func(dp pmetric.HistogramDataPoint) bool { return refuse(dp.Attributes(), &dp) })
 	}
 }
 
-// refusal is why a point with attributes a (already reduced to the allowed keys) may not be written, or "".
-func (p *identity) refusal(node, name string, allowed allowance, a pcommon.Map) string {
+// refusal is why a point with attributes a (already reduced to the allowed keys), and h if it is a histogram's,
+// may not be written, or ""; it returns keys with the point's series appended.
+func (p *identity) refusal(node, name string, allowed allowance, a pcommon.Map, h *pmetric.HistogramDataPoint, keys []uint64) (string, []uint64) {
 	tooLong := false
 	a.Range(func(_ string, v pcommon.Value) bool {
 		tooLong = len(v.AsString()) > p.cfg.MaxLabelValueLength
 		return !tooLong
 	})
 	if tooLong {
-		return "label_too_long"
+		return "label_too_long", keys
 	}
 	uid, ok := a.Get(uidKey)
 	if allowed.perPod && (!ok || uid.AsString() == "") {
-		return "missing_uid"
+		return "missing_uid", keys
 	}
-	if ok && (len(uid.AsString()) > maxUIDLength || !p.budget.admit(node, maphash.String(p.seed, uid.AsString()))) {
-		return "pod_budget"
+	if h != nil && (h.ExplicitBounds().Len()+1 > p.cfg.MaxHistogramBuckets || h.BucketCounts().Len() > p.cfg.MaxHistogramBuckets) {
+		return "too_many_buckets", keys
 	}
-	if !p.series.admit(node, p.seriesKey(name, a)) {
-		return "series_budget"
+	keys = p.seriesKeys(keys, name, a, h)
+	if !ok {
+		if !p.series.admit(node, keys, nil) {
+			return "series_budget", keys
+		}
+		return "", keys
 	}
-	return ""
+	if len(uid.AsString()) > maxUIDLength {
+		return "pod_budget", keys
+	}
+	seriesRefused := false
+	if !p.budget.admit(node, []uint64{maphash.String(p.seed, uid.AsString())}, func() bool {
+		seriesRefused = !p.series.admit(node, keys, nil)
+		return !seriesRefused
+	}) {
+		if seriesRefused {
+			return "series_budget", keys
+		}
+		return "pod_budget", keys
+	}
+	return "", keys
 }
 
-// seriesKey is a 64-bit hash of the metric name and the sorted attribute keys and values: what makes a
-// series in Prometheus (the resource's labels are the node's, the same for every point of a push).
-func (p *identity) seriesKey(name string, a pcommon.Map) uint64 {
-	keys := make([]string, 0, a.Len())
-	a.Range(func(k string, _ pcommon.Value) bool { keys = append(keys, k); return true })
-	slices.Sort(keys)
-	var h maphash.Hash
-	h.SetSeed(p.seed)
-	h.WriteString(name)
-	for _, k := range keys {
+// seriesKeys appends to keys the series Prometheus stores for a point of metric name with attributes a, each
+// a 64-bit hash of the series' name and its sorted labels (the resource's labels are the node's, the same for
+// every point of a push): one for a gauge's or sum's point; for a histogram's (h), as the
+// prometheusremotewrite exporter translates it, a _bucket series per bound it pairs with a bucket count and
+// one for +Inf, each with its le label, then _count, and _sum when the point has a sum.
+func (p *identity) seriesKeys(keys []uint64, name string, a pcommon.Map, h *pmetric.HistogramDataPoint) []uint64 {
+	labels := make([]string, 0, a.Len())
+	a.Range(func(k string, _ pcommon.Value) bool { labels = append(labels, k); return true })
+	slices.Sort(labels)
+	var base maphash.Hash
+	base.SetSeed(p.seed)
+	for _, k := range labels {
 		v, _ := a.Get(k)
-		h.WriteByte(0)
-		h.WriteString(k)
-		h.WriteByte(0)
-		h.WriteString(v.AsString())
+		base.WriteByte(0)
+		base.WriteString(k)
+		base.WriteByte(0)
+		base.WriteString(v.AsString())
 	}
-	return h.Sum64()
+	series := func(suffix, le string) uint64 {
+		one := base // a copy: the labels hashed once, the name and le per series
+		one.WriteByte(1)
+		one.WriteString(name)
+		one.WriteString(suffix)
+		one.WriteByte(0)
+		one.WriteString(le)
+		return one.Sum64()
+	}
+	if h == nil {
+		return append(keys, series("", ""))
+	}
+	for i := 0; i < h.ExplicitBounds().Len() && i < h.BucketCounts().Len(); i++ {
+		keys = append(keys, series("_bucket", strconv.FormatFloat(h.ExplicitBounds().At(i), 'f', -1, 64)))
+	}
+	keys = append(keys, series("_bucket", "+Inf"), series("_count", ""))
+	if h.HasSum() {
+		keys = append(keys, series("_sum", ""))
+	}
+	return keys
 }
 
 // budget remembers, per node, the keys (64-bit hashes of pod uids, or of series) seen within the window: at
@@ -389,8 +433,10 @@ func newBudget(max int, window time.Duration, now func() time.Time) *budget {
 	return &budget{max: max, window: int64(window), now: now, nodes: map[string]*seen{}, lastSweep: now().UnixNano()}
 }
 
-// admit reports whether key may be written for node now, and records it as seen.
-func (b *budget) admit(node string, key uint64) bool {
+// admit reports whether every key fits node's budget now and, when also is given, whether also admits too;
+// only then are the keys recorded as seen (a refused point takes no place). also runs under b's lock, so
+// nothing takes the place it was checked for meanwhile; it must not use b.
+func (b *budget) admit(node string, keys []uint64, also func() bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now().UnixNano()
@@ -402,21 +448,34 @@ func (b *budget) admit(node string, key uint64) bool {
 		s = &seen{keys: map[uint64]int64{}, oldest: now}
 		b.nodes[strings.Clone(node)] = s
 	}
-	if _, known := s.keys[key]; known {
-		s.keys[key] = now
-		return true
-	}
-	if len(s.keys) >= b.max {
+	if len(s.keys)+s.unknown(keys) > b.max {
 		if now-s.oldest < b.window {
 			return false
 		}
 		s.expire(now, b.window)
-		if len(s.keys) >= b.max {
+		if len(s.keys)+s.unknown(keys) > b.max {
 			return false
 		}
 	}
-	s.keys[key] = now
+	if also != nil && !also() {
+		return false
+	}
+	for _, key := range keys {
+		s.keys[key] = now
+	}
 	return true
+}
+
+// unknown is how many of keys the node has not seen within the window (a key given twice counts twice: at
+// most an early refusal, never a place too many).
+func (s *seen) unknown(keys []uint64) int {
+	n := 0
+	for _, key := range keys {
+		if _, known := s.keys[key]; !known {
+			n++
+		}
+	}
+	return n
 }
 
 // sweep forgets every key not seen within the window, and nodes left without keys.

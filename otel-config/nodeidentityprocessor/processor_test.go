@@ -29,7 +29,7 @@ func newTestIdentity(t *testing.T, maxPods int, options ...func(*Config)) (*iden
 	t.Helper()
 	cfg := &Config{ServiceAccount: agentSA, ServiceName: "node-requests-agent", MaxPodsPerNode: maxPods,
 		PodWindow: time.Minute, MaxSeriesPerNode: 10_000, MaxLabelValueLength: DefaultMaxLabelValueLength,
-		Metrics: map[string]map[string][]string{
+		MaxHistogramBuckets: DefaultMaxHistogramBuckets, Metrics: map[string]map[string][]string{
 			"gauge": {"pod_or_vm_cpu_requests": {"k8s.pod.uid", "k8s.pod.name"},
 				"node_requests_agent_kubernetes_info": {"server_version", "rules", "source"}},
 			"histogram": {"node_requests_agent_export_duration_seconds": {}},
@@ -194,10 +194,16 @@ func TestAnAllowedNameWithAnotherTypeIsDropped(t *testing.T) {
 func TestConfigRefusesUnknownTypesAndNamesDeclaredTwice(t *testing.T) {
 	base := func(m map[string]map[string][]string) *Config {
 		return &Config{ServiceAccount: agentSA, Metrics: m, MaxPodsPerNode: 1, PodWindow: time.Second,
-			MaxSeriesPerNode: 1, MaxLabelValueLength: 1}
+			MaxSeriesPerNode: 1, MaxLabelValueLength: 1, MaxHistogramBuckets: 1}
 	}
 	if err := base(map[string]map[string][]string{"gauges": {"a": nil}}).Validate(); err == nil {
 		t.Fatal("unknown type accepted")
+	}
+	// The agent sends neither; their series are not counted by the budget, so they cannot be declared.
+	for _, typ := range []string{"exponential_histogram", "summary"} {
+		if err := base(map[string]map[string][]string{typ: {"a": nil}}).Validate(); err == nil {
+			t.Fatalf("%s accepted", typ)
+		}
 	}
 	if err := base(map[string]map[string][]string{"gauge": {"a": nil}, "sum": {"a": nil}}).Validate(); err == nil {
 		t.Fatal("a name declared with two types accepted")
@@ -213,6 +219,10 @@ func TestConfigRefusesUnknownTypesAndNamesDeclaredTwice(t *testing.T) {
 	c.MaxPodsPerNode, c.MaxSeriesPerNode = 1, 0
 	if c.Validate() == nil {
 		t.Fatal("max_series_per_node 0 accepted")
+	}
+	c.MaxSeriesPerNode, c.MaxHistogramBuckets = 1, 0
+	if c.Validate() == nil {
+		t.Fatal("max_histogram_buckets 0 accepted")
 	}
 }
 
@@ -306,11 +316,11 @@ func TestFreeInfoValuesAreBoundedByLengthAndSeries(t *testing.T) {
 func TestAFullBudgetRefusesWithoutScanningItsEntries(t *testing.T) {
 	b := newBudget(100_000, time.Minute, (&clock{t: time.Unix(0, 0)}).now)
 	for i := uint64(0); i < 100_000; i++ {
-		b.admit("n", i)
+		b.admit("n", []uint64{i}, nil)
 	}
 	start := time.Now()
 	for i := uint64(0); i < 100_000; i++ {
-		if b.admit("n", 100_000+i) {
+		if b.admit("n", []uint64{100_000 + i}, nil) {
 			t.Fatal("admitted beyond the budget")
 		}
 	}
@@ -329,7 +339,7 @@ func TestABudgetHoldsAFewDozenBytesPerKey(t *testing.T) {
 	for n := 0; n < 1000; n++ {
 		node := fmt.Sprint("node-", n)
 		for k := uint64(0); k < 594; k++ {
-			b.admit(node, k)
+			b.admit(node, []uint64{k}, nil)
 		}
 	}
 	runtime.GC()
@@ -340,4 +350,85 @@ func TestABudgetHoldsAFewDozenBytesPerKey(t *testing.T) {
 		t.Fatalf("%.1f bytes per key", perKey)
 	}
 	runtime.KeepAlive(b)
+}
+
+// histograms is one push of node_requests_agent_export_duration_seconds, a point per list of bounds (with a
+// bucket count per bucket and a sum, as the agent sends them).
+func histograms(bounds ...[]float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("node_requests_agent_export_duration_seconds")
+	dps := m.SetEmptyHistogram().DataPoints()
+	for _, b := range bounds {
+		dp := dps.AppendEmpty()
+		dp.ExplicitBounds().FromRaw(b)
+		dp.BucketCounts().FromRaw(make([]uint64, len(b)+1))
+		dp.SetSum(1)
+	}
+	return md
+}
+
+// bounds is n bucket bounds starting at from (the agent's histograms: 24).
+func bounds(from float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = from + float64(i)
+	}
+	return out
+}
+
+func TestAHistogramPointCountsEveryBucketSeriesAgainstTheSeriesBudget(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 10, func(cfg *Config) { cfg.MaxSeriesPerNode = 90 })
+	// An honest point: 24 bounds, +Inf, _count, _sum = 27 series; a point of 24 other bounds adds 24 _bucket series
+	// (+Inf, _count and _sum are the same series). Three points make 75; a fourth with fresh bounds (the attack: new
+	// bounds on every push) would make 99: refused, though it is a single point.
+	honest := bounds(0, 24)
+	out, _ := p.process(nodeContext("node-a"), histograms(honest, bounds(100, 24), bounds(200, 24)))
+	if got := pointCountOf(out); got != 3 {
+		t.Fatalf("%d points kept, want 3", got)
+	}
+	if _, err := p.process(nodeContext("node-a"), histograms(bounds(300, 24))); err != processorhelper.ErrSkipProcessingData {
+		t.Fatalf("a histogram point beyond the series budget was written (err %v)", err)
+	}
+	// The honest point's series are known: it keeps being written.
+	if out, _ = p.process(nodeContext("node-a"), histograms(honest)); pointCountOf(out) != 1 {
+		t.Fatal("an admitted histogram point refused on the next push")
+	}
+	if got := dropped(t, reader); got["series_budget/node-a"] != 1 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want series_budget/node-a 1", got)
+	}
+}
+
+func TestAHistogramPointOfMoreBucketsThanTheBoundIsDropped(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 10)
+	// 63 bounds are 64 buckets: kept. 64 bounds, and the attack's 130,000 (each a _bucket series), are dropped.
+	out, _ := p.process(nodeContext("node-a"), histograms(bounds(0, 63), bounds(0, 64), bounds(0, 130_000)))
+	if got := pointCountOf(out); got != 1 {
+		t.Fatalf("%d points kept, want the one of 64 buckets", got)
+	}
+	// More bucket counts than the bound, however few bounds, is no honest point either.
+	md := histograms(bounds(0, 3))
+	md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0).BucketCounts().
+		FromRaw(make([]uint64, DefaultMaxHistogramBuckets+1))
+	if _, err := p.process(nodeContext("node-a"), md); err != processorhelper.ErrSkipProcessingData {
+		t.Fatalf("a point of %d bucket counts was written (err %v)", DefaultMaxHistogramBuckets+1, err)
+	}
+	if got := dropped(t, reader); got["too_many_buckets/node-a"] != 3 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want too_many_buckets/node-a 3", got)
+	}
+}
+
+func TestAPointTheSeriesBudgetRefusesTakesNoPlaceInThePodBudget(t *testing.T) {
+	p, _, reader := newTestIdentity(t, 2, func(cfg *Config) { cfg.MaxSeriesPerNode = 2 })
+	// Pod a's two names fill the series budget; pod b's point is refused by it and must not hold b's place.
+	out, _ := p.process(nodeContext("node-a"), push([2]string{"a", "a-1"}, [2]string{"a", "a-2"}, [2]string{"b", "b-1"}))
+	if got := uids(out); len(got) != 2 || got[0] != "a" || got[1] != "a" {
+		t.Fatalf("kept %v, want pod a's two series", got)
+	}
+	if held := len(p.budget.nodes["node-a"].keys); held != 1 {
+		t.Fatalf("the pod budget holds %d uids, want pod a's only", held)
+	}
+	if got := dropped(t, reader); got["series_budget/node-a"] != 1 || len(got) != 1 {
+		t.Fatalf("dropped points counted %v, want series_budget/node-a 1", got)
+	}
 }

@@ -11,6 +11,8 @@ or a tenant's token (a pod of another ServiceAccount, with the Collector's audie
 - slow uploads (issue 38, 6): eight connections trickling a byte a second; another node's pushes still admitted;
 - the budgets: one push of 300 pods for node-a writes 220 (max_pods_per_node); one uid under thousands of pod names
   and free info values (issue 38, 7) write at most max_series_per_node series; uid-less per-pod points none;
+- histogram bounds: a point of 130,000 bounds is refused on its items; points of thousands of bounds are dropped
+  (max_histogram_buckets); fresh bounds on every push write at most max_series_per_node series;
 - the declared types: an allowed gauge's name sent as a histogram or a summary creates no series.
 
 The Prometheus NetworkPolicy (the rogue writer straight to Prometheus) is checked as rendered in
@@ -48,6 +50,8 @@ MAX_BODY = SHIPPED["receivers"]["otlp"]["protocols"]["http"]["max_request_body_s
 BUDGET = int(re.search(r":-(\d+)\}", SHIPPED["processors"]["nodeidentity"]["max_pods_per_node"]).group(1))
 SERIES_BUDGET = int(re.search(r":-(\d+)\}", SHIPPED["processors"]["nodeidentity"]["max_series_per_node"]).group(1))
 MAX_ITEMS = SHIPPED["extensions"]["admission"]["max_items_per_request"]
+MAX_BUCKETS = SHIPPED["processors"]["nodeidentity"]["max_histogram_buckets"]
+HISTOGRAMS = sorted(SHIPPED["processors"]["nodeidentity"]["metrics"]["histogram"])
 OLD_MAX_BODY = 20 * 2**20  # confighttp's default, what the shipped receiver took before
 DEPLOYMENT = next(d for d in yaml.safe_load_all((SHIPPED_CONFIG.parent / "collector-deployment.yaml").read_text())
                   if d["kind"] == "Deployment")
@@ -371,10 +375,19 @@ def _agents_largest_push(receiver, pods: int) -> bytes:
 
 
 def _items(message) -> int:
-    """The nested messages of an OTLP request: what admission's max_items_per_request counts (a close superset:
-    an exponential histogram's bucket messages too)."""
-    return sum(1 + _items(v) for field, value in message.ListFields() if field.message_type is not None
+    """The nested messages of an OTLP request and the elements of its repeated numbers (a histogram's bounds and
+    bucket counts): what admission's max_items_per_request counts."""
+    return sum(1 + _items(v) if field.message_type is not None else 1
+               for field, value in message.ListFields() if field.message_type is not None or field.is_repeated
                for v in (value if field.is_repeated else [value]))
+
+
+def _series(request) -> int:
+    """The series Prometheus stores for an OTLP request, as the remote-write exporter translates it: one per number
+    point; per histogram point a _bucket per bound and +Inf, _count, and _sum (the agent always sends one)."""
+    return sum(len(dp.explicit_bounds) + 3 if m.WhichOneof("data") == "histogram" else 1
+               for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+               for dp in getattr(m, m.WhichOneof("data")).data_points)
 
 
 def test_the_largest_honest_push_is_admitted_whole_within_every_bound(chain, http_receiver):
@@ -385,15 +398,19 @@ def test_the_largest_honest_push_is_admitted_whole_within_every_bound(chain, htt
     request = ExportMetricsServiceRequest.FromString(body)
     points = points_of(request)
     per_pod = [p for p in points if "k8s.pod.uid" in p.attributes]
-    items = _items(request)
+    items, series = _items(request), _series(request)
     print(f"largest honest push ({BUDGET} pods): {len(body):,} bytes ({len(gzip.compress(body)):,} gzipped), "
-          f"{len(points):,} points ({len(per_pod):,} per pod), {items:,} items; limits {MAX_BODY:,} bytes, "
-          f"{MAX_ITEMS:,} items, {SERIES_BUDGET:,} series")
-    assert len(body) * 3 < MAX_BODY and items * 2.5 < MAX_ITEMS and len(points) * 1.5 < SERIES_BUDGET
+          f"{len(points):,} points ({len(per_pod):,} per pod), {series:,} series, {items:,} items; limits "
+          f"{MAX_BODY:,} bytes, {MAX_ITEMS:,} items, {SERIES_BUDGET:,} series")
+    assert len(body) * 3 < MAX_BODY and items * 2.5 < MAX_ITEMS and series * 1.5 < SERIES_BUDGET
     assert _post(otelcol.otlp_http_metrics_url, token, gzip.compress(body), True, otelcol.ca_file) == 200
     count = 'count({k8s_node_name="node-a", k8s_pod_uid!=""})'
     assert wait_until(lambda: (rows := prom.query(count)) and float(rows[0]["value"][1]) == len(per_pod), timeout=20,
                       message="every pod's series written")
+    # Every series, the histograms' _bucket, _count and _sum included: what the series budget counts (the job is the
+    # pushed series'; the shipped recording rules' have none).
+    assert wait_until(lambda: (rows := prom.query('count({k8s_node_name="node-a", job="node-requests-agent"})'))
+                      and float(rows[0]["value"][1]) == series, timeout=20, message="every series written")
     assert _dropped(otelcol) == {} and _refused(otelcol) == {}
 
 
@@ -442,3 +459,49 @@ def test_an_allowed_gauge_sent_as_a_histogram_or_summary_creates_no_series(chain
     assert not prom.query('{quantile!=""}') and not prom.query('{le!=""}')
     assert wait_until(lambda: _dropped(otelcol).get("wrong_type") == 2 and _dropped(otelcol), timeout=10,
                       message="the dropped points counted") == {"wrong_type": 2}
+
+
+def _histogram_push(points: list[list[float]], names: list[str] = HISTOGRAMS) -> ExportMetricsServiceRequest:
+    """The agent's histograms (``names``), each a point per list of bounds (a count per bucket and a sum, as the agent
+    sends them)."""
+    now = time.time_ns()
+    return otlp_request({}, [metrics_pb2.Metric(name=name, unit="s", histogram=metrics_pb2.Histogram(
+        aggregation_temporality=metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE,
+        data_points=[metrics_pb2.HistogramDataPoint(time_unix_nano=now, start_time_unix_nano=now - 10**9, count=1,
+                                                    sum=0.5, explicit_bounds=b, bucket_counts=[1] + [0] * len(b))
+                     for b in points]))
+        for name in names])
+
+
+def test_histogram_bounds_are_bounded_on_the_wire_and_in_series(chain):
+    """Issue 38 review: a histogram point's bounds were neither items nor series. One point of ~130,000 packed bounds
+    (the remote-write exporter writes a _bucket series per bound) passed every bound, different on every push. Now it
+    is refused on its items; a point of more than max_histogram_buckets is dropped; fresh bounds on every push write
+    at most max_series_per_node series."""
+    otelcol, prom, token = chain
+    pusher, url = Pusher(token, otelcol.ca_file), otelcol.otlp_http_metrics_url
+    huge = _histogram_push([[i / 1000 for i in range(130_000)]], HISTOGRAMS[:1])  # one point
+    assert len(huge.SerializeToString()) < MAX_BODY and _items(huge) > MAX_ITEMS
+    assert pusher.post(url, huge, timeout=30) == 413
+    # Within the items: three points of 5,000 bounds each per push, all dropped (too_many_buckets).
+    wide = [_histogram_push([[push + i / 10_000 for i in range(5_000)]]) for push in range(5)]
+    assert all(_items(w) < MAX_ITEMS for w in wide)
+    assert [pusher.post(url, w, timeout=30) for w in wide] == [200] * 5
+    # The most buckets a point may have, fresh bounds on every push: the series budget fills and holds.
+    pushes = 20
+    for push in range(pushes):
+        assert pusher.post(url, _histogram_push([[push * 1000 + i for i in range(MAX_BUCKETS - 1)]])) == 200
+    count = 'count({k8s_node_name="node-a", job="node-requests-agent"})'  # not the recording rules' series
+    wait_until(lambda: prom.query(count), timeout=20, message="node-a's histograms reached Prometheus")
+    time.sleep(2)
+    series = int(float(prom.query(count)[0]["value"][1]))
+    dropped = wait_until(lambda: _dropped(otelcol).get("too_many_buckets") == 15 and _dropped(otelcol), timeout=10,
+                         message="the dropped points counted")
+    written = pushes * len(HISTOGRAMS) - dropped.get("series_budget", 0)
+    print(f"one point of 130,000 bounds ({len(huge.SerializeToString()):,} bytes, {_items(huge):,} items): 413; "
+          f"15 points of 5,000 bounds dropped; {pushes * len(HISTOGRAMS)} points of {MAX_BUCKETS} buckets with fresh bounds: {written} written, {series} series in Prometheus "
+          f"(max_series_per_node {SERIES_BUDGET}); dropped {dropped}; refused {_refused(otelcol)}")
+    # Each name's first point is 66 series (63 bounds, +Inf, _count, _sum), each later one 63 new _bucket series.
+    assert series == written * (MAX_BUCKETS - 1) + len(HISTOGRAMS) * 3
+    assert SERIES_BUDGET - (MAX_BUCKETS + 2) < series <= SERIES_BUDGET
+    assert _refused(otelcol) == {("items", "node-a"): 1}

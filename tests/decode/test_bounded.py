@@ -101,7 +101,8 @@ def test_a_long_local_volumes_list_keeps_what_the_drain_rules_read():
     p["metadata"]["ownerReferences"] = OWNER
     for way, record in ways(p):
         assert size(record) < RECORD_BOUND, way
-        assert record.eviction.safe_to_evict_local_volumes == "scratch", way
+        local = record.eviction.local_storage
+        assert local is not None and (local.blocking, local.unknown) == (("logs",), ()), way
         assert any("only the names of the pod's local volumes" in q for q in record.problems), way
         value = evaluate(record, NEWEST)
         verdict = scale_down_verdict(node_name="node-a", node=None, pods=[value], pdbs=(),

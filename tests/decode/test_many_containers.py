@@ -13,11 +13,16 @@ import pickle
 import random
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.decode.reader import POD
+from agent.model.autoscaler_requests import go_requests, requests_of_release
 from agent.model.container_bound import MAX_CONTAINERS, bound_containers
+from agent.model.go_amount import go_amount, milli_value
 from agent.model.pod import ContainerRequests, StatusRequests
-from agent.model.pod_requests import pod_requests
+from agent.model.pod_requests import aggregate, pod_requests
+from agent.model.quantity import QuantityError, parse_quantity
 from agent.model.rules import RULES_1_36, RULES_1_37
 from agent.model.valuation import evaluate
 from testkit.factory import container, pod, vm_pod
@@ -132,13 +137,16 @@ def test_within_the_bound_nothing_changes():
     assert kept.containers is record.containers and kept.problems == ()
 
 
-def gpu_total(entries, resource: str) -> int:
-    """A pod's request of ``resource`` from EvictionFacts.gpu, as the verdict reads it (KEP-753 over the entries)."""
-    from agent.model.pod_requests import aggregate
-    from agent.model.quantity import parse_quantity
+def gpu_total(entries, resource: str, parse=parse_quantity) -> int:
+    """A pod's request of ``resource`` from EvictionFacts.gpu, as the verdict reads it (KEP-753 over the entries, an
+    unreadable quantity read as absent)."""
+    def value(text: str) -> dict | None:
+        try:
+            return {"gpu": parse(text)}
+        except QuantityError:
+            return None
 
-    return aggregate((kind, {"gpu": parse_quantity(q)} if r == resource else None)
-                     for kind, _, r, q in entries).get("gpu", 0)
+    return aggregate((kind, value(q) if r == resource else None) for kind, _, r, q in entries).get("gpu", 0)
 
 
 def test_gpu_requests_past_the_bound_are_folded_exactly():
@@ -162,3 +170,72 @@ def test_gpu_requests_past_the_bound_are_folded_exactly():
         full += [(kind, c["name"], r, q) for r, q in c["resources"]["requests"].items() if r.endswith("/gpu")]
     for resource in ("nvidia.com/gpu", "amd.com/gpu"):
         assert gpu_total(kept, resource) == gpu_total(full, resource) > 0
+
+
+# -- the Go form of folded sums (what the verdict reads past int64 milli-units) -------------------------------------
+
+#: Every suffix ParseQuantity knows, and exponents: each gives the sum a different power of ten, or a big decimal.
+SUFFIXES = ("n", "u", "m", "", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "e3", "e-2", "e18")
+AMOUNTS = st.one_of(st.integers(0, 999), st.integers(0, 10**19), st.sampled_from((10**9, 2**63 - 1, 92233720368547758)))
+QUANTITIES = st.builds(lambda n, fraction, suffix: f"{n}{fraction}{suffix}", AMOUNTS,
+                       st.sampled_from(("", "", ".5", ".000000001")), st.sampled_from(SUFFIXES))
+RELEASES = ("neon", "1.32", "1.36", "1.37")
+GPU = "nvidia.com/gpu"
+
+
+def go_forms(record) -> list[tuple[str, str, int]]:
+    """go_requests of the pod under each release: the amounts with their Go form, and their MilliValue()."""
+    out = []
+    for release in RELEASES:
+        how = requests_of_release(release)
+        for amount in go_requests(evaluate(record, how.rules), how):
+            out.append((release, repr(amount), milli_value(amount)))
+    return out
+
+
+@st.composite
+def wide_pods(draw) -> dict:
+    # A few quantities per pod, repeated: sums of like quantities keep one power of ten, where the form matters.
+    palette = draw(st.lists(QUANTITIES, min_size=1, max_size=3))
+
+    def requests() -> dict:
+        return {r: draw(st.sampled_from(palette)) for r in ("cpu", "memory", GPU) if draw(st.booleans())}
+
+    def containers(prefix: str, n: int, sidecars: bool) -> list[dict]:
+        out = []
+        for i in range(n):
+            c = {"name": f"{prefix}{i}", "resources": {"requests": requests()}}
+            if sidecars and draw(st.booleans()):
+                c["restartPolicy"] = "Always"
+            out.append(c)
+        return out
+
+    app = containers("c", draw(st.integers(MAX_CONTAINERS + 1, MAX_CONTAINERS + 12)), False)
+    init = containers("i", draw(st.sampled_from((0, 3, MAX_CONTAINERS + 1, MAX_CONTAINERS + 9))), True)
+    return pod("wide", containers=app, init_containers=init)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wide_pods())
+def test_a_folded_pod_keeps_the_go_form_of_its_requests(p):
+    """go_requests of the folded record equals that of the same pod kept container by container: the same exact
+    values, the same Go form (int64Amount and its power of ten, or inf.Dec) and so the same MilliValue()."""
+    every = [("sidecar" if c.get("restartPolicy") == "Always" else "init" if init else "container", c["name"], GPU, q)
+             for init, key in ((False, "containers"), (True, "initContainers"))
+             for c in p["spec"].get(key, ()) if (q := c["resources"]["requests"].get(GPU)) is not None]
+    for record in records(p):
+        assert go_forms(record) == go_forms(whole(record, p))
+        folded, exact = gpu_total(record.eviction.gpu, GPU, go_amount), gpu_total(every, GPU, go_amount)
+        assert (repr(folded), milli_value(folded)) == (repr(exact), milli_value(exact))
+
+
+def test_thirty_three_huge_memory_requests_keep_the_autoscalers_milli_value():
+    """33 containers of 1000000000G: Go's sum is an int64Amount of 33000000000 at 10**9, whose MilliValue() is 0;
+    written back as nano-units it read as a big decimal, whose MilliValue() wraps."""
+    p = pod("huge", containers=[container(f"c{i}", "1", "1000000000G") for i in range(MAX_CONTAINERS + 1)])
+    record = POD.record(json.dumps(p).encode())
+    assert len(record.containers) == MAX_CONTAINERS + 1  # folded
+    how = requests_of_release("1.36")
+    _, memory = go_requests(evaluate(record, how.rules), how)
+    assert (memory.dec, memory.exp10, milli_value(memory)) == (False, 9, 0)
+    assert go_forms(record) == go_forms(whole(record, p))

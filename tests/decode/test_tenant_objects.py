@@ -126,23 +126,27 @@ def verdict(pods: list[dict], pdbs: list[PdbRecord] | None):
                               now=0.0)
 
 
-def test_a_pod_that_a_pdb_over_the_bound_may_cover_reads_pdb_unknown():
-    huge = PDB.record(json.dumps(huge_pdb()).encode())
+def test_a_pod_that_a_pdb_over_the_bound_may_cover_reads_pdb_unknown_where_it_allows_no_disruption():
+    allows = PDB.record(json.dumps(huge_pdb()).encode())
+    strict = PDB.record(json.dumps(huge_pdb() | {"status": {"disruptionsAllowed": 0}}).encode())
+    assert (allows.disruptions_allowed, strict.disruptions_allowed) == (1, 0)
     tenant = pod("web", namespace="tenant", labels={"app": "web"}, owner_references=OWNER)
     other = pod("api", namespace="other", labels={"app": "web"}, owner_references=OWNER)
-    got = verdict([tenant, other], [huge])
+    # The pdb rule blocks only for a covering PDB that allows no disruption: one that allows cannot block.
+    assert verdict([tenant, other], [allows]).blockers == ()
+    got = verdict([tenant, other], [strict])
     assert [(b.name, b.reason) for b in got.blockers] == [("web", PDB_UNKNOWN)]
     assert "over the agent's bound" in got.blockers[0].detail
     # A known PDB that allows nothing still says so first.
     blocking = PDB.record(json.dumps(pdb("strict", namespace="tenant", match_labels={"app": "web"},
                                          disruptions_allowed=0)).encode())
-    assert [b.reason for b in verdict([tenant], [huge, blocking]).blockers] == [NOT_ENOUGH_PDB]
+    assert [b.reason for b in verdict([tenant], [strict, blocking]).blockers] == [NOT_ENOUGH_PDB]
 
 
 def test_a_pod_whose_labels_are_over_the_bound_reads_pdb_unknown_where_its_namespace_has_a_pdb():
     labelled = pod("many", namespace="tenant", labels=many_labels(), owner_references=OWNER)
     unrelated = PDB.record(json.dumps(pdb("db", namespace="tenant", match_labels={"app": "db"},
-                                          disruptions_allowed=1)).encode())
+                                          disruptions_allowed=0)).encode())
     elsewhere = PDB.record(json.dumps(pdb("db", namespace="other", match_labels={"app": "db"})).encode())
     assert [b.reason for b in verdict([labelled], [unrelated]).blockers] == [PDB_UNKNOWN]
     assert verdict([labelled], [elsewhere]).blockers == ()  # no PDB of its namespace: none can cover it
@@ -157,7 +161,7 @@ def test_selectors_past_the_total_bound_are_kept_as_over_the_bound():
     state.replace_pdbs(records)
     kept = {p.name: p for p in state.pdbs() or ()}
     assert [bool(kept[f"p{i}"].selector_over_bound) for i in range(5)] == [False, False, False, True, True]
-    assert "selector bytes across PDBs" in kept["p3"].problems[-1]
+    assert "bytes across PDBs" in kept["p3"].problems[-1]
     # Room again once one is gone: the next version of an over-bound PDB is kept.
     state.remove_pdb(records[0].uid)
     state.upsert_pdb(records[3], added=False)
@@ -167,25 +171,26 @@ def test_selectors_past_the_total_bound_are_kept_as_over_the_bound():
     assert {p.name: p for p in state.pdbs() or ()}["p0"].selector_over_bound
 
 
-def test_a_pdb_over_the_bound_counts_no_risk_for_the_pods_moved_anyway():
-    """A pod drained before the pdb rule (safe-to-evict "true") is not counted against a PDB not known to cover it."""
+def test_a_pdb_over_the_bound_counts_the_pods_moved_anyway_as_ones_it_may_cover():
+    """A pod drained before the pdb rule (safe-to-evict "true") still counts against its PDBs (CanRemovePods): one
+    not known to cover it counts it apart, as a risk that is unknown, not certain."""
     huge = PDB.record(json.dumps(huge_pdb()).encode())
     safe = [pod(f"safe-{i}", namespace="tenant", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
                 owner_references=OWNER) for i in range(3)]
     got = verdict(safe, [huge])
-    assert got.blockers == () and got.pdb_risks == ()
+    assert got.blockers == () and [(r.name, r.pods, r.unknown) for r in got.pdb_risks] == [("huge", 0, 3)]
 
 
 def test_the_node_states_kept_coverings_read_pdb_unknown_too():
     """The node state matches pods to PDBs when either changes (its own index): both unknowns reach the verdict."""
     state = NodeState("node-a")
     state.replace_pdbs([PDB.record(json.dumps(pdb("db", namespace="labelled", match_labels={"app": "db"},
-                                                  disruptions_allowed=1)).encode())])
+                                                  disruptions_allowed=0)).encode())])
     pods = [pod("web", namespace="tenant", labels={"app": "web"}, owner_references=OWNER),
             pod("many", namespace="labelled", labels=many_labels(), owner_references=OWNER),
             pod("few", namespace="labelled", labels={"app": "web"}, owner_references=OWNER)]
     state.replace([evaluate(POD.record(json.dumps(p).encode()), NEWEST) for p in pods])
     assert {b.name: b.reason for b in state.snapshot().verdict(0.0).blockers} == {"many": PDB_UNKNOWN}
-    state.upsert_pdb(PDB.record(json.dumps(huge_pdb()).encode()), added=True)
+    state.upsert_pdb(PDB.record(json.dumps(huge_pdb() | {"status": {"disruptionsAllowed": 0}}).encode()), added=True)
     assert {b.name: b.reason for b in state.snapshot().verdict(0.0).blockers} == {"many": PDB_UNKNOWN,
                                                                                  "web": PDB_UNKNOWN}

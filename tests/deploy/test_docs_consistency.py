@@ -175,7 +175,7 @@ FACTS = (
     Fact("the Collector's series budget per node", re.search(r"DefaultMaxSeriesPerNode = (\d+)", _PROCESSOR)[1],
          "otel-config/nodeidentityprocessor/processor.go DefaultMaxSeriesPerNode", (
              Statement("otel-config/collector.yaml", r"NODEIDENTITY_MAX_SERIES_PER_NODE:-(\d+)\}"),
-             Statement("docs/deployment.md", r"within `pod_window` \(default ([\d,]+): 1\.8 times"),
+             Statement("docs/deployment.md", r"within `pod_window` \(default ([\d,]+): [\d.]+ times"),
              Statement("docs/deployment.md", r"and 2 x ([\d,]+) series in all per minute"),
              Statement("docs/deployment.md", r"nodes x ([\d,]+) series, as keys"),
          )),

@@ -90,7 +90,7 @@ def verdict(*args: str, text: str | None = None) -> dict:
 def test_every_kind_of_pod_gets_the_rules_answer_and_the_schema_is_complete():
     v = verdict()
     assert set(v) == {"node", "state", "headline", "scale_down_candidate", "removable", "utilization", "threshold",
-                      "blockers", "blocking_pods", "differing", "pdbs_known", "controllers_known", "pdb_risks",
+                      "blockers", "blocking_pods", "differing", "pdbs_known", "controllers_known", "pdb_risks", "pdb_risks_more",
                       "pdb_risk", "release",
                       "problems", "cannot_see"}
     assert v["pdb_risks"] == [] and v["pdb_risk"] is None  # the one PDB allows 1 and covers the one metrics-server pod

@@ -287,3 +287,19 @@ def test_more_digits_only_where_a_whole_percentage_would_hide_the_side_of_the_th
     assert from_json(VERDICTS["not underutilized"])["utilization"] == [("cpu", "49.96%", False),
                                                                        ("memory", "70%", True)]
     assert from_json(VERDICTS["at the threshold"])["utilization"] == [("cpu", "50%", True), ("memory", "49.96%", False)]
+
+
+def test_what_a_verdict_shows_of_its_problems_and_risks_is_bounded_and_the_rest_counted():
+    """A tenant's PDBs over the bound each added a problem line to every verdict of its namespace's nodes."""
+    many = Verdict(node="n", state=UNDERUTILIZED, utilization=KNOWN, threshold=0.5,
+                   problems=tuple(f"problem {i}" for i in range(300)),
+                   pdb_risks=(PdbRisk(namespace="t", name="p", disruptions_allowed=1, pods=0, unknown=3),),
+                   pdb_risks_more=41)
+    view = verdict_view(many)
+    report = verdict_report(view)
+    assert report["problems"] == [*(f"problem {i}" for i in range(20)), "... and 280 more problems not shown"]
+    assert report["pdb_risks"] == [{"namespace": "t", "name": "p", "disruptions_allowed": 1, "pods": 0,
+                                    "unknown": 3}] and report["pdb_risks_more"] == 41
+    assert "may cover 3 more" in view.pdb_risk and "41 more PodDisruptionBudgets" in view.pdb_risk
+    page = str(verdict_section(view))
+    assert page.count("problem ") == 20 and "280 more problems not shown" in page

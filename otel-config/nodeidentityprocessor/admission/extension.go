@@ -13,11 +13,15 @@
 //  4. reads the body within body_timeout of getting the slot (408 after it: a sender trickling its body
 //     holds a slot that long at most), at most the receiver's max_request_body_size (413);
 //  5. counts the body's items on the wire without decoding it (resources, scopes, metrics, data points,
-//     attributes, exemplars, quantiles) and refuses (413) more than max_items_per_request, so what
-//     the OTLP handler decodes is bounded by what an honest agent sends, not by the body's bytes.
+//     attributes, exemplars, quantiles, and each of a histogram's bounds and bucket counts) and refuses
+//     (413) more than max_items_per_request, so what the OTLP handler decodes is bounded by what an honest
+//     agent sends, not by the body's bytes.
 //
-// Every refusal is counted in otelcol_admission_refused_requests{reason,node} (node empty for a token
-// that names none). No component of the 0.165 release does any of this: memory_limiter refuses data
+// Every refusal made here is counted in otelcol_admission_refused_requests{reason,node} (node empty for a
+// token that names none), a gzip body over the size once decompressed included (body_size: it is read
+// here). What confighttp refuses before the middleware runs is not: the oidc authenticator's 401 (no,
+// invalid or expired token) and the decompressor's 400 (a Content-Encoding not taken, a gzip header that
+// does not parse); docs/deployment.md says where those show. No component of the 0.165 release does any of this: memory_limiter refuses data
 // only after it has been read and decoded, and the memorylimiter extension is not released past v0.149.
 package admission
 

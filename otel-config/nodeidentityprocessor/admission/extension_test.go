@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"nra.local/nodeidentityprocessor/internal/subjecttest"
 )
@@ -240,6 +241,48 @@ func TestCountItemsMatchesTheDecodedRequest(t *testing.T) {
 	}
 	if _, err := countItems(body, 10); err != errTooMany {
 		t.Fatalf("limit 10: %v", err)
+	}
+}
+
+// nested wraps payload in length-delimited fields, innermost number last.
+func nested(payload []byte, numbers ...protowire.Number) []byte {
+	for i := len(numbers) - 1; i >= 0; i-- {
+		payload = protowire.AppendBytes(protowire.AppendTag(nil, numbers[i], protowire.BytesType), payload)
+	}
+	return payload
+}
+
+func TestEveryBoundAndBucketCountIsAnItemPackedOrNot(t *testing.T) {
+	md := pmetric.NewMetrics()
+	ms := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics()
+	hp := ms.AppendEmpty().SetEmptyHistogram().DataPoints().AppendEmpty()
+	hp.ExplicitBounds().FromRaw(make([]float64, 500))
+	hp.BucketCounts().FromRaw(make([]uint64, 501))
+	ep := ms.AppendEmpty().SetEmptyExponentialHistogram().DataPoints().AppendEmpty()
+	ep.Positive().BucketCounts().FromRaw([]uint64{1, 300, 70000}) // varints of 1, 2 and 3 bytes
+	ep.Negative().BucketCounts().FromRaw(make([]uint64, 10))
+	body, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+	// resource_metrics, resource, scope_metrics, scope | metric, histogram, point, 500 bounds, 501 counts | metric, exponential
+	// histogram, point, positive, 3 counts, negative, 10 counts. Before: 500 bounds were no item at all.
+	if n, err := countItems(body, 10_000); err != nil || n != 4+3+1001+3+1+3+1+10 {
+		t.Fatalf("counted %d (%v)", n, err)
+	}
+	if _, err := countItems(body, 1000); err != errTooMany {
+		t.Fatalf("a point of 1,001 numbers within 1,000 items: %v", err)
+	}
+	// The same bounds unpacked: a field per bound.
+	var point []byte
+	for i := 0; i < 600; i++ {
+		point = protowire.AppendFixed64(protowire.AppendTag(point, 7, protowire.Fixed64Type), uint64(i))
+	}
+	unpacked := nested(point, 1, 2, 2, 9, 1) // request.resource_metrics.scope_metrics.metrics.histogram.data_points
+	if n, err := countItems(unpacked, 10_000); err != nil || n != 5+600 {
+		t.Fatalf("unpacked: counted %d (%v)", n, err)
+	}
+	decoded, err := (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(unpacked)
+	if err != nil || decoded.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0).
+		ExplicitBounds().Len() != 600 {
+		t.Fatalf("the unpacked body is not the request it stands for: %v", err)
 	}
 }
 
