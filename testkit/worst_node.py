@@ -166,8 +166,7 @@ _PAIRS = [a + b for a in _ALNUM for b in _ALNUM]
 def kept_selector_pdb(name: str) -> dict:
     """A PDB whose selector is the largest the agent keeps (MAX_SELECTOR_BYTES of JSON as the API server writes it,
     within a few bytes), in the shape that costs it the most memory per byte: ``app In`` distinct two-character
-    values. 127 of them fill the agent's bound across PDBs (MAX_SELECTORS_BYTES, which counts each as the agent
-    reads it back: 16,402 bytes)."""
+    values. The agent's shared bounds (agent.model.pdb.SelectorBudget) keep one of them per namespace."""
     empty = len(selector_json([]))
     return selector_pdb(name, _PAIRS[:(MAX_SELECTOR_BYTES - empty + 1) // 5])
 
