@@ -19,7 +19,7 @@ from typing import Any
 from agent.model.neon_patch import GoQuantity, GoValueError, parse_go_quantity, scaled_value
 from agent.model.quantity import parse_quantity
 
-__all__ = ["GoAmount", "GoText", "go_amount", "go_text", "as_go_amount", "milli_value", "INT64_MAX"]
+__all__ = ["GoAmount", "GoText", "go_amount", "go_text", "as_go_amount", "milli_value", "compared", "INT64_MAX"]
 
 INT64_MAX = 2**63 - 1
 
@@ -67,6 +67,16 @@ class GoAmount(int):
 
     def __repr__(self) -> str:
         return f"GoAmount({int(self)}, dec={self.dec}, exp10={self.exp10})"
+
+
+def compared(q: int, y: int) -> int:
+    """``q`` as ``q.Cmp(y)`` leaves it: Cmp reads both as inf.Dec when either is one, and ``AsDec`` turns the
+    receiver itself into an inf.Dec at its own power of ten. ``maxResourceList`` compares the new list's copy and
+    keeps that copy when it is larger, so the kept maximum is an inf.Dec (whose ``MilliValue()`` wraps where an
+    int64Amount's gives 0) whenever the value it beat was one. Plain ints (no Go form) are returned as they are."""
+    if isinstance(q, GoAmount) and not q.dec and isinstance(y, GoAmount) and y.dec:
+        return GoAmount(int(q), dec=True, exp10=q.exp10)
+    return q
 
 
 def _add(q: GoAmount, y: GoAmount) -> GoAmount:

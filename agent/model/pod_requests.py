@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from agent.model.fields import NO_REQUESTS, Requests
+from agent.model.go_amount import compared
 from agent.model.pod import RESOURCES, PodRecord, StatusRequests
 from agent.model.problems import Problem
 from agent.model.quantity import QuantityError, parse_quantity
@@ -104,9 +105,12 @@ def _add(into: Resources, other: Mapping[str, int]) -> None:
 
 
 def _max(into: Resources, other: Mapping[str, int]) -> None:
+    """``maxResourceList(into, other)``: a larger value replaces the kept one, in the form ``Quantity.Cmp`` left it."""
     for resource, value in other.items():
-        if resource not in into or value > into[resource]:
+        if resource not in into:
             into[resource] = value
+        elif value > into[resource]:
+            into[resource] = compared(value, into[resource])
 
 
 def _maximum(*lists: Mapping[str, int] | None) -> Resources:
