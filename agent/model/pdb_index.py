@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from agent.model.pdb import LabelSelector, PdbRecord, selects
 from agent.model.pod import EvictionFacts
 
-__all__ = ["PdbIndex", "by_namespace", "covering", "may_cover", "may_select"]
+__all__ = ["PdbIndex", "by_namespace", "covering", "may_cover", "may_cover_pod", "may_select"]
 
 
 def may_select(selector: LabelSelector | None, labels: str) -> bool:
@@ -41,12 +41,23 @@ def covering(candidates: Iterable[PdbRecord], namespace: str, labels: Mapping[st
     return [p for p in candidates if selects(p, namespace, labels)]
 
 
-def may_cover(candidates: Iterable[PdbRecord], namespace: str, facts: EvictionFacts) -> list[PdbRecord]:
-    """The ``candidates`` (in their order) that cover, or may cover, a pod of ``namespace`` with ``facts``: with its
-    labels over the agent's bound, every one with a selector (whether one that reads labels covers it is unknown:
-    agent.model.pdb.coverage_unknown; no selector covers no pod)."""
+def may_cover_pod(pdb: PdbRecord, namespace: str, facts: EvictionFacts) -> bool:
+    """Whether ``pdb`` covers, or may cover, a pod of ``namespace`` with ``facts``: with its labels over the agent's
+    bound, any PDB of the namespace with a selector may (whether one that reads labels covers it is unknown:
+    agent.model.pdb.coverage_unknown; no selector covers no pod); else the joined labels are tested
+    (:func:`may_select`) before they are split."""
+    if pdb.namespace != namespace:
+        return False
     if facts.labels_over_bound:
-        return [p for p in candidates if p.selector is not None and p.namespace == namespace]
+        return pdb.selector is not None
+    return may_select(pdb.selector, facts.labels) and selects(pdb, namespace, facts.label_map())
+
+
+def may_cover(candidates: Iterable[PdbRecord], namespace: str, facts: EvictionFacts) -> list[PdbRecord]:
+    """The ``candidates`` (in their order) that cover, or may cover, a pod of ``namespace`` with ``facts``
+    (:func:`may_cover_pod`; the labels split once for all of them)."""
+    if facts.labels_over_bound:
+        return [p for p in candidates if may_cover_pod(p, namespace, facts)]
     return covering(candidates, namespace, facts.label_map())
 
 

@@ -17,8 +17,8 @@ import msgspec
 from agent.model.autoscaler_settings import DEFAULT_AUTOSCALER, AutoscalerSettings
 from agent.model.node import NodeRecord
 from agent.model.node_summary import NodeSummary, Usage, summarize
-from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, SelectorBudget, as_kept, selects, too_many_pdbs
-from agent.model.pdb_index import PdbIndex, may_cover, may_select
+from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, SelectorBudget, as_kept, too_many_pdbs
+from agent.model.pdb_index import PdbIndex, may_cover, may_cover_pod
 from agent.model.rules import NEWEST, Rules
 from agent.model.scale_down import Verdict, node_verdict
 from agent.model.valuation import PodValue
@@ -299,7 +299,7 @@ class NodeState:
         """After the PDB ``uid`` of ``index`` changed from ``previous`` to ``pdb`` (None: absent), the coverings of
         the pods it covered or may now cover, old selector and new; whether the verdict's inputs changed (a
         covering, or the problems of a PDB of a namespace the node has pods in). Only pods of its namespaces are
-        looked at, only those whose joined labels ``may_select`` passes have their labels split, and a covering
+        looked at, only those whose joined labels ``may_cover_pod`` passes have their labels split, and a covering
         changes in place (the PDB found by a C search of its uids, put in the cluster's order by bisection): the
         cost is the pods reached, not the PDBs that cover them."""
         namespaces = {p.namespace for p in (previous, pdb) if p is not None}
@@ -310,10 +310,7 @@ class NodeState:
             reached = True
             held, uids = self._covering.get(pod_uid, ()), self._covering_uids.get(pod_uid, ())
             at = uids.index(uid) if uid in uids else None
-            facts = value.eviction
-            has = pdb is not None and pdb.namespace == value.namespace and (
-                pdb.selector is not None if facts.labels_over_bound
-                else may_select(pdb.selector, facts.labels) and selects(pdb, value.namespace, facts.label_map()))
+            has = pdb is not None and may_cover_pod(pdb, value.namespace, value.eviction)
             if has:
                 assert pdb is not None
                 if at is None:
