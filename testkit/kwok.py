@@ -13,6 +13,7 @@ stand-in (testkit/kubelet.py), the real kubelet runs only in the ``node`` suite.
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +25,8 @@ from testkit.cluster import ApiError, Cluster, Component, free_ports, rfc3339
 from testkit.component import served
 from testkit.waiting import wait_until
 
-__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "KWOK_NODE_TAINT", "Kwok", "custom_status", "kwok",
-           "ready_condition", "set_custom_status", "wait_running"]
+__all__ = ["CUSTOM_STATUS_ANNOTATION", "KWOK_NODE_ANNOTATION", "KWOK_NODE_TAINT", "NUDGE_ANNOTATION", "NUDGE_SECONDS",
+           "Kwok", "custom_status", "kwok", "pod_story", "ready_condition", "set_custom_status", "wait_running"]
 
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 #: KWOK's documented taint for simulated nodes: only pods that tolerate it (a DaemonSet tolerating every taint,
@@ -169,16 +170,52 @@ def set_custom_status(cluster: Cluster, namespace: str, name: str, phase: str, c
     return cluster.api("PATCH", path + "/status", {"status": body})
 
 
-def wait_running(cluster: Cluster, namespace: str, name: str, timeout: float = 60.0) -> dict:
-    """The pod once KWOK's pod-ready stage reported it Running (container statuses, hostIP, podIP written)."""
+#: How long a pod may stay un-started by KWOK before ``wait_running`` touches it (see there).
+NUDGE_SECONDS = 15.0
+NUDGE_ANNOTATION = "testkit.node-requests-agent/kwok-nudge"
+
+
+def wait_running(cluster: Cluster, namespace: str, name: str, timeout: float = 60.0,
+                 nudge_after: float = NUDGE_SECONDS) -> dict:
+    """The pod once KWOK's pod-ready stage reported it Running (container statuses, hostIP, podIP written).
+
+    KWOK v0.8.0 plays a pod's stage only on an event for it, and drops the event while the pod's node is "read
+    only" to it (pod_controller.go: ``readOnly`` is "this KWOK's Lease for the node is not in its informer cache
+    yet"). The one replay it does when it takes a node over (``podsOnNodeSyncWorker``) races its own Lease watch:
+    a pod bound before the Lease reached the cache can be skipped and then never gets another event, and sits
+    Pending for good (seen once in CI: a DaemonSet pod Pending past 60 s). So a pod still Pending after each
+    ``nudge_after`` seconds gets an annotation of the test's own, the event KWOK waits for; nothing of the agent's reads
+    it. A pod that stays Pending anyway fails with its status and events in the message."""
     path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    started = time.monotonic()
+    nudges = 0
 
     def running() -> dict | None:
+        nonlocal nudges
         pod = cluster.api("GET", path)
         status = pod.get("status", {})
-        return pod if status.get("phase") == "Running" and status.get("hostIP") else None
+        if status.get("phase") == "Running" and status.get("hostIP"):
+            return pod
+        if time.monotonic() - started >= nudge_after * (nudges + 1) and not pod["metadata"].get("deletionTimestamp"):
+            nudges += 1
+            cluster.api("PATCH", path, {"metadata": {"annotations": {NUDGE_ANNOTATION: str(nudges)}}})
+        return None
 
-    return wait_until(running, timeout, interval=0.25, message=f"{namespace}/{name} Running (written by KWOK)")
+    try:
+        return wait_until(running, timeout, interval=0.25, message=f"{namespace}/{name} Running (written by KWOK)")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; after {nudges} nudges: {pod_story(cluster, namespace, name)}") from None
+
+
+def pod_story(cluster: Cluster, namespace: str, name: str) -> str:
+    """A pod's phase, node, conditions and events on one line: what a failed wait needs to say."""
+    pod = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+    status = pod.get("status", {})
+    conditions = ", ".join(f"{c['type']}={c['status']}" for c in status.get("conditions", []))
+    events = cluster.api("GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name={name}")
+    said = "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in events.get("items", [])[-5:])
+    return (f"phase {status.get('phase')} on {pod['spec'].get('nodeName')}, conditions [{conditions}], "
+            f"events [{said or 'none'}]")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from agent.run.agent import Agent
 from testkit.agents import agent_config
 from testkit.cluster import NODE_MONITOR_GRACE_SECONDS, Cluster
 from testkit.factory import container, for_create, pod
-from testkit.kwok import Kwok, custom_status, ready_condition, set_custom_status, wait_running
+from testkit.kwok import NUDGE_ANNOTATION, Kwok, custom_status, ready_condition, set_custom_status, wait_running
 from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
@@ -123,3 +123,16 @@ def test_kwok_leaves_a_custom_status_pod_to_the_test(cluster: Cluster, node: str
     assert cluster.api("GET", path)["status"]["containerStatuses"][0]["state"] == crashed[0]["state"]
     with pytest.raises(ValueError, match="KWOK writes its status"):
         set_custom_status(cluster, namespace, "managed", "Running", crashed)
+
+
+def test_a_pod_kwok_never_starts_is_nudged_and_fails_with_its_story(cluster: Cluster, node: str) -> None:
+    """wait_running's remedy for KWOK's lost event (testkit/kwok.py): a pod still Pending gets the test's own
+    annotation, once per interval; one that stays Pending anyway (here: a custom-status pod KWOK never touches)
+    fails with its phase, node and events, not a bare timeout."""
+    namespace = cluster.create_namespace("kwok")
+    cluster.api("POST", f"/api/v1/namespaces/{namespace}/pods", custom_status(
+        for_create(pod("never", containers=[container("app", "100m", "64Mi")]), nodeName=node)))
+    with pytest.raises(AssertionError, match=rf"after [23] nudges: phase Pending on {node}, conditions"):
+        wait_running(cluster, namespace, "never", timeout=3.5, nudge_after=1.0)
+    annotations = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/never")["metadata"]["annotations"]
+    assert annotations[NUDGE_ANNOTATION] in {"2", "3"}
