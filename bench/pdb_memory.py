@@ -14,30 +14,9 @@ import tracemalloc
 
 from bench.common import load, machine
 from testkit.factory import pdb
+from testkit.worst_node import small_selector_values
 
 COUNT = 10_000
-_SMALL: list[list[str]] = []  # 100 value lists for the "small-bound" shape, made once by main()
-
-
-#: Two-character values (CPython shares one-character strings): the most strings a selector of
-#: SMALL_SELECTOR_BYTES can make the agent keep, every PDB's values distinct from the others'.
-_PAIRS = [a + b for a in "abcdefghijklmnopqrstuvwxyz0123456789" for b in "abcdefghijklmnopqrstuvwxyz0123456789"]
-
-
-def _small_values(i: int) -> list[str]:
-    """As many distinct two-character values as keep the selector within SMALL_SELECTOR_BYTES (always kept)."""
-    from agent.decode.reader import PDB
-    from agent.model.pdb import SMALL_SELECTOR_BYTES
-
-    count = 1
-    while PDB.record(json.dumps(pdb("x", match_expressions=[
-            {"key": "k", "operator": "In", "values": _PAIRS[:count + 1]}])).encode()).selector_bytes \
-            <= SMALL_SELECTOR_BYTES:
-        count += 1
-    start = i * count % (len(_PAIRS) - count)
-    return _PAIRS[start:start + count]
-
-
 def _pdb(i: int, shape: str) -> bytes:
     labels: dict[str, str] = {"app.kubernetes.io/name": f"app-{i:05d}"}
     expressions = None
@@ -46,7 +25,7 @@ def _pdb(i: int, shape: str) -> bytes:
         expressions = [{"key": "track", "operator": "In", "values": ["stable", "canary"]}]
     elif shape == "small-bound":
         labels = {}
-        expressions = [{"key": "k", "operator": "In", "values": _SMALL[i % len(_SMALL)]}]
+        expressions = [{"key": "k", "operator": "In", "values": small_selector_values(i % 100, key="k")}]
     p = pdb(f"app-{i:05d}", namespace=f"team-{i % 200:03d}", match_labels=labels, match_expressions=expressions,
             disruptions_allowed=1)
     p["metadata"]["creationTimestamp"] = "2026-11-30T06:00:00Z"
@@ -82,7 +61,6 @@ def main() -> None:
     print(f"machine: {machine()}; {load()}\n")
     print("| PDB shape | JSON bytes per PDB | held per PDB | peak while handling a LIST of 10,000 |")
     print("|---|---:|---:|---:|")
-    _SMALL.extend(_small_values(i) for i in range(100))
     for shape, text in (("one", "one matchLabels entry"), ("larger", "three matchLabels, one In expression"),
                         ("small-bound", "the largest always kept: In two-character values, selector at most "
                                         "SMALL_SELECTOR_BYTES")):

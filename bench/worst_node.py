@@ -26,8 +26,9 @@ DaemonSet runs it, OTLP/HTTP export every 1 s to a receiver) against the suite's
 
 Environment: NRA_WORST_RUNNING (110 running pods, of which NRA_WORST_LABELLED (20) with labels and NRA_WORST_WIDE
 (10) with containers at the limit), NRA_WORST_COMPLETED (600), NRA_WORST_LABELS and NRA_WORST_CONTAINERS (per pod;
-unset: the most etcd admits, found by trying), NRA_WORST_KEPT_PDBS (160),
-NRA_WORST_HUGE_PDBS (7), NRA_WORST_SELECTOR_VALUES (per huge PDB; unset: found by trying). About 10 minutes here.
+unset: the most etcd admits, found by trying), NRA_WORST_KEPT_PDBS (160) spread over NRA_WORST_PDB_NAMESPACES (80),
+NRA_WORST_SMALL_PDBS (9,833: with the others, the 10,000 of --max-pdbs), NRA_WORST_HUGE_PDBS (7),
+NRA_WORST_SELECTOR_VALUES (per huge PDB; unset: found by trying). About 10 minutes here.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import os
 import tempfile
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -57,6 +59,7 @@ from testkit.worst_node import (
     largest,
     many_labels,
     minimal_containers,
+    small_selector_pdb,
     stored,
     tenant_pod,
 )
@@ -73,6 +76,12 @@ LABELLED = int(os.environ.get("NRA_WORST_LABELLED", "20"))
 WIDE = int(os.environ.get("NRA_WORST_WIDE", "10"))
 KEPT_PDBS = int(os.environ.get("NRA_WORST_KEPT_PDBS", "160"))
 HUGE_PDBS = int(os.environ.get("NRA_WORST_HUGE_PDBS", "7"))
+#: Namespaces the kept-size PDBs are spread over: the shared selector budget keeps a share per namespace and
+#: 1 MiB in all, so 80 namespaces of 16 KiB selectors fill the total, where one namespace fills only its share.
+PDB_NAMESPACES = int(os.environ.get("NRA_WORST_PDB_NAMESPACES", "80"))
+#: PDBs of the largest selector always kept (SMALL_SELECTOR_BYTES), created first: with the others, the most the
+#: agent keeps before --max-pdbs (10,000 by default) makes every PDB unknown.
+SMALL_PDBS = int(os.environ.get("NRA_WORST_SMALL_PDBS", str(10_000 - 160 - 7)))
 LABELS = _size("NRA_WORST_LABELS")
 CONTAINERS = _size("NRA_WORST_CONTAINERS")
 HUGE_VALUES = _size("NRA_WORST_SELECTOR_VALUES")
@@ -101,6 +110,8 @@ class Tenant:
     containers: int = 0
     kept_pdbs: int = 0  # PDBs of the largest selector the agent keeps (kept_selector_pdb)
     huge_pdbs: int = 0  # PDBs of ``app In`` ``selector_values`` four-letter values (huge_selector_pdb)
+    pdb_namespaces: int = 1  # namespaces the kept-size PDBs are spread over (NAMESPACE and tenant-<j>)
+    small_pdbs: int = 0  # PDBs of the largest selector always kept (small_selector_pdb), in NAMESPACE
     selector_values: int = SELECTOR_VALUES
 
     @property
@@ -115,14 +126,29 @@ class Tenant:
         return tenant_pod(name, False, self.usage, node, NAMESPACE,
                           containers=minimal_containers(self.containers if containers is None else containers))
 
+    @property
+    def pdbs(self) -> int:
+        return self.small_pdbs + self.kept_pdbs + self.huge_pdbs
+
+    def pdb_namespace(self, i: int) -> str:
+        j = i % self.pdb_namespaces
+        return NAMESPACE if j == 0 else f"tenant-{j:03d}"
+
     def create_pdbs(self, cluster: ClusterClient) -> None:
-        """The kept ones first, the huge ones last: the agent counts those it does not keep, so the last one's
-        count says it has them all."""
-        path = f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets"
+        """The always-kept ones first, then the kept-size ones round the namespaces, the huge ones last: the agent
+        counts those it does not keep, so the last one's count says it has them all."""
+        for j in range(1, self.pdb_namespaces):
+            cluster.api("POST", "/api/v1/namespaces", {"metadata": {"name": f"tenant-{j:03d}"}})
+
+        def post(namespace: str, body: dict) -> None:
+            cluster.api("POST", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", body, timeout=120)
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda i: post(NAMESPACE, small_selector_pdb(f"small-{i}", i)), range(self.small_pdbs)))
         for i in range(self.kept_pdbs):
-            cluster.api("POST", path, kept_selector_pdb(f"kept-{i}"), timeout=120)
+            post(self.pdb_namespace(i), kept_selector_pdb(f"kept-{i}"))
         for i in range(self.huge_pdbs):
-            cluster.api("POST", path, huge_selector_pdb(f"huge-{i}", self.selector_values), timeout=120)
+            post(NAMESPACE, huge_selector_pdb(f"huge-{i}", self.selector_values))
 
     def create_pods(self, cluster: ClusterClient, node: str) -> None:
         create_pods(cluster, self.running, self.completed, node=node, namespace=NAMESPACE, usage=self.usage)
@@ -214,11 +240,11 @@ def on_node(cluster: ClusterClient, receiver: HttpReceiver, tenant: Tenant, node
     try:
         watching.wait_ready(120)
         rows.append(_agent_row("before the tenant's objects (its floor here)", watching))
-        if tenant.kept_pdbs or tenant.huge_pdbs:
+        if tenant.pdbs:
             started = time.monotonic()
             tenant.create_pdbs(cluster)
             wait_pdbs(watching, tenant.huge_pdbs)
-            rows.append(_agent_row(f"WATCH: the {tenant.kept_pdbs + tenant.huge_pdbs} PDBs arrive while it runs "
+            rows.append(_agent_row(f"WATCH: the {tenant.pdbs:,} PDBs arrive while it runs "
                                    f"({time.monotonic() - started:.0f} s)", watching))
         started = time.monotonic()
         tenant.create_pods(cluster, node)
@@ -254,7 +280,8 @@ def admitted(cluster: ClusterClient, node: str) -> Tenant:
     """The worst tenant of the environment's knobs, each size the most the API server admits where not set: found by
     trying (``stored``: created, its status written, deleted), before any agent runs."""
     tenant = Tenant(usage=huge_usage(), running=RUNNING - LABELLED - WIDE, completed=COMPLETED, labelled=LABELLED,
-                    label_prefix=LABEL_PREFIX, wide=WIDE, kept_pdbs=KEPT_PDBS, huge_pdbs=HUGE_PDBS)
+                    label_prefix=LABEL_PREFIX, wide=WIDE, kept_pdbs=KEPT_PDBS, huge_pdbs=HUGE_PDBS,
+                    pdb_namespaces=PDB_NAMESPACES, small_pdbs=SMALL_PDBS)
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
     running = {"phase": "Running"}
     # Each try is named as the longest name of its kind: the pods created after are no larger.
@@ -344,7 +371,8 @@ def _sizes(tenant: Tenant) -> str:
 
     return (f"a plain pod {kib(tenant_pod('app-0', False, tenant.usage, NODE))}, a labelled pod "
             f"{kib(tenant.labelled_pod('labels-0', NODE))}, a wide pod {kib(tenant.wide_pod('wide-0', NODE))}, a "
-            f"kept PDB {kib(kept_selector_pdb('kept-0'))}, a huge PDB "
+            f"kept PDB {kib(kept_selector_pdb('kept-0'))}, an always-kept PDB {kib(small_selector_pdb('small-0', 0))}, "
+            f"a huge PDB "
             f"{kib(huge_selector_pdb('huge-0', tenant.selector_values))}")
 
 
@@ -366,7 +394,9 @@ def main() -> None:
                   f"(`{LABEL_PREFIX}l00000: v00000`...) on each of {tenant.labelled} running pods, "
                   f"{tenant.containers:,} containers on each of {tenant.wide}; a selector of "
                   f"{tenant.selector_values:,} four-letter values on each of {tenant.huge_pdbs} huge PDBs, and "
-                  f"{tenant.kept_pdbs} PDBs of the largest selector the agent keeps. As POSTed: {_sizes(tenant)}.\n")
+                  f"{tenant.kept_pdbs} PDBs of the largest selector the agent keeps, over {tenant.pdb_namespaces} "
+                  f"namespaces, after {tenant.small_pdbs:,} of the largest it always keeps. As POSTed: "
+                  f"{_sizes(tenant)}.\n")
             measured = on_node(cluster, receiver, tenant, NODE)
             served = serving(cluster)
     finally:

@@ -6,6 +6,7 @@ the agent refuses). The suite's test (tests/cluster/test_cluster_worst_node.py) 
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import tracemalloc
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from agent.config import from_sources
-from agent.model.pdb import MAX_SELECTOR_BYTES
+from agent.model.pdb import MAX_SELECTOR_BYTES, SMALL_SELECTOR_BYTES
 from agent.run.agent import Agent
 from testkit.cluster_client import ApiError, ClusterClient
 from testkit.waiting import wait_until
@@ -146,8 +147,8 @@ def selector_pdb(name: str, values: list[str]) -> dict:
             "spec": {"minAvailable": 1, "selector": _selector(values)}}
 
 
-def _selector(values: list[str]) -> dict:
-    return {"matchExpressions": [{"key": "app", "operator": "In", "values": values}]}
+def _selector(values: list[str], key: str = "app") -> dict:
+    return {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
 
 
 def huge_selector_pdb(name: str, values: int = SELECTOR_VALUES) -> dict:
@@ -171,9 +172,39 @@ def kept_selector_pdb(name: str) -> dict:
     return selector_pdb(name, _PAIRS[:(MAX_SELECTOR_BYTES - empty + 1) // 5])
 
 
-def selector_json(values: list[str]) -> bytes:
+def small_selector_values(i: int, key: str = "app") -> list[str]:
+    """The ``i``-th of distinct value lists that make a ``key In`` selector the largest the agent always keeps
+    (SMALL_SELECTOR_BYTES of JSON), two-character values, each list starting elsewhere in the pairs."""
+    count = _small_count(key)
+    start = i * count % (len(_PAIRS) - count)
+    return _PAIRS[start:start + count]
+
+
+@functools.cache
+def _small_count(key: str) -> int:
+    """How many two-character values the agent's own reader keeps within SMALL_SELECTOR_BYTES (it counts the
+    selector as it reads it, a few bytes more than the JSON)."""
+    from agent.decode.reader import PDB
+
+    def size(count: int) -> int:
+        pdb = selector_pdb("x", [])
+        pdb["spec"]["selector"] = _selector(_PAIRS[:count], key)
+        return PDB.record(json.dumps(pdb).encode()).selector_bytes
+
+    count = 1
+    while size(count + 1) <= SMALL_SELECTOR_BYTES:
+        count += 1
+    return count
+
+
+def small_selector_pdb(name: str, i: int) -> dict:
+    """A PDB of the largest selector the agent keeps whatever the other PDBs hold (small_selector_values)."""
+    return selector_pdb(name, small_selector_values(i))
+
+
+def selector_json(values: list[str], key: str = "app") -> bytes:
     """The JSON of an ``app In values`` selector as the API server writes it (Go's field order, no spaces)."""
-    return json.dumps(_selector(values), separators=(",", ":")).encode()
+    return json.dumps(_selector(values, key), separators=(",", ":")).encode()
 
 
 def many_labels(count: int, prefix: str = "") -> dict[str, str]:
