@@ -1,9 +1,11 @@
 """The README's install as the tests run it (issue 39): its marked shell blocks, the variables they read, and bash
 running them verbatim in a copy of the clone's shipped folders.
 
-The README marks the blocks a test runs by the fenced block's info string: ```` ```sh install-collector ````,
-```` ```sh install-helm ````, ```` ```sh install-kustomize ````. A path is the Collector's block, then one agent block.
-The operator's own values are shell variables (``VARIABLES``) the blocks read; the tests set them. The script a test
+The README marks the blocks a test runs by the fenced block's info string: ```` ```sh install-variables ```` (the
+operator's values), ```` ```sh install-collector ````, ```` ```sh install-helm ````, ```` ```sh install-kustomize ````.
+A path is the Collector's block, then one agent block. The operator's own values are shell variables
+(``VARIABLES``) the blocks read; the tests set them (the node test takes the issuer from the settings block's own
+command). The script a test
 runs is the path's blocks as they stand, after ``set -euo pipefail`` so that the first failing command fails it.
 """
 
@@ -16,13 +18,15 @@ from pathlib import Path
 
 from testkit.repo import REPO
 
-__all__ = ["BLOCKS", "PATHS", "README", "SHIPPED", "VARIABLES", "install_blocks", "install_script", "run_install",
-           "shipped_copy"]
+__all__ = ["BLOCKS", "PATHS", "README", "SETTINGS", "SHIPPED", "VARIABLES", "install_blocks", "install_script",
+           "run_install", "shipped_copy"]
 
 README = REPO / "README.md"
 PATHS = {"helm": ("install-collector", "install-helm"), "kustomize": ("install-collector", "install-kustomize")}
-BLOCKS = tuple(dict.fromkeys(name for blocks in PATHS.values() for name in blocks))
-#: What the operator sets before the blocks (the README's first block of the install shows each as an ``export``).
+#: The block that sets the operator's values (``export VARIABLE=...``, with examples or a command that finds them).
+SETTINGS = "install-variables"
+BLOCKS = (SETTINGS, *dict.fromkeys(name for blocks in PATHS.values() for name in blocks))
+#: What the operator sets before the install's blocks and they read.
 VARIABLES = ("REGISTRY", "OIDC_ISSUER_URL", "PROMETHEUS_REMOTE_WRITE_URL")
 #: The clone's folders the blocks read, relative to its root (where the README says to run them).
 SHIPPED = ("otel-config", "daemonset", "charts")
@@ -54,6 +58,7 @@ def shipped_copy(workdir: Path) -> Path:
 
 def run_install(script: str, workdir: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """``script`` run by bash in ``workdir`` with exactly ``env``; its output in ``workdir/install.log`` too."""
+    workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "install.sh"
     path.write_text(script)
     result = subprocess.run(["bash", str(path)], cwd=workdir, env=env, capture_output=True, text=True,

@@ -3,8 +3,9 @@
 `python -m pytest -m node tests/node/test_readme_install.py -s`. The blocks the README marks (```` ```sh
 install-collector ````, then ```` install-helm ```` or ```` install-kustomize ````: testkit/readme_install.py) run with
 bash in a copy of the clone's shipped folders, with kubectl and helm of the component cache on PATH, the admin
-kubeconfig, and the operator's variables set to this cluster's values: ``OIDC_ISSUER_URL`` read from its discovery
-document, ``PROMETHEUS_REMOTE_WRITE_URL`` a fresh Prometheus 3 on the node's address for each path, and ``REGISTRY``
+kubeconfig, and the operator's variables set to this cluster's values: ``OIDC_ISSUER_URL`` as the README's settings
+block (```` install-variables ````) finds it with its own command (checked against the discovery document),
+``PROMETHEUS_REMOTE_WRITE_URL`` a fresh Prometheus 3 on the node's address for each path, and ``REGISTRY``
 the registry part of the names the suite's images carry in the node's containerd (``docker.io/library``: they are
 imported as ``node-requests-agent:0.1.0`` and ``otelcol-nra:0.165.1-nra``, so the kubelet finds them present; the
 pull from a real registry is test_node_registry.py's). The node is this module's own, nothing of the project on it;
@@ -25,7 +26,7 @@ from components.image import AGENT_IMAGE, COLLECTOR_IMAGE
 from testkit.helm import built_helm
 from testkit.node_cluster import NODE_IP, Node
 from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR
-from testkit.readme_install import README, install_blocks, install_script, run_install, shipped_copy
+from testkit.readme_install import README, SETTINGS, install_blocks, install_script, run_install, shipped_copy
 from testkit.trust import remote_write_prometheus
 from testkit.waiting import wait_until
 
@@ -66,14 +67,18 @@ def test_the_readme_install_reaches_prometheus(node_cluster: Node, path: str, tm
     listed = node.ctr("images", "ls", "-q").stdout.split()
     assert {f"{REGISTRY}/{AGENT_IMAGE}", f"{REGISTRY}/{COLLECTOR_IMAGE}"} <= set(listed), listed
     helm = built_helm(tmp_path / "helm")
-    script = install_script(install_blocks(README.read_text(encoding="utf-8")), path)
+    blocks = install_blocks(README.read_text(encoding="utf-8"))
+    script = install_script(blocks, path)
     workdir = shipped_copy(tmp_path / "clone")
+    tools = {**helm.env, "KUBECONFIG": str(node.cluster.admin_kubeconfig),
+             "PATH": os.pathsep.join([str(node.cluster.kubectl_binary.parent), str(helm.binary.parent),
+                                      os.environ["PATH"]])}
+    # The README's own command for the issuer, against this cluster, finds what its discovery document says.
+    found = run_install(blocks[SETTINGS] + 'printf "%s" "$OIDC_ISSUER_URL"\n', workdir / "settings", tools, 60)
     issuer = node.cluster.api("GET", "/.well-known/openid-configuration")["issuer"]
+    assert found.stdout == issuer, (found.stdout, found.stderr, issuer)
     with remote_write_prometheus(tmp_path / "prometheus", host=NODE_IP) as prometheus:
-        env = {**helm.env, "KUBECONFIG": str(node.cluster.admin_kubeconfig),
-               "PATH": os.pathsep.join([str(node.cluster.kubectl_binary.parent), str(helm.binary.parent),
-                                        os.environ["PATH"]]),
-               "REGISTRY": REGISTRY, "OIDC_ISSUER_URL": issuer,
+        env = {**tools, "REGISTRY": REGISTRY, "OIDC_ISSUER_URL": found.stdout,
                "PROMETHEUS_REMOTE_WRITE_URL": f"{prometheus.url}/api/v1/write"}
         try:
             started = time.monotonic()
