@@ -41,8 +41,8 @@ from testkit.cluster import SERVICE_ACCOUNT_ISSUER, Cluster, Component, openssl,
 from testkit.repo import REPO as ROOT
 from testkit.waiting import wait_until
 
-__all__ = ["NODE_IP", "NODE_NAME", "Node", "NodeParts", "build_node_parts", "join_node", "leave_node", "node_cluster",
-           "running_node", "exclusive_node_session", "NODE_SESSION_LOCK"]
+__all__ = ["NODE_IP", "NODE_NAME", "NODE_SESSION_LOCK", "UNQUALIFIED_REGISTRY", "Node", "NodeParts", "build_node_parts",
+           "exclusive_node_session", "join_node", "leave_node", "node_cluster", "running_node"]
 
 MANIFESTS = Path(__file__).resolve().parent / "node_manifests"
 NODE_NAME = "nra-node"
@@ -208,9 +208,13 @@ state = "{state}"
 """
 
 
+#: Where containerd's CRI puts an image named without a registry (its reference normalisation; nothing is fetched).
+UNQUALIFIED_REGISTRY = "docker.io/library"
+
+
 def _docker_ref(name: str) -> str:
-    """How containerd's CRI names an image the kubelet asks for as ``name`` (docker.io/library/ prefix)."""
-    return name if "/" in name.split(":")[0] else f"docker.io/library/{name}"
+    """How containerd's CRI names an image the kubelet asks for as ``name`` (UNQUALIFIED_REGISTRY prefix)."""
+    return name if "/" in name.split(":")[0] else f"{UNQUALIFIED_REGISTRY}/{name}"
 
 
 @dataclass

@@ -6,7 +6,7 @@ bash in a copy of the clone's shipped folders, with kubectl and helm of the comp
 kubeconfig, and the operator's variables set to this cluster's values: ``OIDC_ISSUER_URL`` as the README's settings
 block (```` install-variables ````) finds it with its own command (checked against the discovery document),
 ``PROMETHEUS_REMOTE_WRITE_URL`` a fresh Prometheus 3 on the node's address for each path, and ``REGISTRY``
-the registry part of the names the suite's images carry in the node's containerd (``docker.io/library``: they are
+the registry part of the names the suite's images carry in the node's containerd (UNQUALIFIED_REGISTRY: they are
 imported as ``node-requests-agent:0.1.0`` and ``otelcol-nra:0.165.1-nra``, so the kubelet finds them present; the
 pull from a real registry is test_node_registry.py's). The node is this module's own, nothing of the project on it;
 each path starts by checking that and ends by removing what it installed, namespaces and cluster-scoped objects
@@ -24,7 +24,7 @@ import pytest
 
 from components.image import AGENT_IMAGE, COLLECTOR_IMAGE
 from testkit.helm import built_helm
-from testkit.node_cluster import NODE_IP, Node
+from testkit.node_cluster import NODE_IP, UNQUALIFIED_REGISTRY, Node
 from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR
 from testkit.readme_install import README, SETTINGS, install_blocks, install_script, run_install, shipped_copy
 from testkit.trust import remote_write_prometheus
@@ -33,7 +33,7 @@ from testkit.waiting import wait_until
 pytestmark = pytest.mark.node
 
 #: What containerd's CRI calls an image imported without a registry (node_cluster.py imports the suite's so).
-REGISTRY = "docker.io/library"
+REGISTRY = UNQUALIFIED_REGISTRY
 #: The objects of ours outside the two namespaces (the agent's RBAC, the Collector's issuer-discovery binding).
 CLUSTER_SCOPED = ("/apis/rbac.authorization.k8s.io/v1/clusterroles",
                   "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")
