@@ -116,18 +116,24 @@ def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str, str], ...]:
     the requests are folded as the containers are (agent.model.container_bound.fold_gpu)."""
     out: list[tuple[str, str, str, str]] | None = None
     for items, init in ((spec.containers, False), (spec.init_containers, True)):
-        tail: list[tuple[str, str, str, str]] = []
-        for i, c in enumerate(items or ()):
+        if not items:
+            continue
+        tail: list[tuple[str, str, str, str]] | None = None  # made only for a GPU request past MAX_CONTAINERS
+        for i, c in enumerate(items):
             raw = c.resources.requests if c.resources is not None else None
             if not raw or len(raw) <= ("cpu" in raw) + ("memory" in raw):
                 continue
             kind = ("sidecar" if c.restart_policy == "Always" else "init") if init else "container"
             found = [(kind, c.name or "", _shared(r), q) for r, q in raw.items() if r in GPU_RESOURCES]
-            if found:
+            if not found:
+                continue
+            if i < MAX_CONTAINERS:
+                out = found if out is None else out + found
+            else:
                 out = out if out is not None else []
-                (out if i < MAX_CONTAINERS else tail).extend(found)
+                tail = found if tail is None else tail + found
         if tail and out is not None:
-            out.extend(fold_gpu(tail, len(items or ()) - MAX_CONTAINERS))
+            out.extend(fold_gpu(tail, len(items) - MAX_CONTAINERS))
     return () if out is None else tuple(out)
 
 
@@ -344,9 +350,13 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         uid = f"{namespace}/{name}"
     eviction = _eviction(meta, annotations, spec, labels, over, found)
     share = len(spec.containers or ()) <= MAX_CONTAINERS and len(spec.init_containers or ()) <= MAX_CONTAINERS
-    kept = bound_containers(_containers(spec.containers, False, share), _containers(spec.init_containers, True, share),
-                            _statuses(status, share))
-    found.extend(kept.problems)
+    containers, init_containers = _containers(spec.containers, False, share), _containers(spec.init_containers, True,
+                                                                                           share)
+    statuses = _statuses(status, share)
+    if not share:  # within the bound (nearly every pod) the lists are kept as they are, at no cost
+        kept = bound_containers(containers, init_containers, statuses)
+        containers, init_containers, statuses = kept.containers, kept.init_containers, kept.statuses
+        found.extend(kept.problems)
     if found:
         problems = (*problems, *found)
     return PodRecord(
@@ -356,11 +366,11 @@ def pod_of(p: Pod, problems: tuple[str, ...] = ()) -> PodRecord:
         node_name=_shared(spec.node_name or ""),
         phase=_shared(status.phase or ""),
         resource_version=resource_version,
-        containers=kept.containers,
-        init_containers=kept.init_containers,
+        containers=containers,
+        init_containers=init_containers,
         pod_requests=_pod_level_requests(spec),
         overhead=_requests(spec.overhead),
-        statuses=kept.statuses,
+        statuses=statuses,
         pod_status=_pod_status(status),
         resize_infeasible=_resize_infeasible(status.conditions),
         usage_annotation=_annotation(annotations.usage) if annotations is not None else None,
