@@ -1,0 +1,87 @@
+"""Issue 39: a wrong autoscaler release in the DaemonSet's environment (the kustomize path has no values schema) must
+not crash-loop every node. The agent, run as the DaemonSet runs it (``run``, every setting from the environment),
+stays up and ready, exports the pods' series, says one line at start, and reports the verdict as off: state
+``unknown``, no threshold, and the line on /debug (docs/configuration.md#when-a-setting-is-wrong)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from testkit.cli import AGENT
+from testkit.factory import node, pod
+from testkit.fake_apiserver import FakeApiServer
+from testkit.otlp_receiver import points_of
+from testkit.waiting import wait_until
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.mark.parametrize("variable,value,named", [
+    ("NRA_AUTOSCALER_RELEASE", "1.40", "unknown cluster-autoscaler release '1.40'"),
+    ("NRA_AUTOSCALER_ARGS", "--scale-down-utilization-threshold=1.5", "outside [0, 1]"),
+    ("NRA_WATCH_PDBS", "yes", "NRA_WATCH_PDBS must be true or false"),
+])
+def test_an_unusable_autoscaler_setting_turns_the_verdict_off_not_the_agent(tmp_path: Path, http_receiver,
+                                                                            variable, value, named):
+    api = FakeApiServer().start()
+    stderr_path = tmp_path / "stderr"
+    proc = None
+    try:
+        api.create(node("n1"), kind="nodes")
+        api.create(pod("p", node="n1"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "NRA_", "KUBE", "DEBUG_"))}
+        env.update({"NODE_NAME": "n1", "KUBECONFIG": api.kubeconfig(tmp_path / "kc"), "DEBUG_ADDRESS": "127.0.0.1:0",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint, "OTEL_METRIC_EXPORT_INTERVAL": "500",
+                    variable: value})
+        with stderr_path.open("w") as stderr:
+            proc = subprocess.Popen([*AGENT, "run"], env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        port = int(wait_until(lambda: re.search(r"debug endpoint on port (\d+)", stderr_path.read_text()), 30,
+                              message="the debug endpoint's port in the log")[1])
+
+        def exported_pod_and_verdict():
+            for _, request in http_receiver.requests:
+                points = points_of(request)
+                if any(p.metric == "pod_or_vm_cpu_requests" and p.attributes.get("k8s.pod.name") == "p"
+                       for p in points) and any(p.metric == "node_requests_node_autoscaler_state" for p in points):
+                    return points
+            return None
+
+        points = wait_until(exported_pod_and_verdict, 30, message="an export with the pod's series")
+        states = {p.attributes["state"]: p.value for p in points if p.metric == "node_requests_node_autoscaler_state"}
+        assert states["unknown"] == 1 and sum(states.values()) == 1, states
+        assert not [p for p in points if p.metric in ("node_requests_node_autoscaler_threshold",
+                                                      "node_requests_node_autoscaler_utilization")]
+        assert any(p.metric == "node_requests_node_cpu_cores" and p.attributes["quantity"] == "allocatable"
+                   for p in points), "the node's values are exported as usual"
+        # Up and ready, several exports later: no exit, no crash loop.
+        wait_until(lambda: len(http_receiver.requests) >= 3, 30, message="exports keep coming")
+        assert proc.poll() is None, stderr_path.read_text()
+        assert _get(port, "/readyz")[0] == 200 and _get(port, "/healthz")[0] == 200
+        status, body = _get(port, "/debug/node")
+        assert status == 200, body
+        verdict = json.loads(body)["autoscaler"]
+        assert verdict["state"] == "unknown" and verdict["threshold"] is None, verdict
+        assert verdict["headline"].startswith("unknown: the verdict is off: ") and named in verdict["headline"]
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            proc.wait(15)
+        api.stop()
+    said = stderr_path.read_text()
+    assert "Traceback" not in said, said
+    errors = [line for line in said.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and variable in errors[0] and named in errors[0] and "verdict is off" in errors[0], said
+    assert proc.returncode == 0, said  # stopped by SIGTERM, exported once more and exited cleanly
