@@ -7,7 +7,7 @@ The ordering problem, shown rather than assumed: the policy and its binding take
 admission plugin's informers see them, then compile them), so the one ``apply`` that creates them may create the
 DaemonSet before they are in force. The first apply here carries a bad release on purpose: either outcome is
 allowed (admitted, or refused with the policy's line), which is why the agent's own fallback (the verdict off, one
-line, no crash loop: tests/run/test_bad_autoscaler_settings.py) is required whatever the policy does.
+line, no crash loop: tests/run/test_bad_settings.py) is required whatever the policy does.
 """
 
 from __future__ import annotations

@@ -85,3 +85,20 @@ def test_an_unusable_autoscaler_setting_turns_the_verdict_off_not_the_agent(tmp_
     errors = [line for line in said.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and variable in errors[0] and named in errors[0] and "verdict is off" in errors[0], said
     assert proc.returncode == 0, said  # stopped by SIGTERM, exported once more and exited cleanly
+
+
+def test_a_host_proc_without_the_agents_own_process_leaves_the_exports_running(http_receiver):
+    """HOST_PROC points psutil's one module-wide /proc elsewhere: the agent's own process metrics read it too, and a
+    folder without the agent's pid was a traceback at start (exit 1 on every node). Now the used series are absent
+    with their warning, the process's memory and threads have no observation, and everything else is exported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "NRA_", "KUBE", "DEBUG_"))}
+    env.update({"HOST_PROC": "/nonexistent", "OTEL_EXPORTER_OTLP_ENDPOINT": http_receiver.endpoint})
+    result = subprocess.run([*AGENT, "run", "--node-name", "sample-node", "--replay", "sample", "--once"], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot read host usage from /nonexistent" in result.stderr
+    points = [p for _, request in http_receiver.requests for p in points_of(request)]
+    metrics = {p.metric for p in points}
+    assert {"pod_or_vm_cpu_requests", "process.cpu.time"} <= metrics, metrics
+    assert not {"process.memory.usage", "process.thread.count"} & metrics
+    assert not [p for p in points if p.metric == "node_requests_node_cpu_cores" and p.attributes["quantity"] == "used"]
