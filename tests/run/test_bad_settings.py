@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from testkit.cli import AGENT
+from testkit.cli import AGENT, run
 from testkit.factory import node, pod
 from testkit.fake_apiserver import FakeApiServer
 from testkit.otlp_receiver import points_of
+from testkit.repo import REPO
 from testkit.waiting import wait_until
 
 
@@ -102,3 +103,58 @@ def test_a_host_proc_without_the_agents_own_process_leaves_the_exports_running(h
     assert {"pod_or_vm_cpu_requests", "process.cpu.time"} <= metrics, metrics
     assert not {"process.memory.usage", "process.thread.count"} & metrics
     assert not [p for p in points if p.metric == "node_requests_node_cpu_cores" and p.attributes["quantity"] == "used"]
+
+
+#: Each variable a bad value of which the agent refuses at start, one line naming it and exit 2: what it configures
+#: is the agent's own job (where and how it exports, its probes, its logs, whose request rules the pods' values
+#: follow), so running on with a guess would export something else than was asked, or nothing a person can read.
+REFUSED = {
+    "OTEL_METRICS_EXPORTER": "xml", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "thrift",
+    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "ftp://collector",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector", "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "no-equals-sign",
+    "OTEL_EXPORTER_OTLP_HEADERS": "no-equals-sign", "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION": "zstd",
+    "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd", "OTEL_RESOURCE_ATTRIBUTES": "no-equals-sign",
+    "OTEL_METRIC_EXPORT_INTERVAL": "soon", "OTEL_METRIC_EXPORT_TIMEOUT": "0", "DEBUG_ADDRESS": "nine-eight-oh-eight",
+    "DEBUG_VIEWS": "everyone", "DEBUG_HOSTS": "a/b", "LOG_LEVEL": "LOUD", "LOG_FORMAT": "xml",
+    "KUBERNETES_VERSION": "latest",
+}
+#: Read as the verdict's: a bad value turns the verdict off (config.VERDICT_SETTINGS; the test above and
+#: tests/test_config_autoscaler.py).
+VERDICT_OFF = {"NRA_AUTOSCALER_ARGS", "NRA_AUTOSCALER_RELEASE", "NRA_WATCH_PDBS", "NRA_MAX_PDBS"}
+#: Paths and names the agent opens rather than parses, each with its own test of what a wrong one does: the node name
+#: (required: tests/test_cli.py), the kubeconfig and the in-cluster service account (one line, exit 2:
+#: tests/test_cli.py, tests/source/test_in_cluster.py), the CA and client files (one line, exit 2:
+#: tests/export/test_ca_file.py), the token file (a warning, re-read at each export), HOST_PROC (a warning, the used
+#: series absent: above), MALLOC_ARENA_MAX (glibc's), and the OTLP boolean (a warning, false, as OpenTelemetry reads it).
+OPENED_OR_WARNED = {"NODE_NAME", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+                    "NRA_SERVICEACCOUNT_DIR", "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+                    "OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
+                    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY",
+                    "OTEL_EXPORTER_OTLP_CLIENT_KEY", "NRA_OTLP_TOKEN_FILE", "HOST_PROC", "MALLOC_ARENA_MAX",
+                    "OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"}
+
+
+def test_every_variable_has_its_decision():
+    """docs/configuration.md#when-a-setting-is-wrong decides each variable the agent reads: a new one must be put in
+    one of the three groups here (and there) before it ships."""
+    from agent.config import SETTINGS, VERDICT_SETTINGS
+
+    variables = {v for s in SETTINGS.values() for v in s.env}
+    assert REFUSED.keys() | VERDICT_OFF | OPENED_OR_WARNED == variables
+    assert not (REFUSED.keys() & VERDICT_OFF or REFUSED.keys() & OPENED_OR_WARNED or VERDICT_OFF & OPENED_OR_WARNED)
+    assert VERDICT_OFF == {v for name in VERDICT_SETTINGS for v in SETTINGS[name].env}
+    documented = (REPO / "docs" / "configuration.md").read_text().split("## When a setting is wrong", 1)[1]
+    for variable in variables - {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}:
+        base = variable.replace("OTEL_EXPORTER_OTLP_METRICS_", "OTEL_EXPORTER_OTLP_")
+        assert f"`{base}`" in documented, variable
+
+
+@pytest.mark.parametrize("variable", sorted(REFUSED))
+def test_a_refused_variable_is_one_line_naming_it_and_exit_2(variable):
+    quiet = {} if variable == "LOG_LEVEL" else {"LOG_LEVEL": "WARNING"}  # no INFO line before a refusal at build
+    result = run("run", "--node-name", "sample-node", "--replay", "sample", "--once",
+                 env={**quiet, variable: REFUSED[variable]})
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"node-requests-agent: {variable}"), line
