@@ -125,7 +125,8 @@ VERDICT_OFF = {"NRA_AUTOSCALER_ARGS", "NRA_AUTOSCALER_RELEASE", "NRA_WATCH_PDBS"
 #: (required: tests/test_cli.py), the kubeconfig and the in-cluster service account (one line, exit 2:
 #: tests/test_cli.py, tests/source/test_in_cluster.py), the CA and client files (one line, exit 2:
 #: tests/export/test_ca_file.py), the token file (a warning, re-read at each export), HOST_PROC (a warning, the used
-#: series absent: above), MALLOC_ARENA_MAX (glibc's), and the OTLP boolean (a warning, false, as OpenTelemetry reads it).
+#: series absent: above), MALLOC_ARENA_MAX (glibc's), and the OTLP boolean (a warning, false, as OpenTelemetry
+#: reads it).
 OPENED_OR_WARNED = {"NODE_NAME", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
                     "NRA_SERVICEACCOUNT_DIR", "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
                     "OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
@@ -142,7 +143,7 @@ def test_every_variable_has_its_decision():
     variables = {v for s in SETTINGS.values() for v in s.env}
     assert REFUSED.keys() | VERDICT_OFF | OPENED_OR_WARNED == variables
     assert not (REFUSED.keys() & VERDICT_OFF or REFUSED.keys() & OPENED_OR_WARNED or VERDICT_OFF & OPENED_OR_WARNED)
-    assert VERDICT_OFF == {v for name in VERDICT_SETTINGS for v in SETTINGS[name].env}
+    assert {v for name in VERDICT_SETTINGS for v in SETTINGS[name].env} == VERDICT_OFF
     documented = (REPO / "docs" / "configuration.md").read_text().split("## When a setting is wrong", 1)[1]
     for variable in variables - {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}:
         base = variable.replace("OTEL_EXPORTER_OTLP_METRICS_", "OTEL_EXPORTER_OTLP_")
