@@ -11,7 +11,8 @@ Config (or AutoscalerSettings, OtlpSettings) as it is.
 it reads a variable or parses a setting again.
 
 Invalid configuration raises ConfigError; the CLI turns it into one line on stderr and exit code 2, before anything
-starts.
+starts. The exception: a setting only the autoscaler's verdict reads (VERDICT_SETTINGS) turns the verdict off with
+that line (Config.verdict_off), and the agent runs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agent.model.rules import NEWEST, KubernetesVersion, parse_version
 
 __all__ = ["Address", "ClusterAccess", "Config", "ConfigError", "DEBUG_VIEWS", "EXPORTERS", "InCluster", "LOG_FORMATS",
            "OTLP_PROTOCOLS", "OtlpSettings", "SETTINGS", "Setting", "VIEWS_LOCAL", "VIEWS_ANY", "AUTOSCALER_FIELDS",
+           "VERDICT_SETTINGS",
            "autoscaler_settings", "cluster_access", "from_sources", "kubernetes_version", "otlp_settings",
            "parse_address"]
 
@@ -441,6 +443,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     # Values read as their documented fallback rather than refused (an OTLP boolean neither true nor false), each a
     # line naming its variable: ``run`` logs them as warnings once logging is set up.
     warnings: tuple[str, ...] = ()
+    # Why the autoscaler's verdict is off: a setting only the verdict reads (VERDICT_SETTINGS) had a value the agent
+    # cannot use, the one line naming it; "" when the verdict is on. ``run`` logs it as an error and goes on with the
+    # pods' and the node's values (docs/configuration.md#when-a-setting-is-wrong).
+    verdict_off: str = ""
 
     def __post_init__(self) -> None:
         if self.exporter == "otlp" and self.otlp is None:
@@ -595,8 +601,27 @@ def _debug_address(args: Mapping[str, object], env: Mapping[str, str], *, once: 
 
 #: Config's fields that are a setting's typed value and nothing more, in the order they are checked.
 _PLAIN = ("replay", "once", "exporter", "debug_views", "debug_hosts", "procfs", "log_level", "log_format",
-          "resource_attributes", "kubernetes_version", "export_interval", "export_timeout", "read_timeout",
-          "watch_pdbs", "max_pdbs")
+          "resource_attributes", "kubernetes_version", "export_interval", "export_timeout", "read_timeout")
+
+#: The SETTINGS only the autoscaler's verdict reads: its args, its release, its own flags, the PDB watch. A value
+#: of theirs in the environment that ``run`` cannot use turns the verdict off, not the agent: both install paths set
+#: them as variables on every node, copied from another component's Deployment (a release the agent does not know
+#: yet, a value it refuses), and refusing would crash-loop every node and stop the pods' values too. A flag is typed
+#: by a person, who is better told at once: refused (docs/configuration.md#when-a-setting-is-wrong).
+VERDICT_SETTINGS = ("autoscaler_args", *AUTOSCALER_FIELDS, "watch_pdbs", "max_pdbs")
+
+
+def _verdict_settings(args: Mapping[str, object], env: Mapping[str, str], notes: list[str]) -> dict[str, Any]:
+    """Config's fields from VERDICT_SETTINGS: the autoscaler's settings and the PDB watch, or, when a variable of
+    theirs is unusable, the verdict off with its one line (and no PDB watch: nothing would read the PDBs). A bad flag
+    is a ConfigError, as any other."""
+    for name in VERDICT_SETTINGS:
+        _parsed(name, args, {})  # the flags alone first: theirs is a refusal
+    try:
+        return {"autoscaler": autoscaler_settings(args, env, notes), "watch_pdbs": _typed("watch_pdbs", args, env),
+                "max_pdbs": _typed("max_pdbs", args, env)}
+    except ConfigError as exc:
+        return {"verdict_off": str(exc), "watch_pdbs": False}
 
 
 def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
@@ -616,7 +641,7 @@ def from_sources(args: Mapping[str, object], env: Mapping[str, str]) -> Config:
         debug_address=_debug_address(args, env, once=plain["once"]),
         # Set, MALLOC_ARENA_MAX is glibc's to apply; unset, the agent sets its own limit.
         malloc_arenas=None if _parsed("malloc_arenas", args, env) else _default("malloc_arenas"),
-        autoscaler=autoscaler_settings(args, env, notes),
+        **_verdict_settings(args, env, notes),
         warnings=tuple(notes),
         **plain,
     )

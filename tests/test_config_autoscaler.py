@@ -1,5 +1,6 @@
 """The cluster-autoscaler's settings as the agent takes them: its own flags (``run`` and ``explain``), the same
-words in NRA_AUTOSCALER_ARGS, its release; the PDB watch's switch and maximum. A bad value is one line, exit 2."""
+words in NRA_AUTOSCALER_ARGS, its release; the PDB watch's switch and maximum. A bad flag is one line, exit 2; a bad
+variable is one line and, for ``run``, the verdict off while the agent runs (issue 39)."""
 
 from __future__ import annotations
 
@@ -85,10 +86,15 @@ def test_each_flag_of_the_one_table_is_taken_as_a_flag_and_as_a_word_alike(flag)
                                                        else [f"--{flag.name}={text}"]) == expected
 
 
-def test_a_bad_release_names_where_it_came_from():
-    """The release's error named neither the flag nor the variable ("release: unknown ..."), unlike every other."""
-    with pytest.raises(ConfigError, match="^NRA_AUTOSCALER_RELEASE: unknown cluster-autoscaler release '2.0'"):
-        from_sources(BASE, {"NRA_AUTOSCALER_RELEASE": "2.0"})
+def test_a_bad_release_turns_the_verdict_off_with_one_line_naming_where_it_came_from():
+    """Issue 39: a release the agent does not know (the autoscaler upgraded first, a typo) is one line naming the flag
+    or the variable, and the verdict off: not a refusal that would crash-loop every node."""
+    config = from_sources(BASE, {"NRA_AUTOSCALER_RELEASE": "2.0"})
+    assert re.fullmatch(r"NRA_AUTOSCALER_RELEASE: unknown cluster-autoscaler release '2\.0'; supported: [^\n]+",
+                        config.verdict_off), config.verdict_off
+    assert config.autoscaler == DEFAULT_AUTOSCALER and config.watch_pdbs is False  # nothing would read the PDBs
+    assert from_sources(BASE, {"NRA_AUTOSCALER_RELEASE": "1.31"}).verdict_off == ""
+    # A flag is typed by a person: told at once, as any bad flag.
     with pytest.raises(ConfigError, match="^--autoscaler-release: unknown cluster-autoscaler release '1.3'"):
         from_sources({**parsed("--autoscaler-release", "1.3"), **BASE}, {"NRA_AUTOSCALER_RELEASE": "1.31"})
 
@@ -97,32 +103,46 @@ def test_the_pdb_watch_switch_and_maximum():
     assert from_sources(BASE, {"NRA_WATCH_PDBS": "false"}).watch_pdbs is False
     assert from_sources({**parsed("--watch-pdbs=false"), **BASE}, {"NRA_WATCH_PDBS": "true"}).watch_pdbs is False
     assert from_sources(BASE, {"NRA_MAX_PDBS": "500"}).max_pdbs == 500
-    with pytest.raises(ConfigError, match="^NRA_WATCH_PDBS must be true or false, got 'maybe'$"):
-        from_sources(BASE, {"NRA_WATCH_PDBS": "maybe"})
+    assert from_sources(BASE, {"NRA_WATCH_PDBS": "maybe"}).verdict_off == \
+        "NRA_WATCH_PDBS must be true or false, got 'maybe'"
     with pytest.raises(ConfigError, match="^--max-pdbs must be a positive whole number, got '0'$"):
         from_sources({**parsed("--max-pdbs", "0"), **BASE}, {})
 
 
-@pytest.mark.parametrize("args,env,words", [
-    ([], {"NRA_AUTOSCALER_ARGS": "--scale-down-utilization-threshold=1.5"},
+#: A value of each variable only the verdict reads that the agent cannot use, and the words its one line holds.
+UNUSABLE_VERDICT_SETTINGS = [
+    ({"NRA_AUTOSCALER_ARGS": "--scale-down-utilization-threshold=1.5"},
      ["NRA_AUTOSCALER_ARGS", "--scale-down-utilization-threshold", "outside [0, 1]"]),
-    (["--scale-down-utilization-threshold=-0.1"], {}, ["--scale-down-utilization-threshold", "outside [0, 1]"]),
-    ([], {"NRA_AUTOSCALER_RELEASE": "2.0"}, ["unknown cluster-autoscaler release '2.0'"]),
-    (["--autoscaler-release", "1.3"], {}, ["unknown cluster-autoscaler release '1.3'"]),
-    ([], {"NRA_AUTOSCALER_ARGS": "--skip-nodes-with-system-pods=maybe"},
+    ({"NRA_AUTOSCALER_RELEASE": "2.0"}, ["NRA_AUTOSCALER_RELEASE", "unknown cluster-autoscaler release '2.0'"]),
+    ({"NRA_AUTOSCALER_ARGS": "--cloud-provider=aws --scan-interval=soon"},
+     ["NRA_AUTOSCALER_ARGS: --scan-interval: 'soon'"]),
+    ({"NRA_AUTOSCALER_ARGS": "--balance-similar-node-groups=yes"},
+     ["NRA_AUTOSCALER_ARGS", "--balance-similar-node-groups: 'yes' is not a boolean"]),
+    ({"NRA_AUTOSCALER_ARGS": "--skip-nodes-with-system-pods=maybe"},
      ["NRA_AUTOSCALER_ARGS", "--skip-nodes-with-system-pods", "not a boolean"]),
-    ([], {"NRA_AUTOSCALER_ARGS": "--scale-down-utilization-threshold='0.6"}, ["NRA_AUTOSCALER_ARGS", "quotation"]),
-    ([], {"NRA_AUTOSCALER_ARGS": "--blocking-system-pod-distruption-timeout=soon"},
+    ({"NRA_AUTOSCALER_ARGS": "--scale-down-utilization-threshold='0.6"}, ["NRA_AUTOSCALER_ARGS", "quotation"]),
+    ({"NRA_AUTOSCALER_ARGS": "--blocking-system-pod-distruption-timeout=soon"},
      ["--blocking-system-pod-distruption-timeout", "not a Go duration"]),
-    ([], {"NRA_WATCH_PDBS": "yes"}, ["NRA_WATCH_PDBS must be true or false"]),
-    ([], {"NRA_MAX_PDBS": "-5"}, ["NRA_MAX_PDBS must be a positive whole number"]),
-])
-def test_a_bad_value_is_one_line_and_exit_2(args, env, words):
-    result = run("run", "--node-name", "n", *args, env=env)
-    assert result.returncode == 2, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    ({"NRA_WATCH_PDBS": "yes"}, ["NRA_WATCH_PDBS must be true or false"]),
+    ({"NRA_MAX_PDBS": "-5"}, ["NRA_MAX_PDBS must be a positive whole number"]),
+]
+
+
+@pytest.mark.parametrize("env,words", UNUSABLE_VERDICT_SETTINGS)
+def test_an_unusable_verdict_variable_is_one_error_line_and_the_agent_runs(env, words):
+    """The replayed sample node is still exported (exit 0, its pods' series); the verdict is off (state unknown, no
+    threshold) and the log says why in one ERROR line, never a traceback."""
+    result = run("run", "--node-name", "sample-node", "--replay", "sample", "--exporter", "table", "--once",
+                 env={**env, "HOST_PROC": "off"})
+    assert result.returncode == 0, result.stderr
+    (error,) = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert "Traceback" not in result.stderr and "verdict is off" in error, result.stderr
     for word in words:
-        assert word in result.stderr, (word, result.stderr)
+        assert word in error, (word, error)
+    assert "pod_or_vm_cpu_requests{" in result.stdout
+    assert 'node_requests_node_autoscaler_state{state="unknown"} 1' in result.stdout
+    assert "node_requests_node_autoscaler_threshold" not in result.stdout
+    assert "AUTOSCALER  unknown: the verdict is off: " in result.stdout
 
 
 def test_explain_takes_the_same_settings_and_refuses_the_same_bad_values():
@@ -137,14 +157,15 @@ def test_explain_takes_the_same_settings_and_refuses_the_same_bad_values():
 
 
 def test_the_daemonsets_way_reads_the_autoscaler_from_the_environment_without_a_parser():
-    """``run`` alone (the DaemonSet) with NRA_AUTOSCALER_ARGS: still no argparse, and a bad word still exits 2."""
+    """``run`` alone (the DaemonSet) with NRA_AUTOSCALER_ARGS: still no argparse, and a bad word still exits 2 where
+    the agent cannot run at all (no node name), before the bad word matters."""
     code = ("import sys; from agent.cli import main; rc = main(sys.argv[1:]); "
             "print('exit', rc, 'argparse' in sys.modules, file=sys.stderr)")
     env = {k: v for k, v in os.environ.items() if k != "NODE_NAME"}
-    env.update(NODE_NAME="n", NRA_AUTOSCALER_ARGS="--scale-down-utilization-threshold=7")
+    env.update(NRA_AUTOSCALER_ARGS="--scale-down-utilization-threshold=7")
     result = subprocess.run([sys.executable, "-c", code, "run"], capture_output=True, text=True, env=env, timeout=60)
     assert result.stderr.splitlines()[-1] == "exit 2 False", result.stderr
-    assert "NRA_AUTOSCALER_ARGS: --scale-down-utilization-threshold" in result.stderr
+    assert result.stderr.splitlines()[0].startswith("node-requests-agent: the node name is required"), result.stderr
 
 
 def test_run_help_lists_the_autoscalers_flags_under_their_own_names():
@@ -216,12 +237,6 @@ def test_each_bad_form_is_one_line_naming_the_flag(command, words, named):
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
     assert named in result.stderr, result.stderr
-
-
-def test_the_variable_refuses_a_bad_value_naming_itself():
-    result = run("run", "--node-name", "n", env={"NRA_AUTOSCALER_ARGS": "--cloud-provider=aws --scan-interval=soon"})
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "NRA_AUTOSCALER_ARGS: --scan-interval: 'soon'" in result.stderr
 
 
 def test_the_variable_reads_what_the_autoscaler_would_accept_as_it_reads_it_with_a_warning():

@@ -108,7 +108,8 @@ def verdict_points(verdict: Verdict) -> Iterator[Point]:
             yield Point(AUTOSCALER_UTILIZATION, {"resource": resource}, value)
     if utilization.value is not None and math.isfinite(utilization.value):
         yield Point(AUTOSCALER_NODE_UTILIZATION, {"resource": utilization.resource}, utilization.value)
-    yield Point(AUTOSCALER_THRESHOLD, {}, verdict.threshold)
+    if math.isfinite(verdict.threshold):  # NaN: the verdict is off, no threshold known
+        yield Point(AUTOSCALER_THRESHOLD, {}, verdict.threshold)
     for state in STATES:
         yield Point(AUTOSCALER_STATE, {"state": state}, 1 if verdict.state == state else 0)
     yield Point(AUTOSCALER_CANDIDATE, {}, 1 if verdict.candidate else 0)

@@ -78,13 +78,14 @@ __all__ = ["Utilization", "Blocker", "AutoscalerValue", "PdbRisk", "Verdict", "s
            "UNDERUTILIZED", "NOT_UNDERUTILIZED", "SCALE_DOWN_DISABLED", "NO_NODE", "ALLOCATABLE_UNUSABLE",
            "AUTOSCALER_CRASH", "go_ratio_text", "MAX_PDB_RISKS", "MAX_PDB_PROBLEMS", "node_verdict",
            "NOT_REPLICATED", "UNMOVABLE_KUBE_SYSTEM", "KUBE_SYSTEM_PDB_UNKNOWN", "NOT_SAFE_TO_EVICT", "LOCAL_STORAGE",
-           "NOT_ENOUGH_PDB", "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION"]
+           "NOT_ENOUGH_PDB", "CONTROLLER_NOT_FOUND", "MIN_REPLICAS_REACHED", "ON_COMPLETION", "verdict_off"]
 
 # The verdict's states (bounded: exported as a label value).
 UNDERUTILIZED = "underutilized"
 NOT_UNDERUTILIZED = "not_underutilized"
 SCALE_DOWN_DISABLED = "scale_down_disabled"
-NO_NODE = "unknown"  # the Node object is not known (not yet read, or deleted)
+# No verdict: the Node object is not known (not yet read, or deleted), or the verdict is off (``verdict_off``).
+NO_NODE = "unknown"
 # The Node is known but its allocatable gives no utilization: cpu or memory missing or zero (the autoscaler's
 # CalculateUtilizationOfResource errors and skips the node).
 ALLOCATABLE_UNUSABLE = "allocatable_unusable"
@@ -169,6 +170,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     # The verdict is exactly this for every ``now`` from the one it was computed at up to and including this time
     # (a grace period or a kube-system pod's timeout then runs out); None: time alone never changes it.
     holds_until: float | None = None
+    # Why there is no verdict at all: the autoscaler's settings the agent was given are unusable ("" when it has one).
+    off: str = ""
 
     @property
     def candidate(self) -> bool:
@@ -424,6 +427,14 @@ def scale_down_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequenc
                    release=settings.release,
                    differing=tuple(differing), problems=tuple(problems), pdb_risks=risks,
                    pdb_risks_more=len(risky) - len(risks), holds_until=clock.next)
+
+
+def verdict_off(*, node_name: str, why: str) -> Verdict:
+    """No verdict on the node, and ``why`` (one line): the autoscaler's settings the agent was given are unusable, so
+    it claims nothing about the node (state ``unknown``, no utilization, no threshold: NaN, which no exporter
+    writes) while its pods and node values are reported as usual (docs/configuration.md#when-a-setting-is-wrong)."""
+    return Verdict(node=node_name, state=NO_NODE, utilization=Utilization(cpu=None, memory=None), threshold=math.nan,
+                   problems=(why,), off=why)
 
 
 def node_verdict(*, node_name: str, node: NodeRecord | None, pods: Sequence[PodValue],

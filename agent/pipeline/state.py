@@ -20,7 +20,7 @@ from agent.model.node_summary import NodeSummary, Usage, summarize
 from agent.model.pdb import MAX_SELECTORS_BYTES, PdbRecord, SelectorBudget, as_kept, too_many_pdbs
 from agent.model.pdb_index import PdbIndex, may_cover, may_cover_pod
 from agent.model.rules import NEWEST, Rules
-from agent.model.scale_down import Verdict, node_verdict
+from agent.model.scale_down import Verdict, node_verdict, verdict_off
 from agent.model.valuation import PodValue
 
 __all__ = ["NodeState", "NodeSnapshot", "KubernetesInfo", "VerdictCache"]
@@ -88,13 +88,17 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
     verdicts: VerdictCache | None = None  # the state's; None: computed each time
     # The PDBs that cover each pod, by uid, kept by the state as PDBs and pods change (None: PDBs not known).
     covering: Mapping[str, tuple[PdbRecord, ...]] | None = None
+    # Why the verdict is off (the autoscaler's settings given are unusable); "" when it is computed.
+    verdict_off: str = ""
 
     def summary(self) -> NodeSummary:
         return summarize(self.node_name, self.node, self.pods, self.usage)
 
     def verdict(self, now: float) -> Verdict:
         """The cluster-autoscaler's verdict on the node at wall-clock ``now`` (model.scale_down), from the state's
-        cache while it is exact."""
+        cache while it is exact; off (state unknown, and why) when the autoscaler's settings were unusable."""
+        if self.verdict_off:
+            return verdict_off(node_name=self.node_name, why=self.verdict_off)
         if self.verdicts is None:
             return self._verdict(now)
         inputs = (self.version, self.autoscaler)
@@ -112,9 +116,13 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
 
 class NodeState:
     def __init__(self, node_name: str, *, autoscaler: AutoscalerSettings = DEFAULT_AUTOSCALER,
-                 max_pdbs: int | None = None, max_selector_bytes: int = MAX_SELECTORS_BYTES) -> None:
+                 max_pdbs: int | None = None, max_selector_bytes: int = MAX_SELECTORS_BYTES,
+                 verdict_off: str = "") -> None:
+        """``verdict_off``: why the autoscaler's settings are unusable (config.Config.verdict_off); the snapshots then
+        carry no verdict but that line."""
         self.node_name = node_name
         self.autoscaler = autoscaler
+        self.verdict_off = verdict_off
         self.max_pdbs = max_pdbs
         self.max_selector_bytes = max_selector_bytes
         self._budget = SelectorBudget(max_selector_bytes)  # which PDBs keep their selector
@@ -380,7 +388,7 @@ class NodeState:
             return NodeSnapshot(self.node_name, tuple(self._pods.values()), self._node, self._usage,
                                 self._synced, self._node_listed, self._resource_version, self._kubernetes,
                                 pdbs, self.autoscaler, problem, self._version, self._verdicts,
-                                None if pdbs is None else dict(self._covering))
+                                None if pdbs is None else dict(self._covering), self.verdict_off)
 
     def __len__(self) -> int:
         with self._lock:

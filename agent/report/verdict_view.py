@@ -147,6 +147,8 @@ def _headline(v: Verdict, threshold: str) -> str:
                 "problems)")
     if v.state == ALLOCATABLE_UNUSABLE:
         return "allocatable unusable: the Node's allocatable gives no utilization (see the problems)"
+    if v.off:
+        return f"unknown: the verdict is off: {v.off}"
     return "unknown: no Node object to judge utilization against"
 
 
@@ -168,7 +170,9 @@ def verdict_view(v: Verdict) -> VerdictView:
     u = v.utilization
     # A GPU node is judged by its GPU alone; its resource is the GPU's name (nvidia.com/gpu...), its field ``gpu``.
     gpu = u.gpu is not None
-    name, threshold = ("GPU threshold" if gpu else "threshold"), ratio_text(v.threshold)
+    # An off verdict has no threshold (NaN): shown "-", as an unknown ratio.
+    name = "GPU threshold" if gpu else "threshold"
+    threshold = ratio_text(None if math.isnan(v.threshold) else v.threshold)
     resources = tuple(ResourceView(resource=r, text=ratio_text(getattr(u, r), v.threshold),
                                    decides=u.value is not None and (gpu or r == u.resource))
                       for r in (("gpu",) if gpu else ("cpu", "memory")))

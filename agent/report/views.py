@@ -151,7 +151,7 @@ def verdict_report(v: VerdictView) -> dict[str, Any]:
         "removable": v.removable,
         "utilization": {"cpu": json_ratio(u.cpu), "memory": json_ratio(u.memory), "gpu": json_ratio(u.gpu),
                         "value": json_ratio(u.value), "resource": u.resource or None},
-        "threshold": v.threshold,
+        "threshold": None if math.isnan(v.threshold) else v.threshold,  # NaN: the verdict is off
         "blockers": [{"namespace": b.namespace, "name": b.name, "uid": b.uid, "reason": b.reason, "detail": b.detail}
                      for b in v.blockers],
         "blocking_pods": v.blocking_counts,

@@ -39,7 +39,8 @@ class Agent:
 
         self.config = config
         self.stats = RuntimeStats()
-        self.state = NodeState(config.node_name, autoscaler=config.autoscaler, max_pdbs=config.max_pdbs)
+        self.state = NodeState(config.node_name, autoscaler=config.autoscaler, max_pdbs=config.max_pdbs,
+                               verdict_off=config.verdict_off)
         self.queue = EventQueue(metrics=self.stats)
         self.stop_event = threading.Event()
         self.api: KubeApi | None = None

@@ -84,6 +84,9 @@ def run(config: Config) -> int:
     logging.raiseExceptions = False
     for warning in config.warnings:  # what config read as a documented fallback, now that logging is set up
         log.warning("%s", warning)
+    if config.verdict_off:  # the agent runs on: the pods' and the node's values do not depend on those settings
+        log.error("%s: the cluster-autoscaler's verdict is off (state unknown) until that is fixed; the pods' and the "
+                  "node's values are exported as usual", config.verdict_off)
     _few_malloc_arenas(config.malloc_arenas)
     agent = Agent(config)
     # Everything built so far (the OTel SDK, the agent; out of a pod the kubernetes package and pydantic) lives as

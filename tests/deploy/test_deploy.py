@@ -71,7 +71,9 @@ def test_kustomizations_render_complete_sets(agent_objects, collector_objects):
     assert set(agent_objects) == {("Namespace", "node-requests-agent"), ("ServiceAccount", "node-requests-agent"),
                                   ("ClusterRole", "node-requests-agent"), ("ClusterRoleBinding", "node-requests-agent"),
                                   ("DaemonSet", "node-requests-agent"), ("NetworkPolicy", "node-requests-agent"),
-                                  ("ConfigMap", "node-requests-agent-apiserver")}
+                                  ("ConfigMap", "node-requests-agent-apiserver"),
+                                  ("ValidatingAdmissionPolicy", "node-requests-agent-autoscaler-release"),
+                                  ("ValidatingAdmissionPolicyBinding", "node-requests-agent-autoscaler-release")}
     assert set(collector_objects) == {("Namespace", "node-requests-collector"), ("Deployment", "otel-collector"),
                                       ("Service", "otel-collector"), ("NetworkPolicy", "otel-collector"),
                                       ("ConfigMap", "otel-collector-config"), ("ServiceAccount", "otel-collector"),

@@ -9,7 +9,8 @@ They read the process through psutil, which the agent holds anyway.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable
 
 import psutil
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
@@ -25,20 +26,36 @@ PROCESS_METRICS = {
 
 
 def observe_process(meter: Meter, process: psutil.Process | None = None) -> None:
-    proc = process or psutil.Process()
+    """The instruments, always: a /proc that does not hold the agent's own process (HOST_PROC, to which psutil's one
+    module-wide path points, naming another folder) leaves memory and threads without observations, not the agent
+    without its exports (docs/configuration.md#when-a-setting-is-wrong)."""
+    try:
+        proc: psutil.Process | None = process or psutil.Process()
+    except psutil.Error:
+        proc = None
 
-    def cpu(options: CallbackOptions) -> Iterable[Observation]:
-        times = proc.cpu_times()
+    def observed(read: Callable[[psutil.Process], list[Observation]]) -> Callable[[CallbackOptions], list[Observation]]:
+        def callback(options: CallbackOptions) -> list[Observation]:
+            try:
+                return [] if proc is None else read(proc)
+            except psutil.Error:
+                return []
+        return callback
+
+    def cpu(options: CallbackOptions) -> list[Observation]:
+        # The kernel's times(2), as psutil's cpu_times() reads them from /proc, but whatever psutil's /proc is: this
+        # instrument always observes, and the reader exports nothing for a collection without an observation.
+        times = os.times()
         return [Observation(times.user, {"cpu.mode": "user"}), Observation(times.system, {"cpu.mode": "system"})]
 
-    def memory(options: CallbackOptions) -> Iterable[Observation]:
+    def memory(proc: psutil.Process) -> list[Observation]:
         return [Observation(proc.memory_info().rss)]
 
-    def threads(options: CallbackOptions) -> Iterable[Observation]:
+    def threads(proc: psutil.Process) -> list[Observation]:
         return [Observation(proc.num_threads())]
 
     for (name, (unit, description)), callback, create in zip(
-            PROCESS_METRICS.items(), (cpu, memory, threads),
+            PROCESS_METRICS.items(), (cpu, observed(memory), observed(threads)),
             (meter.create_observable_counter, meter.create_observable_up_down_counter,
              meter.create_observable_up_down_counter), strict=True):
         create(name, callbacks=[callback], unit=unit, description=description)

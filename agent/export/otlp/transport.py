@@ -30,7 +30,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from agent.config import OtlpSettings
+from agent.config import ConfigError, OtlpSettings
 from agent.export.otlp.bearer_token import TokenFile
 from agent.model.retry_after import retry_after_seconds
 
@@ -72,10 +72,26 @@ def _accepted(response: ExportMetricsServiceResponse, sent_points: int) -> Attem
 
 
 def _ssl_context(s: OtlpSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=s.certificate)
+    """The TLS context of ``s``'s files, read once at start: a file missing, empty or holding no certificate (a
+    Secret without the key the pod mounts, or an empty one) is a ConfigError naming the file and its variable, one
+    line and exit 2 as for any bad setting, never a traceback; the agent never pushes unverified instead."""
+    try:
+        context = ssl.create_default_context(cafile=s.certificate)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ConfigError(_unusable(s.certificate, "OTEL_EXPORTER_OTLP_CERTIFICATE", exc)) from None
     if s.client_certificate:
-        context.load_cert_chain(s.client_certificate, s.client_key)
+        try:
+            context.load_cert_chain(s.client_certificate, s.client_key)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(_unusable(s.client_certificate, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _KEY",
+                                        exc)) from None
     return context
+
+
+def _unusable(path: str | None, variable: str, exc: Exception) -> str:
+    """One line: the file, its variable, and what is wrong (the errno's words, else OpenSSL's first line)."""
+    why = getattr(exc, "strerror", None) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"{path} ({variable}): {why}; the agent sends nothing it cannot verify"
 
 
 class HttpTransport:
@@ -192,6 +208,8 @@ class GrpcTransport:
         if insecure:
             self._channel = grpc.insecure_channel(target)
         else:
+            _ssl_context(settings)  # the files checked as for HTTP: one line for a missing or empty CA, at start
+
             def read(path: str | None) -> bytes | None:
                 return Path(path).read_bytes() if path else None
 
