@@ -8,7 +8,7 @@ against a real API server's issuer, admission, nodeidentity, remote write into i
 storage, its Deployment's Go runtime settings). The pushes are the agent's own OTLP requests (testkit.honest_push): a
 node of 110 ordinary VM pods, and the largest honest node (220 pods, migrating, blocking, longest names). Each is
 stamped anew before each push, as the agent's next export would be, gzipped as the agent sends it, and posted with
-an agent pod's token to both Collectors in turn (before, after, before...), on a new TLS connection each time, and
+an agent pod's token to both Collectors in turn (before, now, now, before...), on a new TLS connection each time, and
 again on one kept-alive connection per Collector. Timed: connect (if new) to the answer read; every answer must be
 200.
 """
@@ -79,9 +79,9 @@ def main(pushes: int = PUSHES, warmup: int = WARMUP) -> None:
             cluster = stack.enter_context(running_trust_cluster(work / "cluster", nodes=("node-a", "node-b")))
             sides = [stack.enter_context(_running(name, config, binaries[name], cluster, work / f"side-{i}"))
                      for i, (name, config) in enumerate(configs.items())]
-            print(f"Each push posted {pushes} times to each Collector, interleaved, the first {warmup} of each left "
-                  "out; gzipped as the agent sends it, stamped anew each time; milliseconds from connect (a new "
-                  "connection) or from the request (kept alive) to the answer read.\n")
+            print(f"Each push posted {pushes} times to each Collector, interleaved (before, now, now, before...), the "
+                  f"first {warmup} of each left out; gzipped as the agent sends it, stamped anew each time; "
+                  "milliseconds from connect (a new connection) or from the request (kept alive) to the answer read.\n")
             before, now = sides
             print(f"| push | bytes (gzipped) | connection | {before.name} median / p90 ms | {now.name} median / p90 ms "
                   "| now / before, median |")
@@ -126,12 +126,13 @@ def _agent_token(cluster: TrustCluster, node: str) -> str:
 
 
 def _interleaved(sides: list[Side], push: Push, pushes: int, kept_alive: bool) -> list[list[float]]:
-    """Milliseconds of each of ``pushes`` pushes to each side, the sides taking turns."""
+    """Milliseconds of each of ``pushes`` pushes to each side, the sides taking turns, which goes first alternating
+    from round to round (before, now, now, before...), so neither always follows the other's write."""
     times: list[list[float]] = [[] for _ in sides]
     connections: list[http.client.HTTPSConnection | None] = [None] * len(sides)
     try:
-        for _ in range(pushes):
-            for i, side in enumerate(sides):
+        for round_ in range(pushes):
+            for i, side in (reversed(list(enumerate(sides))) if round_ % 2 else enumerate(sides)):
                 body = _stamped(push.request)
                 conn = connections[i] or _connect(side)
                 start = time.perf_counter()
