@@ -1,6 +1,6 @@
 """Benchmarks for node-requests-agent. Run: python bench/run.py [NAME ...], each NAME one of
 throughput|stream|list|memory|pdbs|wide-pods|churn|idle|versus|export|startup|verdict-churn|all|cluster-scale|
-pdb-watches|worst-node|new-node|tenant-objects
+pdb-watches|worst-node|new-node|tenant-objects|collector-push
 
 Each prints a Markdown table row set; docs/benchmarks.md's figures come from this script.
 """
@@ -80,11 +80,19 @@ def new_node() -> None:
     new_node.main()
 
 
+def collector_push() -> None:
+    """The agent's honest push through the Collector before issue 38 (NRA_BENCH_COLLECTOR_BEFORE, default 291f010)
+    and now, each built and started here with its own shipped config (bench/collector_push.py)."""
+    from bench import collector_push
+
+    collector_push.main()
+
+
 #: Not part of "all": each runs a control plane (cluster-scale about an hour, NRA_SCALE_QUICK=1: minutes;
 #: pdb-watches about 6 minutes; worst-node about 10 minutes; new-node about 6 minutes, as root; tenant-objects about
-#: 5 minutes).
+#: 5 minutes; collector-push about 2 minutes, more the first time: it builds the earlier commit's Collector).
 SEPARATE = {"cluster-scale": cluster_scale, "pdb-watches": pdb_watches, "worst-node": worst_node, "new-node": new_node,
-            "tenant-objects": tenant_objects}
+            "tenant-objects": tenant_objects, "collector-push": collector_push}
 
 
 def main() -> None:

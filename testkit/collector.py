@@ -32,9 +32,9 @@ from testkit.processes import log_tail, stop_process
 from testkit.waiting import wait_until
 from testkit.repo import REPO
 
-__all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "gauge",
-           "grpc_receiver", "grpc_variant_config", "otlp_request", "post_otlp", "prometheus_config",
-           "pull_variant_config", "sum_metric"]
+__all__ = ["ENDPOINT_VARS", "SCRAPE_CONFIG", "SHIPPED_CONFIG", "Collector", "Prometheus", "collector_container",
+           "gauge", "go_runtime_env", "grpc_receiver", "grpc_variant_config", "otlp_request", "post_otlp",
+           "prometheus_config", "pull_variant_config", "sum_metric"]
 
 SHIPPED_CONFIG = REPO / "otel-config" / "collector.yaml"
 SCRAPE_CONFIG = REPO / "otel-config" / "prometheus" / "scrape.yaml"
@@ -98,6 +98,20 @@ def post_otlp(url: str, request: ExportMetricsServiceRequest, timeout: float = 5
     headers = {"Content-Type": "application/x-protobuf"} | ({"Authorization": f"Bearer {token}"} if token else {})
     context = ssl.create_default_context(cafile=ca_file) if ca_file else None
     return http_request(url, "POST", timeout, data=request.SerializeToString(), headers=headers, context=context)[0]
+
+
+def collector_container(otel_config: Path = SHIPPED_CONFIG.parent) -> dict:
+    """The Collector's container as ``otel_config``'s collector-deployment.yaml declares it (its limits, its env)."""
+    deployment = next(d for d in yaml.safe_load_all((otel_config / "collector-deployment.yaml").read_text())
+                      if d["kind"] == "Deployment")
+    return deployment["spec"]["template"]["spec"]["containers"][0]
+
+
+def go_runtime_env(otel_config: Path = SHIPPED_CONFIG.parent) -> dict[str, str]:
+    """The Go runtime's settings (``GOMEMLIMIT``...) that ``otel_config``'s Deployment gives the Collector, so a
+    Collector run here runs under them as in its pod; none where it sets none."""
+    env = collector_container(otel_config).get("env", [])
+    return {e["name"]: e["value"] for e in env if e["name"].startswith("GO")}
 
 
 def grpc_receiver() -> dict:

@@ -15,7 +15,8 @@ subject): it sends what a rogue or a second agent version would, with the token 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,8 @@ from testkit.collector import SCRAPE_CONFIG, Prometheus, post_otlp
 from testkit.kwok import Kwok
 
 __all__ = ["AGENT_NAMESPACE", "AGENT_SERVICE_ACCOUNT", "AUDIENCE", "Pusher", "TrustCluster", "collector_env",
-           "localized_authorization_config", "pod_token", "remote_write_prometheus", "series_count", "trust_cluster",
-           "POD"]
+           "localized_authorization_config", "pod_token", "remote_write_prometheus", "running_trust_cluster",
+           "series_count", "trust_cluster", "POD"]
 
 AUTHORIZATION_CONFIG = REPO / "daemonset" / "apiserver" / "authorization-config.yaml"
 AGENT_NAMESPACE = "node-requests-agent"
@@ -118,29 +119,38 @@ def pod_token(client: ClusterClient, pod: dict, audience: str | None = AUDIENCE,
     return review["status"]["token"]
 
 
-@pytest.fixture(scope="session")
-def trust_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrustCluster]:
-    """One such control plane per session, with KWOK's nodes node-a and node-b."""
+@contextlib.contextmanager
+def running_trust_cluster(workdir: Path, nodes: Sequence[str] = ("node-a", "node-b")) -> Iterator[TrustCluster]:
+    """Such a control plane in ``workdir`` with the shipped RBAC and KWOK's Ready ``nodes``, stopped on leaving (the
+    session's fixture below, and the benchmarks that need the shipped Collector's token check)."""
     kubernetes_bin(NEWEST)
     etcd_bin()
-    control_plane = TrustCluster(tmp_path_factory.mktemp("trust-cluster"))
-    nodes = Kwok(control_plane, workdir=control_plane.workdir / "kwok")
+    control_plane = TrustCluster(workdir)
+    kwok = Kwok(control_plane, workdir=control_plane.workdir / "kwok")
     try:
         control_plane.start()
         control_plane.install_shipped_rbac()
-        nodes.start()
-        for node in ("node-a", "node-b"):
-            nodes.add_node(node, cpu="4", memory="16Gi")
-        nodes.wait_ready(["node-a", "node-b"])
-    except (RuntimeError, AssertionError) as error:
-        nodes.stop()
+        kwok.start()
+        for node in nodes:
+            kwok.add_node(node, cpu="4", memory="16Gi")
+        kwok.wait_ready(list(nodes))
+        yield control_plane
+    finally:
+        kwok.stop()
         control_plane.stop()
-        pytest.fail(str(error), pytrace=False)
-    yield control_plane
-    if request.session.testsfailed:
-        print(f"\ntrust control-plane logs (session had failures):\n{control_plane.logs_tail()}")
-    nodes.stop()
-    control_plane.stop()
+
+
+@pytest.fixture(scope="session")
+def trust_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrustCluster]:
+    """One such control plane per session, with KWOK's nodes node-a and node-b."""
+    with contextlib.ExitStack() as stack:
+        try:
+            control_plane = stack.enter_context(running_trust_cluster(tmp_path_factory.mktemp("trust-cluster")))
+        except (RuntimeError, AssertionError) as error:
+            pytest.fail(str(error), pytrace=False)
+        yield control_plane
+        if request.session.testsfailed:
+            print(f"\ntrust control-plane logs (session had failures):\n{control_plane.logs_tail()}")
 
 
 def collector_env(cluster: TrustCluster, remote_write_url: str) -> dict[str, str]:

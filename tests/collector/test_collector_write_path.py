@@ -37,7 +37,8 @@ from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-from testkit.collector import SHIPPED_CONFIG, Collector, gauge, otlp_request
+from testkit.collector import SHIPPED_CONFIG, Collector, collector_container, gauge, go_runtime_env, otlp_request
+from testkit.honest_push import LONGEST_NODE, agents_push, largest_honest_pods
 from testkit.otlp_receiver import points_of
 from testkit.http import http_get, request as http_request
 from testkit.trust import POD, Pusher, collector_env, remote_write_prometheus
@@ -53,12 +54,9 @@ MAX_ITEMS = SHIPPED["extensions"]["admission"]["max_items_per_request"]
 MAX_BUCKETS = SHIPPED["processors"]["nodeidentity"]["max_histogram_buckets"]
 HISTOGRAMS = sorted(SHIPPED["processors"]["nodeidentity"]["metrics"]["histogram"])
 OLD_MAX_BODY = 20 * 2**20  # confighttp's default, what the shipped receiver took before
-DEPLOYMENT = next(d for d in yaml.safe_load_all((SHIPPED_CONFIG.parent / "collector-deployment.yaml").read_text())
-                  if d["kind"] == "Deployment")
-CONTAINER = DEPLOYMENT["spec"]["template"]["spec"]["containers"][0]
-MEMORY_LIMIT_MIB = int(CONTAINER["resources"]["limits"]["memory"].removesuffix("Mi"))
+MEMORY_LIMIT_MIB = int(collector_container()["resources"]["limits"]["memory"].removesuffix("Mi"))
 #: The Go runtime's soft memory limit as the Deployment sets it (the Collector runs with it here too).
-GOMEMLIMIT = {e["name"]: e["value"] for e in CONTAINER["env"] if e["name"] == "GOMEMLIMIT"}
+GOMEMLIMIT = go_runtime_env()
 
 
 def _token(cluster, node: str, service_account: str = "node-requests-agent", namespace: str = "node-requests-agent"):
@@ -346,34 +344,6 @@ def _token_push_b(cluster, otelcol: Collector) -> int:
         otelcol.otlp_http_metrics_url, otlp_request({}, [gauge("pod_or_vm_cpu_requests", "{cpu}", [(POD, 1.0)])]))
 
 
-def _agents_largest_push(receiver, pods: int) -> bytes:
-    """The agent's own export (in-process, to ``receiver``) for the largest honest node within the pod budget: every
-    pod a NeonVM runner in a migration (source or target) with local storage (blocking its node's removal), with the
-    longest names Kubernetes allows (a 253-character pod name, 63-character namespace and VM name)."""
-    from agent.config import from_sources
-    from agent.decode.reader import POD as POD_READER
-    from agent.pipeline.events import PodsListed
-    from agent.run.agent import Agent
-    from testkit.factory import vm_pod
-
-    node = "n" * 63
-    agent = Agent(from_sources({"node_name": node, "replay": "sample", "exporter": "otlp", "export_interval": 3600,
-                                "debug_address": "off", "procfs": "off"},
-                               {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint}))
-    records = []
-    for i in range(pods):
-        p = vm_pod(f"p{i}-".ljust(253, "x"), f"vm{i}-".ljust(63, "v"), "4", "16Gi",
-                   role="source" if i % 2 else "target", namespace="ns-".ljust(63, "n"), node=node)
-        p["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
-        p["metadata"]["uid"] = f"{i:08d}-0000-4000-8000-000000000000"
-        records.append(POD_READER.record(p))
-    agent.handler.handle(PodsListed(pods=tuple(records)))
-    agent.telemetry.flush()
-    agent.telemetry.shutdown(final_export=False)
-    with receiver.cond:
-        return receiver.requests[-1][1].SerializeToString()
-
-
 def _items(message) -> int:
     """The nested messages of an OTLP request and the elements of its repeated numbers (a histogram's bounds and
     bucket counts): what admission's max_items_per_request counts."""
@@ -394,7 +364,7 @@ def test_the_largest_honest_push_is_admitted_whole_within_every_bound(chain, htt
     """Issue 38: the bounds are set from what an honest agent sends at the largest node within the pod budget; that
     push is admitted, and every pod's series written, with room under each bound."""
     otelcol, prom, token = chain
-    body = _agents_largest_push(http_receiver, BUDGET)
+    body = agents_push(http_receiver, LONGEST_NODE, largest_honest_pods(BUDGET))
     request = ExportMetricsServiceRequest.FromString(body)
     points = points_of(request)
     per_pod = [p for p in points if "k8s.pod.uid" in p.attributes]
