@@ -34,9 +34,12 @@ pytestmark = pytest.mark.node
 
 #: What containerd's CRI calls an image imported without a registry (node_cluster.py imports the suite's so).
 REGISTRY = UNQUALIFIED_REGISTRY
-#: The objects of ours outside the two namespaces (the agent's RBAC, the Collector's issuer-discovery binding).
+#: The objects of ours outside the two namespaces (the agent's RBAC, the Collector's issuer-discovery binding,
+#: kustomize's release policy).
 CLUSTER_SCOPED = ("/apis/rbac.authorization.k8s.io/v1/clusterroles",
-                  "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")
+                  "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                  "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+                  "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings")
 
 
 def ours(node: Node) -> list[str]:
