@@ -34,12 +34,18 @@ def render_notes(version: str, source: str, changes: tuple[str, str], images: Se
              f"({said})", ""]
     if text:
         lines += [text, ""]
-    lines += ["## Images", "", "| image | digest |", "|---|---|"]
-    lines += [f"| `{image.reference}` | `{image.digest}` |" for image in images]
+    lines += ["## Images", ""]
+    if images:
+        lines += ["| image | digest |", "|---|---|"]
+        lines += [f"| `{image.reference}` | `{image.digest}` |" for image in images]
+    else:
+        lines += ["None in this release."]
     if chart is not None:
         repository = chart.reference.rpartition(":")[0]
-        lines += ["", "## Chart", "", f"`{chart.reference}` (digest `{chart.digest}`); its values name the agent's image "
-                  "above by its digest.", "", "```",
+        names = ("its values name the agent's image above by its digest" if any(
+            i.reference.rpartition(":")[0].endswith("/node-requests-agent") for i in images)
+            else "its values name the agent's image as its source tree does")
+        lines += ["", "## Chart", "", f"`{chart.reference}` (digest `{chart.digest}`); {names}.", "", "```",
                   f"helm install node-requests-agent oci://{repository} --version {version} "
                   "--namespace node-requests-agent", "```"]
     return "\n".join(lines) + "\n"

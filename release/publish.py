@@ -21,7 +21,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from release import ReleaseError
@@ -29,7 +30,7 @@ from release.notes import changelog_section, render_notes
 from release.oci import Pushed, RegistryName, check_answers, parse_registry, push_chart, push_image
 from release.version import check_version, source_version, stamp, stamp_version
 
-__all__ = ["CHART_PATH", "PARTS", "main"]
+__all__ = ["CHART_PATH", "PARTS", "main", "release", "staged"]
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART_PATH = Path("charts") / "node-requests-agent"
@@ -44,16 +45,18 @@ def _one_line(error: BaseException) -> str:
     return lines[0] if len(lines) == 1 else f"{lines[0][:300]}: {lines[-1][:300]}"
 
 
-def _stage(source: Path, version: str, work: Path) -> Path:
-    """The files the image and the chart are built from, copied out of ``source`` and stamped with ``version``."""
+@contextmanager
+def staged(source: Path, version: str) -> Iterator[Path]:
+    """The files the agent's image and the chart are built from, copied out of ``source`` into a temporary folder
+    and stamped with ``version`` (the image's build is cached by their content: components/image.py)."""
     from components.image import copy_context
 
-    stage = work / "stage"
-    stage.mkdir()
-    copy_context(stage, source)
-    shutil.copytree(source / CHART_PATH, stage / CHART_PATH)
-    stamp_version(stage, version)
-    return stage
+    with tempfile.TemporaryDirectory(prefix="nra-release-") as tmp:
+        stage = Path(tmp)
+        copy_context(stage, source)
+        shutil.copytree(source / CHART_PATH, stage / CHART_PATH)
+        stamp_version(stage, version)
+        yield stage
 
 
 def _images(parts: Sequence[str], stage: Path, source: Path, registry: RegistryName, version: str,
@@ -98,8 +101,7 @@ def release(*, source: Path, version: str, registry: RegistryName, out: Path, pa
     """Build, push and write the notes; returns the notes' path."""
     check_answers(registry, plain_http)
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="nra-release-") as tmp:
-        stage = _stage(source, version, Path(tmp))
+    with staged(source, version) as stage:
         try:
             images = _images(parts, stage, source, registry, version, plain_http)
             agent = next((i for i in images if "/node-requests-agent:" in i.reference), None)

@@ -28,7 +28,7 @@ from testkit.repo import REPO
 
 __all__ = ["AGENT_NS", "AGENT_SELECTOR", "COLLECTOR_AUDIENCE", "COLLECTOR_NS", "COLLECTOR_SELECTOR",
            "MAKE_TLS_SECRETS", "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "collector_overlay", "make_tls_secrets",
-           "prometheus", "roll_out", "roll_out_collector", "rollout"]
+           "prometheus", "roll_out", "roll_out_collector", "rollout", "shipped_export_interval"]
 
 AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
 COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
@@ -43,6 +43,15 @@ ROTATED_TOKEN_SECONDS = next(
     for s in v.get("projected", {}).get("sources", []) if s.get("serviceAccountToken", {}).get("audience")
     == COLLECTOR_AUDIENCE)
 MAKE_TLS_SECRETS = REPO / "otel-config" / "tls" / "make-secrets.sh"
+
+
+def shipped_export_interval() -> float:
+    """The DaemonSet's OTEL_METRIC_EXPORT_INTERVAL (milliseconds), else the agent's own default."""
+    from agent.config import SETTINGS
+
+    env = {e["name"]: e.get("value") for e in SHIPPED_DAEMONSET["spec"]["template"]["spec"]["containers"][0]["env"]}
+    interval = env.get("OTEL_METRIC_EXPORT_INTERVAL")
+    return float(interval) / 1000 if interval else SETTINGS["export_interval"].default
 
 
 @pytest.fixture(scope="module")
