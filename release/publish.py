@@ -16,6 +16,7 @@ that is not there, refuses (401, 403) or a bad name stops it with one line and e
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -86,7 +87,7 @@ def _chart(stage: Path, registry: RegistryName, version: str, agent: Pushed | No
     chart = stage / CHART_PATH
     values = chart / "values.yaml"
     if agent is not None:
-        stamp(values, _VALUES_REPOSITORY, agent.reference.rpartition(":")[0])
+        stamp(values, _VALUES_REPOSITORY, json.dumps(agent.reference.rpartition(":")[0]))  # "HOST:PORT/..." quoted
         stamp(values, _VALUES_DIGEST, agent.digest)
     packaged = subprocess.run([str(helm), "package", str(chart), "--version", version, "--app-version", version,
                                "--destination", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
