@@ -84,10 +84,10 @@ def previous_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     started = time.monotonic()
     with staged(tree, PREVIOUS_VERSION) as stage:
         image = agent_image(root=stage)
-    with staged(REPO, VERSION) as stage:
-        assert agent_image(root=stage) == agent_image(), "this tree at its own version is not the suite's image"
     print(f"\nprevious release's agent image ({PREVIOUS_COMMIT} at {PREVIOUS_VERSION}): {image.archive.parent.name}, "
           f"{time.monotonic() - started:.1f} s")
+    with staged(REPO, VERSION) as stage:
+        assert agent_image(root=stage) == agent_image(), "this tree at its own version is not the suite's image"
     return tree
 
 
