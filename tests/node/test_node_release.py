@@ -267,6 +267,17 @@ def across(node: Node, prometheus, interval: float, old: dict, upgrade, new_imag
     return Rollout(gap, [r["metric"] for r in counted], ready)
 
 
+def assert_no_gap_nor_duplicate(rollout: Rollout, node: Node, interval: float, how: str) -> None:
+    """No pod of the node had two series at once, and its series paused no longer than ``gap_budget``; the
+    figures printed for docs/testing.md."""
+    budget, why = gap_budget(interval)
+    print(f"\n{how}: node {node.name} largest gap {rollout.gap:.1f} s (budget {budget:g} s: {why}); new pod Ready "
+          f"{rollout.pod_seconds:.1f} s after the command; (node, pod) pairs with two series at once: "
+          f"{len(rollout.duplicates)}")
+    assert rollout.duplicates == []
+    assert rollout.gap <= budget, (rollout.gap, why)
+
+
 def objects_in(rendered: str) -> list[tuple[str, str, str]]:
     """(kind, namespace, name) of every object a rendered manifest holds."""
     return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
@@ -377,12 +388,7 @@ def test_helm_upgrade_from_the_previous_release_keeps_each_series_and_uninstall_
     rollout = across(node, prometheus, interval, old, lambda: helm_run(
         helm, node, "upgrade", RELEASE, chart_ref(registry), "--version", VERSION, "--plain-http"),
         f"{registry.address}/{PATH}/{CHART}:{VERSION}@{new_digest}")
-    budget, why = gap_budget(interval)
-    print(f"\nhelm upgrade {PREVIOUS_VERSION} -> {VERSION}: node {node.name} largest gap {rollout.gap:.1f} s "
-          f"(budget {budget:g} s: {why}); new pod Ready {rollout.pod_seconds:.1f} s after the command; "
-          f"(node, pod) pairs with two series at once: {len(rollout.duplicates)}")
-    assert rollout.duplicates == []
-    assert rollout.gap <= budget, (rollout.gap, why)
+    assert_no_gap_nor_duplicate(rollout, node, interval, f"helm upgrade {PREVIOUS_VERSION} -> {VERSION}")
     rendered = helm_run(helm, node, "get", "manifest", RELEASE)
     helm_run(helm, node, "uninstall", RELEASE)
     kinds = assert_nothing_left(node, rendered, tmp_path)
@@ -406,12 +412,7 @@ def test_kustomize_upgrade_from_the_previous_release_keeps_each_series_and_delet
     exported_by(prometheus, node, pod, interval)
     rollout = across(node, prometheus, interval, pod, lambda: apply(new),
                      f"{registry.address}/{PATH}/{CHART}:{VERSION}")
-    budget, why = gap_budget(interval)
-    print(f"\nkubectl apply -k {PREVIOUS_VERSION} -> {VERSION}: node {node.name} largest gap {rollout.gap:.1f} s "
-          f"(budget {budget:g} s); new pod Ready {rollout.pod_seconds:.1f} s after the command; "
-          f"(node, pod) pairs with two series at once: {len(rollout.duplicates)}")
-    assert rollout.duplicates == []
-    assert rollout.gap <= budget, (rollout.gap, why)
+    assert_no_gap_nor_duplicate(rollout, node, interval, f"kubectl apply -k {PREVIOUS_VERSION} -> {VERSION}")
     # what either release made (an object the new one dropped would outlive `kubectl apply -k`, which prunes nothing)
     rendered = [node.cluster.kubectl("kustomize", str(overlay)) for overlay in (before, new)]
     assert all(r.returncode == 0 for r in rendered), [r.stderr for r in rendered]
