@@ -92,7 +92,8 @@ def _chart(stage: Path, registry: RegistryName, version: str, agent: Pushed | No
     packaged = subprocess.run([str(helm), "package", str(chart), "--version", version, "--app-version", version,
                                "--destination", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if packaged.returncode != 0:
-        raise ReleaseError(f"helm package {chart} failed: {packaged.stdout.strip().splitlines()[-1:]}")
+        said = (packaged.stdout.strip().splitlines() or ["(no output)"])[-1]
+        raise ReleaseError(f"helm package {chart} failed: {said}")
     package = out / f"{CHART_PATH.name}-{version}.tgz"
     return push_chart(helm, package, registry, plain_http, f"{registry}/charts/{CHART_PATH.name}:{version}")
 
