@@ -427,4 +427,5 @@ def test_kustomize_upgrade_from_the_previous_release_keeps_each_series_and_delet
     assert deleted.returncode == 0, deleted.stderr
     kinds = assert_nothing_left(node, "\n---\n".join(r.stdout for r in rendered), tmp_path)
     print(f"kubectl delete -k left nothing of: {kinds}")
-    assert {"Namespace", "ClusterRole", "ClusterRoleBinding", "DaemonSet"} <= set(kinds), kinds
+    assert {"Namespace", "ClusterRole", "ClusterRoleBinding", "DaemonSet", "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"} <= set(kinds), kinds
