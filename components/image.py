@@ -32,7 +32,8 @@ from components.cache import cached, component_main, run
 from components.node import PartMissing, coredns_bin, debian_tools, tiny_bin
 
 __all__ = ["AGENT_IMAGE", "COLLECTOR_IMAGE", "COREDNS_IMAGE", "PAUSE_IMAGE", "TINY_IMAGE", "Image", "Layer",
-           "agent_image", "all_images", "base_rootfs", "collector_image", "coredns_image", "describe", "layers",
+           "agent_image", "all_images", "base_rootfs", "collector_image", "copy_context", "coredns_image", "describe",
+           "layers",
            "pip_config", "tiny_image"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,28 +124,29 @@ def _pip_build_options(work: Path) -> tuple[list[str], dict[str, str]]:
 # --------------------------------------------------------------------------- the agent's image (buildah)
 
 
-def _context_digest() -> str:
+def _context_digest(root: Path) -> str:
     digest = hashlib.sha256()
-    files = [ROOT / f for f in CONTEXT_FILES]
-    files += sorted(p for folder in CONTEXT_FOLDERS for p in (ROOT / folder).rglob("*")
+    files = [root / f for f in CONTEXT_FILES]
+    files += sorted(p for folder in CONTEXT_FOLDERS for p in (root / folder).rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
-def _copy_context(target: Path) -> None:
-    """The files the Dockerfile copies, without caches or the local virtual environment."""
+def copy_context(target: Path, root: Path = ROOT) -> None:
+    """The files of ``root`` the Dockerfile copies, without caches or the local virtual environment."""
     import shutil
 
     for name in CONTEXT_FILES:
-        shutil.copy2(ROOT / name, target / name)
+        shutil.copy2(root / name, target / name)
     for folder in CONTEXT_FOLDERS:
-        shutil.copytree(ROOT / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(root / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def agent_image() -> Image:
-    """The shipped Dockerfile built by buildah on the mmdebstrap base, as a docker-archive named AGENT_IMAGE."""
+def agent_image(root: Path = ROOT) -> Image:
+    """The shipped Dockerfile built by buildah on the mmdebstrap base, as a docker-archive named AGENT_IMAGE; from
+    ``root``'s files (another tree: a release's staged copy, an earlier commit), cached by their content."""
     base = base_rootfs()
 
     def build(out: Path) -> None:
@@ -165,7 +167,7 @@ def agent_image() -> Image:
             buildah("commit", "--rm", container, base_name)
             context = work / "context"
             context.mkdir()
-            _copy_context(context)
+            copy_context(context, root)
             mounts, options = _pip_build_options(work)
             (out / "pip-options.json").write_text(json.dumps(options, indent=1) + "\n")
             # --layers: a layer per COPY of the final stage (the runtime, then the venv), not one per stage.
@@ -178,7 +180,7 @@ def agent_image() -> Image:
             (out / "inspect.json").write_text(inspect)
             buildah("rmi", "--all", "--force")
 
-    folder = cached("image-agent", _context_digest(), build, keep=AGENT_IMAGES_KEPT)
+    folder = cached("image-agent", _context_digest(root), build, keep=AGENT_IMAGES_KEPT)
     return Image(AGENT_IMAGE, folder / "image.tar")
 
 
@@ -279,12 +281,14 @@ def _binary_image(component: str, name: str, binary: Path, path_in_image: str, c
     return Image(name, cached(component, f"{name.replace(':', '-')}-{digest}", build) / "image.tar")
 
 
-def collector_image() -> Image:
-    """The Collector distribution built from otel-config/builder-config.yaml, alone in an image."""
-    from components.collector import otelcol_bin
+def collector_image(manifest: Path | None = None) -> Image:
+    """The Collector distribution built from ``manifest`` (default otel-config/builder-config.yaml), alone in an
+    image."""
+    from components.collector import MANIFEST, otelcol_bin
 
     # The shipped Deployment passes --config; the image's user is the Deployment's runAsUser.
-    return _binary_image("image-collector", COLLECTOR_IMAGE, otelcol_bin(), "/otelcol-nra", user="10001")
+    return _binary_image("image-collector", COLLECTOR_IMAGE, otelcol_bin(manifest or MANIFEST), "/otelcol-nra",
+                         user="10001")
 
 
 def coredns_image() -> Image:

@@ -28,7 +28,7 @@ from testkit.repo import REPO
 
 __all__ = ["AGENT_NS", "AGENT_SELECTOR", "COLLECTOR_AUDIENCE", "COLLECTOR_NS", "COLLECTOR_SELECTOR",
            "MAKE_TLS_SECRETS", "ROTATED_TOKEN_SECONDS", "SHIPPED_DAEMONSET", "collector_overlay", "make_tls_secrets",
-           "prometheus", "roll_out", "rollout"]
+           "prometheus", "roll_out", "roll_out_collector", "rollout", "shipped_export_interval"]
 
 AGENT_NS, AGENT_SELECTOR = "node-requests-agent", "app.kubernetes.io/name=node-requests-agent"
 COLLECTOR_NS, COLLECTOR_SELECTOR = "node-requests-collector", "app.kubernetes.io/name=otel-collector"
@@ -43,6 +43,15 @@ ROTATED_TOKEN_SECONDS = next(
     for s in v.get("projected", {}).get("sources", []) if s.get("serviceAccountToken", {}).get("audience")
     == COLLECTOR_AUDIENCE)
 MAKE_TLS_SECRETS = REPO / "otel-config" / "tls" / "make-secrets.sh"
+
+
+def shipped_export_interval() -> float:
+    """The DaemonSet's OTEL_METRIC_EXPORT_INTERVAL (milliseconds), else the agent's own default."""
+    from agent.config import SETTINGS
+
+    env = {e["name"]: e.get("value") for e in SHIPPED_DAEMONSET["spec"]["template"]["spec"]["containers"][0]["env"]}
+    interval = env.get("OTEL_METRIC_EXPORT_INTERVAL")
+    return float(interval) / 1000 if interval else SETTINGS["export_interval"].default
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +98,9 @@ def rollout(node_cluster: Node, prometheus: Prometheus, tmp_path_factory: pytest
     return roll_out(node_cluster, prometheus, tmp_path_factory.mktemp)
 
 
-def roll_out(node: Node, prometheus: Prometheus, make_dir: Callable[[str], Path],
-             daemonset: Path = REPO / "daemonset") -> dict:
-    """What ``rollout`` does, with the agent's kustomization ``daemonset`` (the shipped one, or an overlay over it);
-    ``make_dir(name)`` gives a fresh folder."""
+def roll_out_collector(node: Node, prometheus: Prometheus, make_dir: Callable[[str], Path]) -> tuple[list[dict], Path]:
+    """The first half of ``roll_out``: both Namespaces, the TLS Secrets and the Collector, Ready; (its pods, the TLS
+    folder). The agent is then installed the way a test chooses (kustomize, a chart from a registry)."""
     started = time.monotonic()
     result = node.cluster.kubectl("apply", "-f", str(REPO / "otel-config" / "namespace.yaml"),
                                   "-f", str(REPO / "daemonset" / "namespace.yaml"))
@@ -106,6 +114,14 @@ def roll_out(node: Node, prometheus: Prometheus, make_dir: Callable[[str], Path]
     assert replicas == 2, replicas  # as shipped; one node is one hostname domain, so the spread never blocks
     collector = node.wait_pods_ready(COLLECTOR_NS, COLLECTOR_SELECTOR, replicas, 180)
     node.timings["collector_apply_to_ready_s"] = time.monotonic() - started
+    return collector, tls
+
+
+def roll_out(node: Node, prometheus: Prometheus, make_dir: Callable[[str], Path],
+             daemonset: Path = REPO / "daemonset") -> dict:
+    """What ``rollout`` does, with the agent's kustomization ``daemonset`` (the shipped one, or an overlay over it);
+    ``make_dir(name)`` gives a fresh folder."""
+    collector, tls = roll_out_collector(node, prometheus, make_dir)
     started = time.monotonic()
     result = node.cluster.kubectl("apply", "-k", str(daemonset))
     assert result.returncode == 0, result.stderr

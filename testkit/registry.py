@@ -59,15 +59,11 @@ class Registry:
     def push(self, archive: Path, name: str) -> str:
         """Upload a docker-archive as ``<registry>/<name>`` (``name`` is ``repository:tag``); returns the reference
         a pod names the image by."""
-        import subprocess
+        from release.oci import push_image
 
         reference = f"{self.address}/{name}"
         started = time.monotonic()
-        proc = subprocess.run([str(self._crane()), "push", "--insecure", str(archive), reference],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"crane push {archive} {reference} failed (exit {proc.returncode}): "
-                               f"{proc.stdout.strip()[-2000:]}")
+        push_image(self._crane(), archive, reference, plain_http=True)  # the release's push (release/oci.py)
         self.pushed[reference] = f"{time.monotonic() - started:.1f} s"
         return reference
 

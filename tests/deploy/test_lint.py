@@ -1,4 +1,4 @@
-"""Lint and types, run by the README's test command (so by CI): ruff and mypy over agent/, components/ and bench/,
+"""Lint and types, run by the README's test command (so by CI): ruff and mypy over agent/, components/, bench/, release/,
 both configured in pyproject.toml (rule set, scope, per-module exceptions), and every suppression says why.
 
 A finding fails the test with the tool's own report. mypy keeps its cache in .mypy_cache under the repository (git
@@ -13,7 +13,7 @@ import sys
 
 from testkit.repo import REPO
 
-SCOPE = ("agent", "components", "bench")
+SCOPE = ("agent", "components", "bench", "release")
 # A suppression (noqa with its codes, or type: ignore with its codes), then what must follow it on the line: why.
 MARKER = re.compile(r"#\s*(noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(?:\[[a-z-, ]+\])?)(.*)$")
 

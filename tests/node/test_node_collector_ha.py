@@ -25,12 +25,9 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
-from agent.config import SETTINGS
 from testkit.node_cluster import NODE_NAME, Node
-from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR
-from testkit.repo import REPO
+from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, COLLECTOR_NS, COLLECTOR_SELECTOR, shipped_export_interval
 from testkit.waiting import wait_until
 
 pytestmark = pytest.mark.node
@@ -42,15 +39,6 @@ FAILURES = f'node_requests_agent_exports_total{{result="failure",instance="{NODE
 DURATIONS = f'node_requests_agent_export_duration_seconds_sum{{instance="{NODE_NAME}"}}'
 # A flow as conntrack prints it: the original direction, then the reply's source (the DNAT's target).
 FLOW = re.compile(r"src=(?P<src>\S+) dst=(?P<dst>\S+) sport=\d+ dport=(?P<dport>\d+) .*?src=(?P<reply_src>\S+) ")
-
-
-def shipped_export_interval() -> float:
-    """The DaemonSet's OTEL_METRIC_EXPORT_INTERVAL (milliseconds), else the agent's own default."""
-    daemonset = next(d for d in yaml.safe_load_all((REPO / "daemonset" / "daemonset.yaml").read_text())
-                     if d and d.get("kind") == "DaemonSet")
-    env = {e["name"]: e.get("value") for e in daemonset["spec"]["template"]["spec"]["containers"][0]["env"]}
-    interval = env.get("OTEL_METRIC_EXPORT_INTERVAL")
-    return float(interval) / 1000 if interval else SETTINGS["export_interval"].default
 
 
 def live_pods(node: Node, namespace: str, selector: str) -> list[dict]:
