@@ -52,6 +52,7 @@ JOBS: tuple[Job, ...] = (
     go_tool_job("etcd"),
     go_tool_job("krew"),
     go_tool_job("registry"),
+    go_tool_job("prometheus-operator"),
     # The cluster-autoscaler from its released source (../shared/autoscaler/), and our oracle inside each tree.
     Job(name="cluster-autoscaler 1.36.1", argv=("-m", "components.autoscaler", "1.36.1")),
     Job(name="cluster-autoscaler neon", argv=("-m", "components.autoscaler", "neon")),

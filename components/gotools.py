@@ -11,7 +11,7 @@ The Kubernetes control plane and the node's parts (components.kubernetes, compon
 distribution (components.collector) are built differently and keep their own modules; they run Go the same way
 (components.go).
 
-    python -m components.gotools [helm|krew|kwok|registry|prometheus|otelcol-builder|etcd|all]   # prints bin folders
+    python -m components.gotools [helm|krew|kwok|registry|prometheus|otelcol-builder|etcd|prometheus-operator|all]   # prints bin folders
 """
 
 from __future__ import annotations
@@ -153,6 +153,12 @@ _TOOLS = (
     # paths, so `go install module@version` refuses it.
     GoTool(name="etcd", module="go.etcd.io/etcd/server/v3", version="v3.6.16", reports="3.6.16",
            commands={"etcd": ""}, check=("--version",), wrapped=True, key="3.6.16"),
+    # The Prometheus Operator (tests/cluster/test_prometheus_operator.py): only the operator command, which turns a
+    # Prometheus object, its ServiceMonitors and PrometheusRules into the config Secret and rule ConfigMaps. v0.85.0
+    # is the only version the module proxy serves here; its go.mod replaces pkg/apis and pkg/client with ./ paths.
+    GoTool(name="prometheus-operator", module="github.com/prometheus-operator/prometheus-operator",
+           version="v0.85.0", reports="0.85.0", commands={"prometheus-operator": "cmd/operator"},
+           stamp="github.com/prometheus/common/version.Version", check=("--short-version",), wrapped=True),
 )
 GO_TOOLS: dict[str, GoTool] = {tool.name: tool for tool in _TOOLS}
 

@@ -346,12 +346,15 @@ class Prometheus:
     """A real Prometheus 3 on a free port scraping the given targets with the shipped scrape config.
 
     ``rule_files`` default to the shipped rules (as scrape.yaml loads them);
-    ``extra_config`` adds top-level sections (e.g. Prometheus 3's ``otlp``).
+    ``extra_config`` adds top-level sections (e.g. Prometheus 3's ``otlp``). ``config_file`` is a configuration
+    made elsewhere (the Prometheus Operator's), run as it is: the arguments that build one are then unused, and
+    start() does not wait for a first scrape (its targets are discovered, not listed here).
     """
 
     def __init__(self, workdir: Path, scrape_targets: Sequence[str], rule_files: Sequence[Path] | None = None,
                  interval: str = "1s", extra_flags: Sequence[str] = (),
-                 extra_config: Mapping[str, object] | None = None, host: str = "127.0.0.1") -> None:
+                 extra_config: Mapping[str, object] | None = None, host: str = "127.0.0.1",
+                 config_file: Path | None = None) -> None:
         self.workdir = Path(workdir)
         #: The address it listens on: loopback, or an address inside a network namespace the test made.
         self.host = host
@@ -360,6 +363,7 @@ class Prometheus:
         self.interval = interval
         self.extra_flags = list(extra_flags)
         self.extra_config = dict(extra_config or {})
+        self.config_file = config_file
         self.log_path = self.workdir / "prometheus.log"
         self.port = 0
         self._proc: subprocess.Popen | None = None
@@ -375,16 +379,18 @@ class Prometheus:
         """Write the config, launch, and wait for /-/ready and the first scrape of every target."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_ports(1)[0]
-        config = self.workdir / "prometheus.yml"
-        config.write_text(yaml.safe_dump(prometheus_config(self.scrape_targets, self.interval, self.rule_files,
-                                                           self.extra_config)))
+        config = self.config_file or self.workdir / "prometheus.yml"
+        if self.config_file is None:
+            config.write_text(yaml.safe_dump(prometheus_config(self.scrape_targets, self.interval, self.rule_files,
+                                                               self.extra_config)))
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(self._argv(config), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
         try:
             wait_until(self._ready, timeout=timeout, interval=0.1, message="prometheus /-/ready")
             # Discovered targets reach the scrape manager only every 5 s (the discovery manager's update
             # interval): until then a series sent at once would not be scraped, so wait for the first scrape.
-            wait_until(self._scraped_once, timeout=timeout, interval=0.1, message="first scrape of every target")
+            if self.config_file is None:
+                wait_until(self._scraped_once, timeout=timeout, interval=0.1, message="first scrape of every target")
         except AssertionError:
             self.stop(graceful=False)
             raise RuntimeError(f"prometheus not ready after {timeout} s:\n{log_tail(self.log_path)}") from None

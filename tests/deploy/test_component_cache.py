@@ -80,6 +80,7 @@ PINNED_GO_TOOLS = {
     "prometheus": "prometheus3/v0.316.0",
     "otelcol-builder": "otelcol-builder/v0.165.0",
     "etcd": "etcd/3.6.16/bin",
+    "prometheus-operator": "prometheus-operator/v0.85.0/bin",
 }
 
 

@@ -24,3 +24,17 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 {{- end -}}
 
 {{- define "nra.tlsDir" -}}/etc/node-requests-agent/otlp-tls{{- end -}}
+
+{{/*
+"true" when the PrometheusRule is rendered: prometheusRule.enabled true, or auto where the cluster serves the kind (the
+Prometheus Operator's CRDs are installed). true without them refuses the install in one line, before anything is
+applied, instead of a half-applied release failing on "no matches for kind".
+*/}}
+{{- define "nra.prometheusRule" -}}
+{{- $served := .Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule" -}}
+{{- $wanted := toString .Values.prometheusRule.enabled -}}
+{{- if and (eq $wanted "true") (not $served) -}}
+{{- fail "prometheusRule.enabled=true, but the cluster serves no monitoring.coreos.com/v1 PrometheusRule (the Prometheus Operator's CRDs): install them, or set prometheusRule.enabled=auto and load otel-config/prometheus/rules.yaml into Prometheus" -}}
+{{- end -}}
+{{- if or (eq $wanted "true") (and (eq $wanted "auto") $served) }}true{{ end -}}
+{{- end -}}

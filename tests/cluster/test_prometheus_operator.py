@@ -1,0 +1,185 @@
+"""The Prometheus Operator's way (issue 39, item 2): the real Operator turns otel-config/prometheus-operator/ into
+Prometheus' configuration, and Prometheus 3 running exactly that scrapes the Collector, loads every shipped rule and
+fires a shipped alert on a real fault.
+
+The Operator is components.gotools' prometheus-operator row (built from its Go module), run against the suite's
+control plane with its CRDs applied from that module's source in the Go module cache. A Prometheus object in
+namespace monitoring selects by kube-prometheus-stack's label (release), as the kustomization sets it; the Operator
+writes the configuration (Secret prometheus-<name>, gzipped) and the rule files (ConfigMap prometheus-<name>-rulefiles-0).
+
+Stand-in (docs/testing.md): with no kubelet the Operator's Prometheus pod cannot run, so the suite's Prometheus 3 runs
+the generated configuration on loopback. Only what a pod has and a process has not changes: the rule files' folder
+(the pod mounts the ConfigMap under /etc/prometheus/rules/) and Kubernetes discovery's credentials (the pod's
+ServiceAccount; here a kubeconfig). The Collector runs as a process; its pod (the shipped Deployment's template) is a
+Pod object on a Node without a kubelet, its status written by the test as the kubelet would, with the Collector's
+loopback address: what the PodMonitor's pod discovery reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.go import download
+from components.gotools import GO_TOOLS, tool_bin
+from testkit.cluster import Cluster, free_ports
+from testkit.collector import Collector, Prometheus
+from testkit.component import Component
+from testkit.repo import REPO
+from testkit.waiting import wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.collector]
+
+OBJECTS = REPO / "otel-config" / "prometheus-operator"
+RULES = REPO / "otel-config" / "prometheus" / "rules.yaml"
+COLLECTOR = "node-requests-collector"  # the Collector's namespace, as otel-config/ ships it
+MONITORING = "monitoring"  # otel-config/prometheus-operator's namespace
+NAME = "nra"  # the Prometheus object's name
+NODE = "operator-node"
+
+
+def _operator(cluster: Cluster, workdir: Path) -> Component:
+    """The Operator, as the admin, its web port free on loopback."""
+    tool = GO_TOOLS["prometheus-operator"]
+    binary = tool_bin(tool.name) / next(iter(tool.commands))
+    (port,) = free_ports(1)
+    return Component("prometheus-operator", [
+        str(binary), f"--apiserver={cluster.server}", f"--ca-file={cluster.pki.crt('ca')}",
+        f"--cert-file={cluster.pki.crt('admin')}", f"--key-file={cluster.pki.key('admin')}",
+        f"--web.listen-address=127.0.0.1:{port}", "--log-level=info"], workdir / "prometheus-operator.log")
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Component]:
+    """The CRDs from the Operator's module (never copied into the repo), then the Operator itself."""
+    tool = GO_TOOLS["prometheus-operator"]
+    crds = download(tool.module, tool.version).dir / "example" / "prometheus-operator-crd"
+    applied = cluster.kubectl("apply", "--server-side", "-f", str(crds), timeout=120)
+    assert applied.returncode == 0, applied.stderr
+    for crd in ("prometheuses", "podmonitors", "prometheusrules"):
+        name = f"{crd}.monitoring.coreos.com"
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    running = _operator(cluster, tmp_path_factory.mktemp("operator"))
+    running.start()
+    yield running
+    running.stop()
+
+
+def _collector_pod(cluster: Cluster, port: int) -> None:
+    """The shipped Deployment's pod, on a Node without a kubelet, Running at 127.0.0.1 with its metrics port on
+    ``port`` (where the Collector process listens): what the kubelet would report of a Collector replica."""
+    shipped = {(d["kind"], d["metadata"]["name"]): d
+               for d in yaml.safe_load_all((REPO / "otel-config" / "collector-deployment.yaml").read_text()) if d}
+    template = shipped[("Deployment", "otel-collector")]["spec"]["template"]
+    for container in template["spec"]["containers"]:
+        for container_port in container.get("ports", []):
+            if container_port["name"] == "metrics":
+                container_port["containerPort"] = port
+    cluster.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
+    cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": COLLECTOR}})
+    cluster.api("POST", f"/api/v1/namespaces/{COLLECTOR}/serviceaccounts", shipped[("ServiceAccount", "otel-collector")])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "otel-collector-0", **template["metadata"]},
+           "spec": {**template["spec"], "nodeName": NODE}}
+    cluster.api("POST", f"/api/v1/namespaces/{COLLECTOR}/pods", pod)
+    status = {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}], "hostIP": "127.0.0.1",
+              "conditions": [{"type": "Ready", "status": "True"}]}
+    cluster.api("PATCH", f"/api/v1/namespaces/{COLLECTOR}/pods/otel-collector-0/status", {"status": status})
+
+
+def _prometheus_object() -> dict:
+    """The operator's user's Prometheus, as kube-prometheus-stack makes it: it selects rules and monitors by the
+    release label, and takes remote writes (the agents' series arrive that way) a little out of order."""
+    selector = {"matchLabels": {"release": "kube-prometheus-stack"}}
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
+            "metadata": {"name": NAME, "namespace": MONITORING},
+            "spec": {"replicas": 1, "ruleSelector": selector, "podMonitorSelector": selector,
+                     "evaluationInterval": "1s", "enableRemoteWriteReceiver": True,
+                     "tsdb": {"outOfOrderTimeWindow": "1m"}}}
+
+
+def _generated(cluster: Cluster) -> tuple[dict, dict[str, str]]:
+    """The configuration and rule files the Operator wrote, once they hold the PodMonitor's job and the rules."""
+    def ready() -> tuple[dict, dict[str, str]] | None:
+        secret = cluster.api("GET", f"/api/v1/namespaces/{MONITORING}/secrets?fieldSelector=metadata.name=prometheus-{NAME}")
+        maps = cluster.api("GET", f"/api/v1/namespaces/{MONITORING}/configmaps?fieldSelector=metadata.name=prometheus-{NAME}-rulefiles-0")
+        if not secret["items"] or not maps["items"]:
+            return None
+        config = yaml.safe_load(gzip.decompress(base64.b64decode(secret["items"][0]["data"]["prometheus.yaml.gz"])))
+        if not any("otel-collector" in job["job_name"] for job in config.get("scrape_configs") or []):
+            return None
+        return config, maps["items"][0].get("data") or {}
+    return wait_until(ready, timeout=60, interval=0.5, message="the Operator's Secret and rule ConfigMap")
+
+
+def _as_a_process_runs_it(config: dict, rule_files: dict[str, str], root: Path, kubeconfig: Path) -> Path:
+    """The generated configuration with what the pod would mount under ``root`` and discovery's credentials."""
+    (pattern,) = config["rule_files"]
+    folder = root / Path(pattern).parent.relative_to("/")
+    folder.mkdir(parents=True)
+    for name, text in rule_files.items():
+        (folder / name).write_text(text)
+    config["rule_files"] = [str(folder / Path(pattern).name)]
+    for job in config["scrape_configs"]:
+        for sd in job.get("kubernetes_sd_configs", []):
+            assert "api_server" not in sd and "kubeconfig_file" not in sd, sd  # in-cluster discovery, as generated
+            sd["kubeconfig_file"] = str(kubeconfig)
+    path = root / "prometheus.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_fires_on_a_stopped_collector(
+        cluster: Cluster, operator: Component, tmp_path: Path) -> None:
+    collector = Collector(tmp_path / "collector")
+    collector.start()
+    try:
+        _collector_pod(cluster, int(collector.ports["OTELCOL_TELEMETRY_PORT"]))
+        cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": MONITORING}})
+        applied = cluster.kubectl("apply", "-k", str(OBJECTS))
+        assert applied.returncode == 0, applied.stderr
+        cluster.api("POST", f"/apis/monitoring.coreos.com/v1/namespaces/{MONITORING}/prometheuses",
+                    _prometheus_object())
+        config, rule_files = _generated(cluster)
+
+        # The Operator's rule file is the shipped rules.yaml, group for group.
+        (text,) = rule_files.values()
+        assert yaml.safe_load(text)["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+
+        path = _as_a_process_runs_it(config, rule_files, tmp_path / "pod", cluster.admin_kubeconfig)
+        with Prometheus(tmp_path / "prometheus", [], config_file=path) as prom:
+            shipped = yaml.safe_load(RULES.read_text())["groups"]
+            loaded = prom.rules()
+            assert [g["name"] for g in loaded] == [g["name"] for g in shipped]
+            assert [len(g["rules"]) for g in loaded] == [len(g["rules"]) for g in shipped]
+            assert all(r["health"] != "err" for g in loaded for r in g["rules"]), loaded
+
+            # The PodMonitor's target: the Collector replica, as job otel-collector with its pod's name.
+            def scraped() -> list[dict]:
+                return prom.query('up{job="otel-collector"} == 1')
+            (up,) = wait_until(scraped, timeout=60, interval=0.5, message="the Collector scraped through the PodMonitor")
+            assert up["metric"]["pod"] == "otel-collector-0" and up["metric"]["namespace"] == COLLECTOR, up
+            assert prom.query('otelcol_process_uptime_seconds_total{job="otel-collector"}'), "its own metrics"
+            assert not [a for a in prom.alerts() if a["labels"]["alertname"].startswith("OtelCollector")]
+
+            # The fault: the only Collector stops. OtelCollectorUnavailable (for: 1m) fires as shipped.
+            stopped = time.monotonic()
+            collector.stop(graceful=False)
+
+            def firing() -> bool:
+                return any(a["labels"]["alertname"] == "OtelCollectorUnavailable" and a["state"] == "firing"
+                           for a in prom.alerts())
+            wait_until(firing, timeout=120, interval=1, message="OtelCollectorUnavailable firing")
+            took = time.monotonic() - stopped
+            assert took >= 60, f"fired {took:.0f} s after the stop, before its for: 1m"
+            down = {a["labels"]["alertname"]: a["state"] for a in prom.alerts()}
+            assert down.get("OtelCollectorReplicaDown") == "pending", down  # up == 0, for: 5m
+            print(f"OtelCollectorUnavailable fired {took:.0f} s after the Collector stopped")
+    finally:
+        collector.stop(graceful=False)
