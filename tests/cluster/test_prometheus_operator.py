@@ -1,11 +1,12 @@
-"""The Prometheus Operator's way (issue 39, item 2): the real Operator turns otel-config/prometheus-operator/ into
-Prometheus' configuration, and Prometheus 3 running exactly that scrapes the Collector, loads every shipped rule and
-fires a shipped alert on a real fault.
+"""The Prometheus Operator's way (issue 39, item 2): the real Operator turns otel-config/prometheus-operator/
+into Prometheus' configuration, and Prometheus 3 running exactly that scrapes the Collector, loads every shipped
+rule and fires a shipped alert on a real fault.
 
 The Operator is components.gotools' prometheus-operator row (built from its Go module), run against the suite's
 control plane with its CRDs applied from that module's source in the Go module cache. A Prometheus object in
 namespace monitoring selects by kube-prometheus-stack's label (release), as the kustomization sets it; the Operator
-writes the configuration (Secret prometheus-<name>, gzipped) and the rule files (ConfigMap prometheus-<name>-rulefiles-0).
+writes the configuration (Secret prometheus-<name>, gzipped) and the rule files (ConfigMap
+prometheus-<name>-rulefiles-0).
 
 Stand-in (docs/testing.md): with no kubelet the Operator's Prometheus pod cannot run, so the suite's Prometheus 3 runs
 the generated configuration on loopback. Only what a pod has and a process has not changes: the rule files' folder
@@ -30,7 +31,7 @@ from components.go import download
 from components.gotools import GO_TOOLS, tool_bin
 from testkit.cluster import Cluster, free_ports
 from testkit.collector import Collector, Prometheus
-from testkit.component import Component
+from testkit.component import Component, served
 from testkit.repo import REPO
 from testkit.waiting import wait_until
 
@@ -56,19 +57,25 @@ def _operator(cluster: Cluster, workdir: Path) -> Component:
 
 
 @pytest.fixture(scope="module")
-def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Component]:
+def operator(request: pytest.FixtureRequest, cluster: Cluster,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Component]:
     """The CRDs from the Operator's module (never copied into the repo), then the Operator itself."""
     tool = GO_TOOLS["prometheus-operator"]
     crds = download(tool.module, tool.version).dir / "example" / "prometheus-operator-crd"
     applied = cluster.kubectl("apply", "--server-side", "-f", str(crds), timeout=120)
     assert applied.returncode == 0, applied.stderr
-    for crd in ("prometheuses", "podmonitors", "prometheusrules"):
-        name = f"{crd}.monitoring.coreos.com"
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
-    running = _operator(cluster, tmp_path_factory.mktemp("operator"))
-    running.start()
-    yield running
-    running.stop()
+    established = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                  *(f"crd/{kind}.monitoring.coreos.com"
+                                    for kind in ("prometheuses", "podmonitors", "prometheusrules")), timeout=90)
+    assert established.returncode == 0, established.stderr
+
+    def start() -> Component:
+        running = _operator(cluster, tmp_path_factory.mktemp("operator"))
+        running.start()
+        return running
+    with served(request, start, what="prometheus-operator log", logs=lambda c: c.tail(40),
+                stop=lambda c: c.stop()) as running:
+        yield running
 
 
 def _collector_pod(cluster: Cluster, port: int) -> None:
@@ -82,14 +89,19 @@ def _collector_pod(cluster: Cluster, port: int) -> None:
             if container_port["name"] == "metrics":
                 container_port["containerPort"] = port
     cluster.api("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
-    cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": COLLECTOR}})
-    cluster.api("POST", f"/api/v1/namespaces/{COLLECTOR}/serviceaccounts", shipped[("ServiceAccount", "otel-collector")])
+    _namespace(cluster, COLLECTOR)
+    cluster.api("POST", f"/api/v1/namespaces/{COLLECTOR}/serviceaccounts",
+                shipped[("ServiceAccount", "otel-collector")])
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "otel-collector-0", **template["metadata"]},
            "spec": {**template["spec"], "nodeName": NODE}}
     cluster.api("POST", f"/api/v1/namespaces/{COLLECTOR}/pods", pod)
-    status = {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}], "hostIP": "127.0.0.1",
+    status = {"phase": "Running", "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}],
               "conditions": [{"type": "Ready", "status": "True"}]}
     cluster.api("PATCH", f"/api/v1/namespaces/{COLLECTOR}/pods/otel-collector-0/status", {"status": status})
+
+
+def _namespace(cluster: Cluster, name: str) -> None:
+    cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
 def _prometheus_object() -> dict:
@@ -106,8 +118,9 @@ def _prometheus_object() -> dict:
 def _generated(cluster: Cluster) -> tuple[dict, dict[str, str]]:
     """The configuration and rule files the Operator wrote, once they hold the PodMonitor's job and the rules."""
     def ready() -> tuple[dict, dict[str, str]] | None:
-        secret = cluster.api("GET", f"/api/v1/namespaces/{MONITORING}/secrets?fieldSelector=metadata.name=prometheus-{NAME}")
-        maps = cluster.api("GET", f"/api/v1/namespaces/{MONITORING}/configmaps?fieldSelector=metadata.name=prometheus-{NAME}-rulefiles-0")
+        api = f"/api/v1/namespaces/{MONITORING}"
+        secret = cluster.api("GET", f"{api}/secrets?fieldSelector=metadata.name=prometheus-{NAME}")
+        maps = cluster.api("GET", f"{api}/configmaps?fieldSelector=metadata.name=prometheus-{NAME}-rulefiles-0")
         if not secret["items"] or not maps["items"]:
             return None
         config = yaml.safe_load(gzip.decompress(base64.b64decode(secret["items"][0]["data"]["prometheus.yaml.gz"])))
@@ -140,8 +153,7 @@ def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_
     collector.start()
     try:
         _collector_pod(cluster, int(collector.ports["OTELCOL_TELEMETRY_PORT"]))
-        cluster.api("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": MONITORING}})
+        _namespace(cluster, MONITORING)
         applied = cluster.kubectl("apply", "-k", str(OBJECTS))
         assert applied.returncode == 0, applied.stderr
         cluster.api("POST", f"/apis/monitoring.coreos.com/v1/namespaces/{MONITORING}/prometheuses",
@@ -163,10 +175,12 @@ def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_
             # The PodMonitor's target: the Collector replica, as job otel-collector with its pod's name.
             def scraped() -> list[dict]:
                 return prom.query('up{job="otel-collector"} == 1')
-            (up,) = wait_until(scraped, timeout=60, interval=0.5, message="the Collector scraped through the PodMonitor")
+            (up,) = wait_until(scraped, timeout=60, interval=0.5, message="the Collector scraped by the PodMonitor")
             assert up["metric"]["pod"] == "otel-collector-0" and up["metric"]["namespace"] == COLLECTOR, up
             assert prom.query('otelcol_process_uptime_seconds_total{job="otel-collector"}'), "its own metrics"
-            assert not [a for a in prom.alerts() if a["labels"]["alertname"].startswith("OtelCollector")]
+            # Pending from the start until that first scrape (nothing was up): gone at the next evaluation.
+            wait_until(lambda: not [a for a in prom.alerts() if a["labels"]["alertname"].startswith("OtelCollector")],
+                       timeout=10, interval=0.5, message="no Collector alert while the Collector is scraped")
 
             # The fault: the only Collector stops. OtelCollectorUnavailable (for: 1m) fires as shipped.
             stopped = time.monotonic()
