@@ -140,12 +140,13 @@ _TOOLS = (
            commands={"crane": "cmd/crane"}, stamp="github.com/google/go-containerregistry/cmd/crane/cmd.Version",
            check=("version",)),
     # Prometheus 3 (module v0.3XX.Y is release 3.XX.Y) and promtool; without the web UI bundle (it needs npm) and the
-    # cloud service discoveries (remove_all_sd): the tests use static and file discovery. The cache name predates
-    # the Debian 2.x build's removal and is kept, so existing caches stay valid.
+    # cloud service discoveries (remove_all_sd), with Kubernetes discovery (enable_kubernetes_sd: the configuration
+    # the Prometheus Operator writes discovers its targets so); the other tests use static and file discovery. The
+    # cache name predates the Debian 2.x build's removal and is kept; the key names the discovery added.
     GoTool(name="prometheus", module="github.com/prometheus/prometheus", version="v0.316.0", reports="3.16.0",
            commands={"prometheus": "cmd/prometheus", "promtool": "cmd/promtool"},
-           stamp="github.com/prometheus/common/version.Version", tags=("remove_all_sd",), bin_dir="",
-           cache="prometheus3"),
+           stamp="github.com/prometheus/common/version.Version", tags=("remove_all_sd", "enable_kubernetes_sd"),
+           bin_dir="", cache="prometheus3", key="v0.316.0-k8s-sd"),
     # The OpenTelemetry Collector's builder (ocb); components.collector builds the distribution with it.
     GoTool(name="otelcol-builder", module="go.opentelemetry.io/collector/cmd/builder", version="v0.165.0",
            commands={"builder": ""}, bin_dir=""),

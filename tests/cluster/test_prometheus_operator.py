@@ -11,15 +11,17 @@ prometheus-<name>-rulefiles-0).
 Stand-in (docs/testing.md): with no kubelet the Operator's Prometheus pod cannot run, so the suite's Prometheus 3 runs
 the generated configuration on loopback. Only what a pod has and a process has not changes: the rule files' folder
 (the pod mounts the ConfigMap under /etc/prometheus/rules/) and Kubernetes discovery's credentials (the pod's
-ServiceAccount; here a kubeconfig). The Collector runs as a process; its pod (the shipped Deployment's template) is a
-Pod object on a Node without a kubelet, its status written by the test as the kubelet would, with the Collector's
-loopback address: what the PodMonitor's pod discovery reads.
+ServiceAccount; here a kubeconfig); the pod's config-reloader's expansion of $(SHARD) and $(POD_NAME) is done here
+from its environment in the Operator's StatefulSet. The Collector runs as a process; its pod (the shipped
+Deployment's template) is a Pod object on a Node without a kubelet, its status written by the test as the kubelet
+would, with the Collector's loopback address: what the PodMonitor's pod discovery reads.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,23 +117,36 @@ def _prometheus_object() -> dict:
                      "tsdb": {"outOfOrderTimeWindow": "1m"}}}
 
 
-def _generated(cluster: Cluster) -> tuple[dict, dict[str, str]]:
+def _generated(cluster: Cluster) -> tuple[str, dict[str, str]]:
     """The configuration and rule files the Operator wrote, once they hold the PodMonitor's job and the rules."""
-    def ready() -> tuple[dict, dict[str, str]] | None:
+    def ready() -> tuple[str, dict[str, str]] | None:
         api = f"/api/v1/namespaces/{MONITORING}"
         secret = cluster.api("GET", f"{api}/secrets?fieldSelector=metadata.name=prometheus-{NAME}")
         maps = cluster.api("GET", f"{api}/configmaps?fieldSelector=metadata.name=prometheus-{NAME}-rulefiles-0")
         if not secret["items"] or not maps["items"]:
             return None
-        config = yaml.safe_load(gzip.decompress(base64.b64decode(secret["items"][0]["data"]["prometheus.yaml.gz"])))
-        if not any("otel-collector" in job["job_name"] for job in config.get("scrape_configs") or []):
-            return None
-        return config, maps["items"][0].get("data") or {}
+        text = gzip.decompress(base64.b64decode(secret["items"][0]["data"]["prometheus.yaml.gz"])).decode()
+        jobs = [job["job_name"] for job in yaml.safe_load(text).get("scrape_configs") or []]
+        rule_files = maps["items"][0].get("data") or {}
+        return (text, rule_files) if rule_files and any("otel-collector" in job for job in jobs) else None
     return wait_until(ready, timeout=60, interval=0.5, message="the Operator's Secret and rule ConfigMap")
 
 
-def _as_a_process_runs_it(config: dict, rule_files: dict[str, str], root: Path, kubeconfig: Path) -> Path:
-    """The generated configuration with what the pod would mount under ``root`` and discovery's credentials."""
+def _reloader_env(cluster: Cluster) -> dict[str, str]:
+    """The environment of the config-reloader of pod prometheus-<name>-0, as the Operator's StatefulSet gives it: the
+    reloader expands each ``$(VAR)`` of the configuration (the shard, the replica's name) before Prometheus reads it."""
+    statefulset = cluster.api("GET", f"/apis/apps/v1/namespaces/{MONITORING}/statefulsets/prometheus-{NAME}")
+    (reloader,) = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "config-reloader"]
+    fields = {"metadata.name": f"prometheus-{NAME}-0", "metadata.namespace": MONITORING}
+    return {e["name"]: e["value"] if "value" in e else fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+            for e in reloader.get("env", [])}
+
+
+def _as_a_process_runs_it(text: str, env: dict[str, str], rule_files: dict[str, str], root: Path,
+                          kubeconfig: Path) -> Path:
+    """The generated configuration as the pod's config-reloader writes it (``env`` expanded), with what the pod would
+    mount under ``root`` and discovery's credentials."""
+    config = yaml.safe_load(re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], text))
     (pattern,) = config["rule_files"]
     folder = root / Path(pattern).parent.relative_to("/")
     folder.mkdir(parents=True)
@@ -158,18 +173,18 @@ def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_
         assert applied.returncode == 0, applied.stderr
         cluster.api("POST", f"/apis/monitoring.coreos.com/v1/namespaces/{MONITORING}/prometheuses",
                     _prometheus_object())
-        config, rule_files = _generated(cluster)
+        text, rule_files = _generated(cluster)
 
         # The Operator's rule file is the shipped rules.yaml, group for group.
-        (text,) = rule_files.values()
-        assert yaml.safe_load(text)["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+        (rules,) = rule_files.values()
+        assert yaml.safe_load(rules)["groups"] == yaml.safe_load(RULES.read_text())["groups"]
 
-        path = _as_a_process_runs_it(config, rule_files, tmp_path / "pod", cluster.admin_kubeconfig)
+        path = _as_a_process_runs_it(text, _reloader_env(cluster), rule_files, tmp_path / "pod",
+                                     cluster.admin_kubeconfig)
         with Prometheus(tmp_path / "prometheus", [], config_file=path) as prom:
             shipped = yaml.safe_load(RULES.read_text())["groups"]
             loaded = prom.rules()
-            assert [g["name"] for g in loaded] == [g["name"] for g in shipped]
-            assert [len(g["rules"]) for g in loaded] == [len(g["rules"]) for g in shipped]
+            assert {g["name"]: len(g["rules"]) for g in loaded} == {g["name"]: len(g["rules"]) for g in shipped}
             assert all(r["health"] != "err" for g in loaded for r in g["rules"]), loaded
 
             # The PodMonitor's target: the Collector replica, as job otel-collector with its pod's name.
@@ -177,7 +192,8 @@ def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_
                 return prom.query('up{job="otel-collector"} == 1')
             (up,) = wait_until(scraped, timeout=60, interval=0.5, message="the Collector scraped by the PodMonitor")
             assert up["metric"]["pod"] == "otel-collector-0" and up["metric"]["namespace"] == COLLECTOR, up
-            assert prom.query('otelcol_process_uptime_seconds_total{job="otel-collector"}'), "its own metrics"
+            own = prom.names('{job="otel-collector"}')
+            assert any(name.startswith("otelcol_") for name in own), own  # the Collector's own metrics
             # Pending from the start until that first scrape (nothing was up): gone at the next evaluation.
             wait_until(lambda: not [a for a in prom.alerts() if a["labels"]["alertname"].startswith("OtelCollector")],
                        timeout=10, interval=0.5, message="no Collector alert while the Collector is scraped")

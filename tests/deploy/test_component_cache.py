@@ -77,7 +77,7 @@ PINNED_GO_TOOLS = {
     "krew": "krew/v0.4.3/bin",
     "kwok": "kwok/v0.8.0/bin",
     "registry": "registry/v0.22.1/bin",
-    "prometheus": "prometheus3/v0.316.0",
+    "prometheus": "prometheus3/v0.316.0-k8s-sd",
     "otelcol-builder": "otelcol-builder/v0.165.0",
     "etcd": "etcd/3.6.16/bin",
     "prometheus-operator": "prometheus-operator/v0.85.0/bin",
