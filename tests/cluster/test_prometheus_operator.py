@@ -108,7 +108,8 @@ def _namespace(cluster: Cluster, name: str) -> None:
 
 def _prometheus_object() -> dict:
     """The operator's user's Prometheus, as kube-prometheus-stack makes it: it selects rules and monitors by the
-    release label, and takes remote writes (the agents' series arrive that way) a little out of order."""
+    release label; as docs/deployment.md asks, it takes remote writes (the agents' series arrive that way) a little
+    out of order. Its rules are evaluated every second (the one speed-up: the rules' ``for`` stay as shipped)."""
     selector = {"matchLabels": {"release": "kube-prometheus-stack"}}
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
             "metadata": {"name": NAME, "namespace": MONITORING},
@@ -132,11 +133,16 @@ def _generated(cluster: Cluster) -> tuple[str, dict[str, str]]:
     return wait_until(ready, timeout=60, interval=0.5, message="the Operator's Secret and rule ConfigMap")
 
 
+def _containers(cluster: Cluster) -> dict[str, dict]:
+    """The containers of the Operator's StatefulSet for the Prometheus object, by name."""
+    statefulset = cluster.api("GET", f"/apis/apps/v1/namespaces/{MONITORING}/statefulsets/prometheus-{NAME}")
+    return {c["name"]: c for c in statefulset["spec"]["template"]["spec"]["containers"]}
+
+
 def _reloader_env(cluster: Cluster) -> dict[str, str]:
     """The environment of the config-reloader of pod prometheus-<name>-0, as the Operator's StatefulSet gives it: the
     reloader expands each ``$(VAR)`` of the configuration (the shard, the replica's name) before Prometheus reads it."""
-    statefulset = cluster.api("GET", f"/apis/apps/v1/namespaces/{MONITORING}/statefulsets/prometheus-{NAME}")
-    (reloader,) = [c for c in statefulset["spec"]["template"]["spec"]["containers"] if c["name"] == "config-reloader"]
+    reloader = _containers(cluster)["config-reloader"]
     fields = {"metadata.name": f"prometheus-{NAME}-0", "metadata.namespace": MONITORING}
     return {e["name"]: e["value"] if "value" in e else fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
             for e in reloader.get("env", [])}
@@ -178,6 +184,9 @@ def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_
         # The Operator's rule file is the shipped rules.yaml, group for group.
         (rules,) = rule_files.values()
         assert yaml.safe_load(rules)["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+        # What docs/deployment.md has the Prometheus object set for the push path reaches the pod.
+        assert "--web.enable-remote-write-receiver" in _containers(cluster)["prometheus"]["args"]
+        assert yaml.safe_load(text)["storage"]["tsdb"]["out_of_order_time_window"] == "1m"
 
         path = _as_a_process_runs_it(text, _reloader_env(cluster), rule_files, tmp_path / "pod",
                                      cluster.admin_kubeconfig)
