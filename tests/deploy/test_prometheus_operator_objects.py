@@ -11,6 +11,9 @@ tests/cluster/test_prometheus_operator.py runs them through the real Operator an
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 import yaml
 
@@ -34,6 +37,22 @@ def test_the_prometheus_rule_and_the_chart_s_copy_are_the_shipped_rules() -> Non
     rule = _kinds(render(OBJECTS))["PrometheusRule"]
     assert rule["spec"] == shipped, REGENERATE
     assert (CHART / "files" / "prometheus-rules.yaml").read_text() == RULES.read_text(), REGENERATE
+
+
+def test_generate_sh_writes_exactly_the_committed_copies(tmp_path) -> None:
+    """The script run on a copy of the tree rewrites both copies byte for byte (nothing hand-edited in them)."""
+    script = OBJECTS / "generate.sh"
+    copies = {"otel-config/prometheus-operator/prometheusrule.yaml": OBJECTS / "prometheusrule.yaml",
+              "charts/node-requests-agent/files/prometheus-rules.yaml": CHART / "files" / "prometheus-rules.yaml"}
+    for folder in ("otel-config/prometheus-operator", "otel-config/prometheus", "charts/node-requests-agent/files"):
+        (tmp_path / folder).mkdir(parents=True)
+    shutil.copy(script, tmp_path / "otel-config/prometheus-operator/generate.sh")
+    shutil.copy(RULES, tmp_path / "otel-config/prometheus/rules.yaml")
+    done = subprocess.run([str(tmp_path / "otel-config/prometheus-operator/generate.sh")], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    for written, committed in copies.items():
+        assert (tmp_path / written).read_text() == committed.read_text(), REGENERATE
 
 
 def test_the_pod_monitor_finds_the_targets_of_the_shipped_scrape_job() -> None:
