@@ -11,7 +11,7 @@ The Kubernetes control plane and the node's parts (components.kubernetes, compon
 distribution (components.collector) are built differently and keep their own modules; they run Go the same way
 (components.go).
 
-    python -m components.gotools [helm|krew|kwok|registry|prometheus|otelcol-builder|etcd|prometheus-operator|all]   # prints bin folders
+    python -m components.gotools [NAME|all]   # NAME: a row's name (helm, prometheus, ...); prints bin folders
 """
 
 from __future__ import annotations
