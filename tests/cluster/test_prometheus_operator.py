@@ -34,6 +34,7 @@ from components.gotools import GO_TOOLS, tool_bin
 from testkit.cluster import Cluster, free_ports
 from testkit.collector import Collector, Prometheus
 from testkit.component import Component, served
+from testkit.helm import CHART, built_helm
 from testkit.repo import REPO
 from testkit.waiting import wait_until
 
@@ -222,3 +223,21 @@ def test_the_operator_s_configuration_scrapes_the_collector_loads_the_rules_and_
             print(f"OtelCollectorUnavailable fired {took:.0f} s after the Collector stopped")
     finally:
         collector.stop(graceful=False)
+
+
+def test_the_chart_renders_the_prometheus_rule_where_the_api_server_serves_the_kind(
+        cluster: Cluster, operator: Component, tmp_path: Path) -> None:
+    """``prometheusRule.enabled: auto`` asks the real API server (the CRDs are applied): the install creates the
+    PrometheusRule, the shipped rules, and NOTES.txt names it. Without the CRDs, the installs of
+    tests/deploy/test_helm_chart.py render none and stay clean."""
+    helm = built_helm(tmp_path / "helm")
+    namespace = cluster.create_namespace("nra-helm")
+    installed = helm("install", "nra", str(CHART), "--namespace", namespace,
+                     "--set", "prometheusRule.labels.release=kube-prometheus-stack",
+                     kubeconfig=cluster.admin_kubeconfig)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "are PrometheusRule nra-node-requests-agent in namespace" in installed.stdout, installed.stdout
+    rule = cluster.api("GET", f"/apis/monitoring.coreos.com/v1/namespaces/{namespace}/prometheusrules/"
+                              "nra-node-requests-agent")
+    assert rule["spec"] == yaml.safe_load(RULES.read_text())
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
