@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from testkit.cli import run
+from testkit.ports import free_ports
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
@@ -22,9 +23,11 @@ def test_an_unusable_ca_file_is_one_line_naming_it_and_exit_2(tmp_path: Path, pr
     ca = tmp_path / name
     if content is not None:
         ca.write_text(content)
+    (port,) = free_ports(1)  # never dialled: the file is read first
     result = run("run", "--node-name", "sample-node", "--replay", "sample", "--once",
-                 env={"OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
-                      "OTEL_EXPORTER_OTLP_CERTIFICATE": str(ca), "LOG_LEVEL": "WARNING"})
+                 env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"https://127.0.0.1:{port}",
+                      "OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_CERTIFICATE": str(ca),
+                      "LOG_LEVEL": "WARNING"})
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
