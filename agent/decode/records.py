@@ -127,11 +127,12 @@ def _gpu_requests(spec: Spec) -> tuple[tuple[str, str, str, str], ...]:
             found = [(kind, c.name or "", _shared(r), q) for r, q in raw.items() if r in GPU_RESOURCES]
             if not found:
                 continue
+            out = out if out is not None else []
             if i < MAX_CONTAINERS:
-                out = found if out is None else out + found
+                out.extend(found)
             else:
-                out = out if out is not None else []
-                tail = found if tail is None else tail + found
+                tail = tail if tail is not None else []
+                tail.extend(found)
         if tail and out is not None:
             out.extend(fold_gpu(tail, len(items) - MAX_CONTAINERS))
     return () if out is None else tuple(out)
