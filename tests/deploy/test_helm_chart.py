@@ -151,7 +151,8 @@ def test_each_value_changes_what_it_says(helm: Helm, tmp_path: Path) -> None:
     assert pod["volumes"] == [
         {"name": "collector-token", "projected": {"sources": [{"serviceAccountToken": {
             "audience": "observability-collector", "expirationSeconds": 7200, "path": "token"}}]}},
-        {"name": "otlp-tls", "secret": {"secretName": "otlp-tls"}}]
+        {"name": "otlp-tls", "secret": {"secretName": "otlp-tls", "items": [  # only the keys it reads: one missing waits
+            {"key": k, "path": k} for k in ("ca.crt", "tls.crt", "tls.key")]}}]
     container = agent_container(rendered)
     assert container["image"] == f"registry.example.invalid/nra:0.2.0@{digest}"
     assert container["imagePullPolicy"] == "IfNotPresent"
@@ -231,7 +232,8 @@ def test_by_default_the_agent_pushes_over_https_verified_with_the_collectors_ca(
     pod = by_key(rendered)[("DaemonSet", "node-requests-agent")]["spec"]["template"]["spec"]
     container = agent_container(rendered)
     env = env_of(container)
-    assert {"name": "otlp-tls", "secret": {"secretName": "otel-collector-ca"}} in pod["volumes"]
+    assert {"name": "otlp-tls", "secret": {"secretName": "otel-collector-ca",
+                                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in pod["volumes"]
     assert {"name": "otlp-tls", "mountPath": "/etc/node-requests-agent/otlp-tls", "readOnly": True} in \
         container["volumeMounts"]
     (token,) = [s["serviceAccountToken"] for v in pod["volumes"] for s in v.get("projected", {}).get("sources", [])]
