@@ -72,8 +72,11 @@ def _images(parts: Sequence[str], stage: Path, source: Path, registry: RegistryN
         pushed.append(push_image(crane, archive, f"{registry}/{AGENT_IMAGE.partition(':')[0]}:{version}", plain_http))
     if "collector" in parts:
         archive = collector_image(manifest=source / "otel-config" / "builder-config.yaml").archive
-        pushed.append(push_image(crane, archive, f"{registry}/{COLLECTOR_IMAGE.partition(':')[0]}:{version}",
-                                 plain_http))
+        name, _, distribution = COLLECTOR_IMAGE.partition(":")
+        # At the release's version, and at the distribution's own tag, the one otel-config/'s Deployment and the
+        # README's overlay name: a REGISTRY pointed at a release serves the Collector they ask for.
+        for tag in (version, distribution):
+            pushed.append(push_image(crane, archive, f"{registry}/{name}:{tag}", plain_http))
     return pushed
 
 
@@ -103,13 +106,13 @@ def release(*, source: Path, version: str, registry: RegistryName, out: Path, pa
     """Build, push and write the notes; returns the notes' path."""
     check_answers(registry, plain_http)
     out.mkdir(parents=True, exist_ok=True)
-    with staged(source, version) as stage:
-        try:
+    try:  # the copy of the tree too: a source without a file the image needs is one line, not a traceback
+        with staged(source, version) as stage:
             images = _images(parts, stage, source, registry, version, plain_http)
             agent = next((i for i in images if "/node-requests-agent:" in i.reference), None)
             chart = _chart(stage, registry, version, agent, out, plain_http) if "chart" in parts else None
-        except (RuntimeError, OSError, subprocess.SubprocessError) as error:
-            raise ReleaseError(f"build failed: {_one_line(error)}") from None
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        raise ReleaseError(f"build failed: {_one_line(error)}") from None
     changelog = source / "CHANGELOG.md"
     changes = changelog_section(changelog.read_text() if changelog.exists() else None, version)
     notes = out / "notes.md"

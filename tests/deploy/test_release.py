@@ -119,10 +119,11 @@ def test_the_notes_list_each_image_by_digest_and_how_to_install_the_chart() -> N
 
 
 def test_a_bad_registry_name_or_version_is_one_line(tmp_path: Path) -> None:
-    assert_one_line_refusal(release_command("--registry", "127.0.0.1:5000/Upper", home=tmp_path), "not HOST")
-    assert_one_line_refusal(release_command("--registry", "127.0.0.1:5000", "--version", "1.0", home=tmp_path),
+    port, = free_ports(1)  # never dialled: refused before
+    assert_one_line_refusal(release_command("--registry", f"127.0.0.1:{port}/Upper", home=tmp_path), "not HOST")
+    assert_one_line_refusal(release_command("--registry", f"127.0.0.1:{port}", "--version", "1.0", home=tmp_path),
                             "not MAJOR.MINOR.PATCH")
-    assert_one_line_refusal(release_command("--registry", "127.0.0.1:5000", "--parts", "agent,docs",
+    assert_one_line_refusal(release_command("--registry", f"127.0.0.1:{port}", "--parts", "agent,docs",
                                             home=tmp_path), "each part is one of")
 
 
@@ -154,3 +155,19 @@ def test_a_registry_that_answers_401_refuses_the_chart_in_one_line(tmp_path: Pat
     assert_one_line_refusal(result, f"the registry refused chart {address}/nra/charts/node-requests-agent:")
     # helm's words for the 401 (it asked for credentials it does not have)
     assert any(word in result.stderr.lower() for word in ("401", "unauthorized", "credential")), result.stderr
+
+
+def test_a_source_tree_missing_what_the_image_needs_is_one_line(tmp_path: Path) -> None:
+    """The copy of the tree is part of the build: a --source without the Dockerfile (a wrong folder) is one line,
+    not a traceback (the review found one)."""
+    source = tmp_path / "tree"
+    source.mkdir()
+    shutil.copy(REPO / "pyproject.toml", source / "pyproject.toml")
+    server = serve(Unauthorized)
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        result = release_command("--registry", f"{address}/nra", "--plain-http", "--source", str(source),
+                                 "--parts", "chart", home=tmp_path)
+    finally:
+        server.shutdown()
+    assert_one_line_refusal(result, "build failed: ")

@@ -40,13 +40,19 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.image import COLLECTOR_IMAGE
 from release.publish import staged
 from release.version import source_version
 from testkit.helm import Helm, built_helm
 from testkit.new_node import trust_registry
 from testkit.node_cluster import NODE_IP, Node, running_node
-from testkit.node_rollout import AGENT_NS, AGENT_SELECTOR, SHIPPED_DAEMONSET, roll_out_collector
-from testkit.node_rollout import shipped_export_interval
+from testkit.node_rollout import (
+    AGENT_NS,
+    AGENT_SELECTOR,
+    SHIPPED_DAEMONSET,
+    roll_out_collector,
+    shipped_export_interval,
+)
 from testkit.registry import Registry
 from testkit.repo import REPO
 from testkit.waiting import wait_until
@@ -333,6 +339,9 @@ def test_the_release_pushes_its_images_and_chart_at_one_version(registry: Regist
                                     timeout=10) as response:
             meta = json.loads(response.read())
         assert (meta["version"], meta["appVersion"]) == (release.version, release.version), meta
+    # The Collector also at its distribution's tag, the one otel-config/'s Deployment names.
+    distribution = COLLECTOR_IMAGE.partition(":")[2]
+    assert ("PUT", f"/v2/{PATH}/otelcol-nra/manifests/{distribution}") in releases["current"].requests
     assert "CHANGELOG.md" in releases["current"].notes
     assert f"--version {VERSION}" in releases["current"].notes
 
