@@ -161,7 +161,7 @@ FACTS = (
     Fact("the debug port", str(SETTINGS["debug_address"].default.port), "agent/config.py SETTINGS debug_address", (
         Statement("README.md", r"`DEBUG_ADDRESS` \| `:(\d+)`"),
         Statement("docs/configuration.md", r"`DEBUG_ADDRESS` \| `:(\d+)`"),
-        Statement("charts/node-requests-agent/values.yaml", r"\ndebug:\n(?:  .*\n)*?  port: (\d+)"),
+        Statement("charts/node-requests-agent/values.yaml", r"\ndebug:\n(?:  [^\n]*\n)*?  port: (\d+)"),
         Statement("docs/deployment.md", r"`true`, `(\d+)` \| `DEBUG_ADDRESS`"),
         Statement("docs/deployment.md", r"declared `debug` port (\d+)"),
     )),
