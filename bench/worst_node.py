@@ -27,7 +27,7 @@ DaemonSet runs it, OTLP/HTTP export every 1 s to a receiver) against the suite's
 Environment: NRA_WORST_RUNNING (110 running pods, of which NRA_WORST_LABELLED (20) with labels and NRA_WORST_WIDE
 (10) with containers at the limit), NRA_WORST_COMPLETED (600), NRA_WORST_LABELS and NRA_WORST_CONTAINERS (per pod;
 unset: the most etcd admits, found by trying), NRA_WORST_KEPT_PDBS (160) spread over NRA_WORST_PDB_NAMESPACES (80),
-NRA_WORST_SMALL_PDBS (9,833: with the others, the 10,000 of --max-pdbs), NRA_WORST_HUGE_PDBS (7),
+NRA_WORST_SMALL_PDBS (default: with the others, the agent's --max-pdbs, 10,000), NRA_WORST_HUGE_PDBS (7),
 NRA_WORST_SELECTOR_VALUES (per huge PDB; unset: found by trying). About 10 minutes here.
 """
 
@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
+from agent.config import SETTINGS
 from bench.cluster_scale.process_usage import rss_mib
 from bench.common import FakeApiServer, HttpReceiver, RunningAgent, load, machine
 from bench.measure import Point, last_export_points
@@ -81,7 +82,7 @@ HUGE_PDBS = int(os.environ.get("NRA_WORST_HUGE_PDBS", "7"))
 PDB_NAMESPACES = int(os.environ.get("NRA_WORST_PDB_NAMESPACES", "80"))
 #: PDBs of the largest selector always kept (SMALL_SELECTOR_BYTES), created first: with the others, the most the
 #: agent keeps before --max-pdbs (10,000 by default) makes every PDB unknown.
-SMALL_PDBS = int(os.environ.get("NRA_WORST_SMALL_PDBS", str(10_000 - 160 - 7)))
+SMALL_PDBS = int(os.environ.get("NRA_WORST_SMALL_PDBS") or SETTINGS["max_pdbs"].default - KEPT_PDBS - HUGE_PDBS)
 LABELS = _size("NRA_WORST_LABELS")
 CONTAINERS = _size("NRA_WORST_CONTAINERS")
 HUGE_VALUES = _size("NRA_WORST_SELECTOR_VALUES")
