@@ -132,6 +132,11 @@ class ClusterClient:
                    message=f"default ServiceAccount in {name} (made by kube-controller-manager)")
         return name
 
+    def events_of(self, namespace: str, name: str) -> list[dict]:
+        """The Events about the object ``name`` of ``namespace`` (the kubelet's, a controller's), oldest first."""
+        path = f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name={name}"
+        return self.api("GET", path).get("items", [])
+
     def exists(self, path: str) -> bool:
         try:
             self.api("GET", path)

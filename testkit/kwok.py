@@ -212,8 +212,7 @@ def pod_story(cluster: Cluster, namespace: str, name: str) -> str:
     pod = cluster.api("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
     status = pod.get("status", {})
     conditions = ", ".join(f"{c['type']}={c['status']}" for c in status.get("conditions", []))
-    events = cluster.api("GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector=involvedObject.name={name}")
-    said = "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in events.get("items", [])[-5:])
+    said = "; ".join(f"{e.get('reason')}: {e.get('message')}" for e in cluster.events_of(namespace, name)[-5:])
     return (f"phase {status.get('phase')} on {pod['spec'].get('nodeName')}, conditions [{conditions}], "
             f"events [{said or 'none'}]")
 

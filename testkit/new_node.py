@@ -177,8 +177,7 @@ def _follow(result: NewNode, registry: Registry, prometheus, started: float, tim
 def _pulled(node: Node, pod: dict, result: NewNode) -> bool:
     """The kubelet reported the agent's image pulled (its Pulled event for this pod)."""
     name = pod["metadata"]["name"]
-    events = node.cluster.api("GET", f"/api/v1/namespaces/{AGENT_NS}/events?fieldSelector=involvedObject.name={name}")
-    result.events = events["items"]
+    result.events = node.cluster.events_of(AGENT_NS, name)
     for event in result.events:
         match = _PULLED.search(event.get("message", "")) if event.get("reason") == "Pulled" else None
         if match and AGENT_REPOSITORY in match["image"]:

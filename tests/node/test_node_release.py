@@ -372,8 +372,7 @@ def test_helm_installs_the_release_from_the_registry_and_containerd_pulls_its_im
     pulled = [b for b in blobs(content) if f"/v2/{image_repository}/blobs/{b}" in fetched]
     # ...as the kubelet says
     name = pod["metadata"]["name"]
-    events = node.cluster.api("GET", f"/api/v1/namespaces/{AGENT_NS}/events?fieldSelector=involvedObject.name={name}")
-    said = [(e["reason"], e.get("message", "")) for e in events["items"]]
+    said = [(e["reason"], e.get("message", "")) for e in node.cluster.events_of(AGENT_NS, name)]
     assert any(r == "Pulling" and f'"{image}"' in m for r, m in said), said
     assert any(r == "Pulled" and f'Successfully pulled image "{image}"' in m for r, m in said), said
     assert not any("already present" in m for _, m in said), said
